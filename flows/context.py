@@ -1,0 +1,135 @@
+"""What a stage task derives from its two parameters (config path, round index): paths and ids.
+
+Tasks pass only these small values between each other; everything else is re-derived here or read
+from the stage's Parquet outputs and the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+from loop.config import RatchetConfig
+from loop.evaluation import eval_set_id
+from loop.tasks import Prompt, TaskSource, chat_messages, make_task_source
+from verifiers.reward import VERSION as VERIFIER_VERSION
+
+VERIFIER_NAME = "composite"
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def short_hash(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def campaign_id_of(name: str) -> str:
+    return short_hash("campaign", name)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    cfg: RatchetConfig
+    round_index: int = 0
+
+    @property
+    def db(self) -> Path:
+        return Path(self.cfg.db)
+
+    @property
+    def campaign_id(self) -> str:
+        return campaign_id_of(self.cfg.campaign)
+
+    @property
+    def campaign_dir(self) -> Path:
+        return self.cfg.resolved_run_dir() / self.cfg.campaign
+
+    @property
+    def round_id(self) -> str:
+        return f"{self.campaign_id}-r{self.round_index}"
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.campaign_dir / f"round-{self.round_index}" / stage
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.cfg.resolved_run_dir() / "checkpoints"
+
+    @cached_property
+    def source(self) -> TaskSource:
+        t = self.cfg.tasks
+        return make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
+
+    def messages(self, p: Prompt) -> list[dict[str, str]]:
+        return chat_messages(self.cfg.tasks.system_prompt, self.source.fewshot(self.cfg.tasks.fewshot), p.question)
+
+    def heldout(self) -> list[Prompt]:
+        return self.source.draw(self.cfg.tasks.heldout_prompts, "heldout", seed=self.cfg.tasks.seed)
+
+    def train_prompts(self) -> list[Prompt]:
+        return self.source.draw(self.cfg.tasks.train_prompts_per_round, "train", seed=self.cfg.tasks.seed * 1_000_003 + self.round_index)
+
+    def eval_set_id(self) -> str:
+        e, t = self.cfg.eval, self.cfg.tasks
+        settings = {"max_new_tokens": self.cfg.generation.max_new_tokens, "num_samples": e.num_samples, "temperature": e.temperature,
+                    "system_prompt": t.system_prompt, "fewshot": t.fewshot, "verifier": VERIFIER_VERSION,
+                    "format_template": self.cfg.verifier.format_template}
+        return eval_set_id([p.prompt_id for p in self.heldout()], settings)
+
+
+def load_ctx(config_path: str | Path, round_index: int = 0) -> Ctx:
+    return Ctx(RatchetConfig.model_validate_json(Path(config_path).read_text()), round_index)
+
+
+def save_config(cfg: RatchetConfig) -> Path:
+    """Write the campaign's config where its tasks can read it; returns the path."""
+    path = cfg.resolved_run_dir() / cfg.campaign / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(cfg.model_dump_json(indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+# --- stage markers: a stage is done iff its marker exists (written last, atomically) -------------
+
+def read_marker(stage_dir: Path) -> dict | None:
+    m = stage_dir / "_SUCCESS.json"
+    return json.loads(m.read_text()) if m.is_file() else None
+
+
+def write_marker(stage_dir: Path, info: dict) -> dict:
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    tmp = stage_dir / f"._SUCCESS.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(info, indent=1, default=str))
+    os.replace(tmp, stage_dir / "_SUCCESS.json")
+    return info
+
+
+class Timer:
+    """Splits a stage's wall time into compute (model/verifier work) and the rest (store, files)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.compute_s = 0.0
+
+    @contextmanager
+    def compute(self) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.compute_s += time.perf_counter() - t
+
+    def summary(self) -> dict:
+        return {"wall_s": time.perf_counter() - self.t0, "compute_s": self.compute_s}

@@ -1,0 +1,165 @@
+"""The ``improvement_round`` and ``campaign`` Prefect flows, and the tasks that open and close a round."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+from flows.context import Ctx, load_ctx, now, read_marker
+from flows.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
+from loop.gate import decide
+from loop.models import read_checkpoint_id, resolve_model
+from store.db import connect, init_db, transaction
+from store.ingest import insert_rows
+from store.queries import campaign_by_name, campaign_state, eval_outcomes
+from verifiers.reward import VERSION as VERIFIER_VERSION
+
+
+class CampaignConflict(ValueError):
+    """A campaign of that name exists in the store with different settings."""
+
+
+@task(name="prepare-campaign", cache_policy=NONE)
+def prepare_campaign(config_path: str) -> str:
+    """Create the schema, register the base checkpoint, the campaign and its held-out prompts."""
+    ctx = load_ctx(config_path)
+    init_db(ctx.db)
+    base_dir = resolve_model(ctx.cfg.model.name_or_path)
+    base_id = read_checkpoint_id(base_dir)
+    settings = ctx.cfg.campaign_settings()
+    with transaction(ctx.db) as con:
+        existing = campaign_by_name(con, ctx.cfg.campaign)
+        if existing is not None and existing["config"] != settings:
+            diff = sorted(k for k in settings if settings[k] != existing["config"].get(k))
+            raise CampaignConflict(f"campaign {ctx.cfg.campaign!r} already exists in {ctx.db} with different settings ({', '.join(diff)}); "
+                                   "use --campaign NEW_NAME, or the original settings to continue it")
+        insert_rows(con, "checkpoints", [dict(checkpoint_id=base_id, parent_id=None, training_run_id=None,
+                                              model_ref=ctx.cfg.model.name_or_path, path=str(base_dir.resolve()), created_at=now())])
+        insert_rows(con, "campaigns", [dict(campaign_id=ctx.campaign_id, name=ctx.cfg.campaign, base_checkpoint_id=base_id,
+                                            config_json=json.dumps(settings), created_at=now())])
+        insert_rows(con, "prompts", prompt_rows(ctx.heldout()))
+    return ctx.campaign_id
+
+
+@task(name="start-round", cache_policy=NONE)
+def start_round(config_path: str, round_index: int) -> str:
+    """Record the round and fix its incumbent (kept as is when a crashed round is resumed)."""
+    ctx = load_ctx(config_path, round_index)
+    with transaction(ctx.db) as con:
+        state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
+        insert_rows(con, "rounds", [dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, round_index=round_index,
+                                         incumbent_checkpoint_id=state.incumbent_checkpoint_id, status="running",
+                                         started_at=now(), finished_at=None, stage_seconds_json=None)])
+        return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
+
+
+def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
+    """Compute seconds per stage of this round, from the stage markers (reused evaluations count 0)."""
+    sec = lambda stage: (read_marker(ctx.stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
+    out = {s: sec(s) for s in ("generate", "verify", "filter", "train")}
+    out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c)
+    return out
+
+
+@task(name="gate", cache_policy=NONE)
+def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
+    """Compare candidate and incumbent on paired held-out outcomes; record promote / reject / halt."""
+    ctx, log = load_ctx(config_path, round_index), get_run_logger()
+    g = ctx.cfg.gate
+    es = ctx.eval_set_id()
+    with transaction(ctx.db) as con:
+        existing = con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [ctx.round_id]).fetchone()
+        if existing:
+            return {"decision": existing[0], "reason": existing[1]}
+        state = campaign_state(con, ctx.campaign_id, es)
+        inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
+        inc_pass1 = sum(o["greedy_correct"] for o in inc) / len(inc)
+        best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
+        row = dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, candidate_checkpoint_id=candidate,
+                   incumbent_checkpoint_id=incumbent, test=g.test, tolerance=g.tolerance, best_promoted_pass1=best,
+                   incumbent_pass1=inc_pass1, created_at=now())
+        if candidate is None:
+            halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
+            row.update(decision="halt" if halt else "reject", candidate_pass1=None, delta=None, p_value=None,
+                       reason="no candidate: no verified-correct trajectories to train on")
+        else:
+            cand = eval_outcomes(con, candidate, es, VERIFIER_VERSION)
+            if [o["prompt_id"] for o in cand] != [o["prompt_id"] for o in inc]:
+                raise RuntimeError(f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage")
+            res = decide([o["greedy_correct"] for o in cand], [o["greedy_correct"] for o in inc], best_promoted_pass1=best,
+                         consecutive_rejections=state.consecutive_rejections,
+                         candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand), tolerance=g.tolerance,
+                         test=g.test, alpha=g.alpha, max_consecutive_rejections=g.max_consecutive_rejections,
+                         max_no_answer_rate=g.max_no_answer_rate, bootstrap_samples=g.bootstrap_samples)
+            row.update(decision=res.decision, reason=res.reason, candidate_pass1=res.candidate_pass1, delta=res.delta, p_value=res.p_value)
+        # One transaction: the decision, the promotion it implies and the round's completion land together.
+        insert_rows(con, "gate_decisions", [row])
+        seconds = _stage_seconds(ctx, [incumbent, candidate])
+        con.execute("UPDATE rounds SET status = 'completed', finished_at = ?, stage_seconds_json = ? WHERE round_id = ?",
+                    [now(), json.dumps(seconds), ctx.round_id])
+    log.info("gate: %s (%s)", row["decision"], row["reason"])
+    _publish(ctx, row)
+    return {"decision": row["decision"], "reason": row["reason"]}
+
+
+def _publish(ctx: Ctx, row: dict) -> None:
+    """The round's metrics table and gate decision as Prefect artifacts (visible in the UI)."""
+    key = f"{ctx.cfg.campaign}-round-{ctx.round_index}".lower().replace("_", "-")
+    with connect(ctx.db, read_only=True) as con:
+        cur = con.execute("SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons "
+                          "FROM round_verifier_stats WHERE round_id = ?", [ctx.round_id])
+        cols = [d[0] for d in cur.description]
+        stats = [dict(zip(cols, r)) for r in cur.fetchall()]
+    fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
+    create_table_artifact(key=f"{key}-metrics", table=stats or [{"task": "-", "n": 0}],
+                          description=f"Round {ctx.round_index}: reward and verdict reasons per task")
+    create_markdown_artifact(key=f"{key}-gate", description=f"Round {ctx.round_index} gate decision", markdown=(
+        f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
+        f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
+        f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
+        f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
+        f"tolerance {row['tolerance']}"))
+
+
+@flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
+def improvement_round(config_path: str, round_index: int) -> dict:
+    """generate -> verify -> filter -> train -> evaluate (incumbent, candidate) -> gate."""
+    incumbent = start_round(config_path, round_index)
+    generate(config_path, round_index)
+    verify(config_path, round_index)
+    filter_trajectories(config_path, round_index)
+    candidate = train(config_path, round_index)
+    evaluate(config_path, round_index, incumbent)
+    if candidate is not None:
+        evaluate(config_path, round_index, candidate)
+    return gate(config_path, round_index, incumbent, candidate)
+
+
+@flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)
+def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
+    """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes."""
+    ctx = load_ctx(config_path)
+    log = get_run_logger()
+    prepare_campaign(config_path)
+    decisions = []
+    for r in range(1, ctx.cfg.max_rounds + 1):
+        with connect(ctx.db, read_only=True) as con:
+            state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
+            done = con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [load_ctx(config_path, r).round_id]).fetchone()
+        if done:
+            decisions.append({"round": r, "decision": done[0], "reason": done[1]})
+            continue
+        if state.halted:
+            log.warning("campaign %s is halted; not starting round %d", ctx.cfg.campaign, r)
+            break
+        decisions.append({"round": r, **improvement_round(config_path, r)})
+    return decisions
+
+
+def run_campaign(config_path: str | Path) -> list[dict]:
+    ctx = load_ctx(config_path)
+    return campaign(str(config_path), campaign_name=ctx.cfg.campaign)

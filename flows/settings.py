@@ -1,0 +1,24 @@
+"""Process-wide settings that must be in place before Prefect is imported."""
+
+from __future__ import annotations
+
+import os
+
+from loop.models import ratchet_home
+
+
+def configure_prefect(quiet_console: bool = True) -> None:
+    """Telemetry off, Prefect's home under ``$RATCHET_HOME/prefect`` unless the user chose one.
+
+    ``quiet_console`` keeps Prefect's INFO run logs out of the terminal (they still reach the API and
+    the UI) so the CLI's progress bars stay readable.
+    """
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_HOME", str(ratchet_home() / "prefect"))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; cached HF ids still resolve
+    if quiet_console:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "WARNING")

@@ -1,0 +1,250 @@
+"""One Prefect task per stage of a round: generate, verify, filter, train, evaluate, gate.
+
+Each task takes the campaign's config path and the round index (plus a checkpoint id where needed),
+skips its work if its stage marker exists (crash-resume), writes immutable Parquet, and ingests it
+idempotently. Nothing heavier than an id or a path crosses a task boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
+
+from flows.context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from flows.progress import bar
+from loop.evaluation import PromptOutcome, summarize
+from loop.generation import Completion, SamplingParams, make_backend
+from loop.models import write_manifest
+from loop.sft import SFTExample, train_sft
+from loop.tasks import Prompt
+from store.db import connect, transaction
+from store.ingest import ingest_parquet, insert_rows, write_parquet
+from store.queries import campaign_state, eval_outcomes, stored_metrics, training_set
+from verifiers.reward import VERSION as VERIFIER_VERSION
+from verifiers.reward import score_batch
+
+
+# --- shared helpers -------------------------------------------------------------------------------
+
+def prompt_rows(prompts: list[Prompt]) -> list[dict]:
+    return [asdict(p) for p in prompts]
+
+
+def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
+    with connect(ctx.db, read_only=True) as con:
+        row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [checkpoint_id]).fetchone()
+    if row is None:
+        raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
+    return Path(row[0])
+
+
+def trajectory_rows(ctx: Ctx, prompts: list[Prompt], comps: list[Completion], checkpoint_id: str, purpose: str,
+                    params: SamplingParams, backend: str, eval_set: str | None = None) -> list[dict]:
+    """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index)."""
+    scope = eval_set if eval_set else ctx.round_id
+    ts = now()
+    return [dict(
+        trajectory_id=short_hash(scope, prompts[c.prompt_index].prompt_id, checkpoint_id, purpose, c.sample_index),
+        round_id=ctx.round_id, prompt_id=prompts[c.prompt_index].prompt_id, checkpoint_id=checkpoint_id, purpose=purpose,
+        eval_set_id=eval_set, sample_index=c.sample_index, completion=c.text, prompt_tokens=c.prompt_tokens,
+        completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, backend=backend, temperature=params.temperature,
+        top_p=params.top_p, max_new_tokens=params.max_new_tokens, seed=params.seed, created_at=ts) for c in comps]
+
+
+def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) -> list[dict]:
+    """Score trajectories with the composite verifier (outcome + format) and build verdict rows."""
+    v = ctx.cfg.verifier
+    verdicts = score_batch([t["completion"] for t in trajs], [gold_by_prompt[t["prompt_id"]] for t in trajs], kind="math",
+                           format_template=v.format_template, format_weight=v.format_weight, timeout_s=v.timeout_s)
+    ts = now()
+    return [dict(trajectory_id=t["trajectory_id"], verifier=VERIFIER_NAME, verifier_version=vd.verifier_version,
+                 reward=float(vd.reward), correct=bool(vd.correct), reason=vd.reason, parsed=vd.parsed,
+                 format_ok=vd.format_ok, latency_s=float(vd.latency_s), created_at=ts) for t, vd in zip(trajs, verdicts)]
+
+
+def _generate(ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], params: SamplingParams, desc: str) -> list[Completion]:
+    g = ctx.cfg.generation
+    backend = make_backend(g.backend, ckpt_dir, dtype=ctx.cfg.model.dtype, batch_size=g.batch_size)
+    try:
+        return backend.generate([ctx.messages(p) for p in prompts], params, progress=bar(f"{ctx.round_id}-{desc}", desc))
+    finally:
+        backend.close()
+
+
+# --- stages ---------------------------------------------------------------------------------------
+
+@task(name="generate", cache_policy=NONE)
+def generate(config_path: str, round_index: int) -> str:
+    """Sample this round's train prompts and G rollouts each from the incumbent; ingest both."""
+    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    out = ctx.stage_dir("generate")
+    files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
+    if (marker := read_marker(out)) is None:
+        with connect(ctx.db, read_only=True) as con:
+            incumbent = con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()
+        incumbent = incumbent[0]
+        prompts = ctx.train_prompts()
+        g = ctx.cfg.generation
+        params = SamplingParams(n=g.group_size, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
+                                seed=g.seed * 1_000_003 + round_index)
+        with timer.compute():
+            comps = _generate(ctx, checkpoint_path(ctx, incumbent), prompts, params, f"round {round_index}: rollouts")
+        write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
+        write_parquet(trajectory_rows(ctx, prompts, comps, incumbent, "rollout", params, g.backend), files["trajectories"], "trajectories")
+        ntok = sum(c.completion_tokens for c in comps)
+        marker = write_marker(out, {"n": len(comps), "tokens": ntok, **timer.summary(),
+                                    "tokens_per_s": ntok / max(timer.compute_s, 1e-9)})
+        log.info("generated %d rollouts (%d tokens, %.1f tokens/s)", len(comps), ntok, marker["tokens_per_s"])
+    with transaction(ctx.db) as con:
+        ingest_parquet(con, "prompts", [files["prompts"]])
+        ingest_parquet(con, "trajectories", [files["trajectories"]])
+    return str(files["trajectories"])
+
+
+@task(name="verify", cache_policy=NONE)
+def verify(config_path: str, round_index: int) -> str:
+    """Score every rollout of the round; ingest the verdicts."""
+    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    out = ctx.stage_dir("verify")
+    path = out / "part-0.parquet"
+    if read_marker(out) is None:
+        gen = ctx.stage_dir("generate")
+        trajs = pq.read_table(gen / "part-0.parquet").to_pylist()
+        golds = {p["prompt_id"]: p["answer"] for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
+        with timer.compute():
+            rows = verdict_rows(ctx, trajs, golds)
+        write_parquet(rows, path, "verdicts")
+        reasons: dict[str, int] = {}
+        for r in rows:
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+        write_marker(out, {"n": len(rows), "correct": sum(r["correct"] for r in rows), "reasons": reasons, **timer.summary()})
+        log.info("verified %d rollouts: %s", len(rows), reasons)
+    with transaction(ctx.db) as con:
+        ingest_parquet(con, "verdicts", [path])
+    return str(path)
+
+
+@task(name="filter", cache_policy=NONE)
+def filter_trajectories(config_path: str, round_index: int) -> str:
+    """Select the verified-correct, deduplicated, per-prompt-capped train trajectories (a store query)."""
+    ctx, timer = load_ctx(config_path, round_index), Timer()
+    out = ctx.stage_dir("filter")
+    path = out / "examples.parquet"
+    if read_marker(out) is None:
+        with connect(ctx.db, read_only=True) as con:
+            rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt)
+        write_parquet(rows or [], path)
+        write_marker(out, {"n": len(rows), **timer.summary()})
+    return str(path)
+
+
+@task(name="train", cache_policy=NONE)
+def train(config_path: str, round_index: int) -> str | None:
+    """Fine-tune on the filtered trajectories; returns the candidate checkpoint id (None if nothing to learn)."""
+    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    out = ctx.stage_dir("train")
+    if (marker := read_marker(out)) is not None:
+        return marker["checkpoint_id"]
+    examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
+    if not examples:
+        log.warning("no verified-correct trajectories this round: nothing to train on")
+        write_marker(out, {"checkpoint_id": None, **timer.summary()})
+        return None
+    cfg, sft = ctx.cfg, ctx.cfg.sft
+    with connect(ctx.db, read_only=True) as con:
+        state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
+        incumbent = con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
+    init_id = incumbent if sft.init == "incumbent" else state.base_checkpoint_id
+    run_id = short_hash("rft", ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), sft.model_dump_json())
+    tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    started = now()
+    with timer.compute():
+        res = train_sft(checkpoint_path(ctx, init_id), [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
+                        tmp, lr=sft.lr, epochs=sft.epochs, batch_size=sft.batch_size, warmup_ratio=sft.warmup_ratio,
+                        weight_decay=sft.weight_decay, max_grad_norm=sft.max_grad_norm, max_seq_len=sft.max_seq_len,
+                        seed=sft.seed + round_index, dtype=cfg.model.dtype,
+                        on_step=lambda s, n, loss: bar(f"{ctx.round_id}-train", f"round {round_index}: train (loss {loss:.3f})")(s, n))
+        ckpt_id = write_manifest(tmp)
+    final = ctx.checkpoints_dir / ckpt_id
+    if final.exists():
+        shutil.rmtree(tmp)  # identical weights already saved
+    else:
+        tmp.rename(final)  # atomic: a half-written checkpoint is never under its id
+    with transaction(ctx.db) as con:
+        insert_rows(con, "checkpoints", [dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id,
+                                              model_ref=cfg.model.name_or_path, path=str(final.resolve()), created_at=now())])
+        insert_rows(con, "training_runs", [dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm,
+                                                input_checkpoint_id=init_id, output_checkpoint_id=ckpt_id, num_examples=len(examples),
+                                                config_json=sft.model_dump_json(), metrics_json=json.dumps(res.metrics),
+                                                started_at=started, finished_at=now())])
+        insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=e["trajectory_id"]) for e in examples])
+    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": res.metrics, **timer.summary()})
+    log.info("trained %s on %d examples: %s", ckpt_id, len(examples), res.metrics)
+    return ckpt_id
+
+
+def _as_prompt(e: dict) -> Prompt:
+    return Prompt(e["prompt_id"], "", "", e["question"], "", "train")
+
+
+@task(name="evaluate", cache_policy=NONE)
+def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
+    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists."""
+    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    es = ctx.eval_set_id()
+    with connect(ctx.db, read_only=True) as con:
+        stored = stored_metrics(con, checkpoint_id, es)
+    if stored:
+        log.info("reusing stored evaluation of %s on eval set %s", checkpoint_id, es)
+        return stored
+    out = ctx.stage_dir(f"evaluate-{checkpoint_id}")
+    files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet", out / "evaluations.parquet"]
+    if read_marker(out) is None:
+        prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
+        ckpt_dir = checkpoint_path(ctx, checkpoint_id)
+        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens)
+        with timer.compute():
+            comps = _generate(ctx, ckpt_dir, prompts, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
+        trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
+        samples: list[dict] = []
+        if e.num_samples:
+            sp = SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed)
+            with timer.compute():
+                scomps = _generate(ctx, ckpt_dir, prompts, sp, f"round {round_index}: eval samples")
+            samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sp, g.backend, es)
+        with timer.compute():
+            verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: p.answer for p in prompts})
+        metrics = summarize(_outcomes(trajs + samples, verdicts), e.ks)
+        write_parquet(trajs, files[0], "trajectories")
+        write_parquet(samples, files[1], "trajectories" if samples else None)
+        write_parquet(verdicts, files[2], "verdicts")
+        write_parquet([dict(evaluation_id=short_hash(checkpoint_id, es, k), round_id=ctx.round_id, checkpoint_id=checkpoint_id,
+                            eval_set_id=es, metric=k, value=float(v), num_prompts=len(prompts), created_at=now())
+                       for k, v in metrics.items()], files[3], "evaluations")
+        write_marker(out, {"metrics": metrics, **timer.summary()})
+    with transaction(ctx.db) as con:
+        ingest_parquet(con, "trajectories", files[:2])
+        ingest_parquet(con, "verdicts", [files[2]])
+        ingest_parquet(con, "evaluations", [files[3]])
+        metrics = stored_metrics(con, checkpoint_id, es)
+    log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
+    return metrics
+
+
+def _outcomes(trajs: list[dict], verdicts: list[dict]) -> list[PromptOutcome]:
+    by_prompt: dict[str, dict] = {}
+    for t, v in zip(trajs, verdicts):
+        o = by_prompt.setdefault(t["prompt_id"], {"greedy_correct": False, "greedy_answered": False, "n": 0, "c": 0})
+        if t["purpose"] == "eval_greedy":
+            o["greedy_correct"], o["greedy_answered"] = v["correct"], v["reason"] != "no_answer"
+        else:
+            o["n"] += 1
+            o["c"] += int(v["correct"])
+    return [PromptOutcome(pid, **o) for pid, o in sorted(by_prompt.items())]

@@ -1,0 +1,106 @@
+"""The gate: promote the candidate, keep the incumbent (reject), or halt the campaign.
+
+Inputs are paired per-prompt greedy outcomes of candidate and incumbent on the same held-out
+prompts. The candidate is promoted only if all hold:
+
+1. no guard tripped (no-answer rate on held-out <= ``max_no_answer_rate``, else **halt**);
+2. pass@1(candidate) >= pass@1(incumbent) - tolerance;
+3. pass@1(candidate) >= best pass@1 ever promoted - tolerance, so small permitted losses cannot
+   accumulate round after round (the base model counts as promoted);
+4. the paired test does not say "worse" at level ``alpha``.
+
+Otherwise the round is rejected; after ``max_consecutive_rejections`` rejections in a row the
+decision is **halt**.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+Decision = Literal["promote", "reject", "halt"]
+
+
+def mcnemar_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool]) -> float:
+    """One-sided exact McNemar p-value for "candidate is worse than incumbent".
+
+    With b = #prompts only the incumbent solves and c = #prompts only the candidate solves, under
+    H0 (equal accuracy) b ~ Binomial(b + c, 1/2); p = P(X >= b) (McNemar 1947, exact binomial form).
+
+    Raises:
+        ValueError: the two outcome lists differ in length (they must be paired).
+    """
+    if len(candidate) != len(incumbent):
+        raise ValueError(f"paired outcomes differ in length ({len(candidate)} vs {len(incumbent)}); evaluate both on the same prompts")
+    b = sum(1 for x, y in zip(candidate, incumbent) if y and not x)
+    c = sum(1 for x, y in zip(candidate, incumbent) if x and not y)
+    n = b + c
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n
+
+
+def bootstrap_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool], *, samples: int = 2000, seed: int = 0) -> float:
+    """One-sided paired bootstrap p-value for "candidate is worse": the share of resamples of the
+    per-prompt difference (candidate - incumbent) whose mean is >= 0 (Efron & Tibshirani 1993, §16.4)."""
+    if len(candidate) != len(incumbent):
+        raise ValueError(f"paired outcomes differ in length ({len(candidate)} vs {len(incumbent)})")
+    d = np.asarray(candidate, dtype=np.float64) - np.asarray(incumbent, dtype=np.float64)  # (m,)
+    if not d.any():
+        return 1.0
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(d), size=(samples, len(d)))  # (samples, m)
+    means = d[idx].mean(axis=1)  # (samples,)
+    return float((means >= 0).mean())
+
+
+@dataclass(frozen=True)
+class GateResult:
+    decision: Decision
+    reason: str
+    candidate_pass1: float
+    incumbent_pass1: float
+    best_promoted_pass1: float
+    delta: float
+    p_value: float
+    test: str
+    tolerance: float
+
+
+def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promoted_pass1: float,
+           consecutive_rejections: int, candidate_no_answer_rate: float, tolerance: float, test: str = "mcnemar",
+           alpha: float = 0.05, max_consecutive_rejections: int = 2, max_no_answer_rate: float = 0.5,
+           bootstrap_samples: int = 2000) -> GateResult:
+    """Decide on one candidate. ``consecutive_rejections`` counts rejections before this round."""
+    m = len(candidate)
+    if m == 0 or m != len(incumbent):
+        raise ValueError(f"gate needs paired non-empty outcomes (got {m} and {len(incumbent)}); evaluate both on the held-out set")
+    cand, inc = sum(candidate) / m, sum(incumbent) / m
+    delta = cand - inc
+    if test == "mcnemar":
+        p = mcnemar_worse_p(candidate, incumbent)
+    elif test == "bootstrap":
+        p = bootstrap_worse_p(candidate, incumbent, samples=bootstrap_samples)
+    else:
+        raise ValueError(f"unknown gate test {test!r}; choose 'mcnemar' or 'bootstrap'")
+    common = dict(candidate_pass1=cand, incumbent_pass1=inc, best_promoted_pass1=best_promoted_pass1,
+                  delta=delta, p_value=p, test=test, tolerance=tolerance)
+    if candidate_no_answer_rate > max_no_answer_rate:
+        return GateResult("halt", f"guard: candidate gave no parseable answer on {candidate_no_answer_rate:.0%} of held-out "
+                          f"prompts (> {max_no_answer_rate:.0%}); format collapse", **common)
+    problems = []
+    if cand < inc - tolerance:
+        problems.append(f"pass@1 {cand:.3f} < incumbent {inc:.3f} - tolerance {tolerance}")
+    if cand < best_promoted_pass1 - tolerance:
+        problems.append(f"pass@1 {cand:.3f} < best promoted {best_promoted_pass1:.3f} - tolerance {tolerance}")
+    if p < alpha:
+        problems.append(f"{test} says worse (p={p:.3g} < alpha {alpha})")
+    if not problems:
+        return GateResult("promote", f"pass@1 {inc:.3f} -> {cand:.3f} ({delta:+.3f}), {test} p(worse)={p:.3g}", **common)
+    if consecutive_rejections + 1 >= max_consecutive_rejections:
+        return GateResult("halt", "; ".join(problems) + f"; {consecutive_rejections + 1} rejections in a row "
+                          f"(max_consecutive_rejections = {max_consecutive_rejections})", **common)
+    return GateResult("reject", "; ".join(problems), **common)

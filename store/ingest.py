@@ -1,0 +1,71 @@
+"""Idempotent bulk ingest: stage outputs are immutable Parquet files, loaded with INSERT OR IGNORE.
+
+A stage writes ``<run_dir>/<campaign>/round-<n>/<stage>/part-<k>.parquet`` (written to a temporary
+name, then renamed, so a killed writer never leaves a half file behind) and the single writer loads
+it through Arrow: ~100k rows/s against ~1k rows/s for ``executemany``. Keys are deterministic, so
+loading the same file twice inserts nothing the second time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from store.schema import TABLES
+
+_COLUMNS = {t.__tablename__: [c.name for c in t.__table__.columns] for t in TABLES}
+
+
+def columns(table: str) -> list[str]:
+    """Column names of a store table, in schema order. Raises KeyError listing valid tables."""
+    if table not in _COLUMNS:
+        raise KeyError(f"unknown table {table!r}; tables are {sorted(_COLUMNS)}")
+    return _COLUMNS[table]
+
+
+def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str | None = None) -> Path:
+    """Atomically write rows (dicts or an Arrow table) to ``path``; returns the path.
+
+    When ``table`` is given, the rows must carry exactly that table's columns.
+
+    Raises:
+        ValueError: a column is missing or unexpected for ``table``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tbl = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows))
+    if table is not None and tbl.num_rows:
+        want, have = set(columns(table)), set(tbl.column_names)
+        if want != have:
+            raise ValueError(f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
+                             f"(missing {sorted(want - have)}, extra {sorted(have - want)})")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(tbl, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def ingest_parquet(con: duckdb.DuckDBPyConnection, table: str, paths: Iterable[str | Path]) -> int:
+    """INSERT OR IGNORE every row of the Parquet files into ``table``; returns rows inserted."""
+    files = [str(p) for p in paths if pq.read_metadata(p).num_rows > 0]
+    if not files:
+        return 0
+    cols = ", ".join(columns(table))
+    before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    con.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM read_parquet(?, union_by_name=true)", [files])
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict], *, replace: bool = False) -> None:
+    """Insert a few rows through Arrow (``OR REPLACE`` for status updates, else ``OR IGNORE``)."""
+    if not rows:
+        return
+    cols = columns(table)
+    arrow = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])  # noqa: F841 - read by DuckDB by name
+    verb = "OR REPLACE" if replace else "OR IGNORE"
+    con.execute(f"INSERT {verb} INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM arrow")

@@ -1,0 +1,103 @@
+"""Canned queries: the next round's training set, stored evaluations, campaign state.
+
+Every function takes an open DuckDB connection (see ``store.db.connect``) and holds no state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import duckdb
+
+# The training query. It can only ever see rollouts of the given round on TRAIN-split prompts that
+# the round's verifier version judged correct and that ended on EOS; exact duplicate completions of
+# a prompt are dropped and each prompt keeps at most `max_per_prompt` (lowest sample index first).
+TRAINING_SET_SQL = """
+WITH ok AS (
+    SELECT t.trajectory_id, t.prompt_id, t.sample_index, t.completion, p.question,
+           row_number() OVER (PARTITION BY t.prompt_id, trim(t.completion) ORDER BY t.sample_index) AS dup
+    FROM trajectories t
+    JOIN prompts p USING (prompt_id)
+    JOIN verdicts v USING (trajectory_id)
+    WHERE t.round_id = $round_id AND t.purpose = 'rollout' AND p.split = 'train'
+      AND v.verifier_version = $verifier_version AND v.correct AND t.finish_reason = 'stop'
+), kept AS (
+    SELECT *, row_number() OVER (PARTITION BY prompt_id ORDER BY sample_index) AS rank FROM ok WHERE dup = 1
+)
+SELECT trajectory_id, prompt_id, question, completion FROM kept
+WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
+"""
+
+
+def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
+    """Rows ``{trajectory_id, prompt_id, question, completion}`` to fine-tune on this round."""
+    cur = con.execute(TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt})
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def eval_outcomes(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str) -> list[dict]:
+    """Per held-out prompt: greedy correct/answered, and (n, c) over eval samples, ordered by prompt_id."""
+    rows = con.execute(
+        """
+        SELECT t.prompt_id,
+               bool_or(t.purpose = 'eval_greedy' AND v.correct) AS greedy_correct,
+               bool_or(t.purpose = 'eval_greedy' AND v.reason <> 'no_answer') AS greedy_answered,
+               count(*) FILTER (WHERE t.purpose = 'eval_sample') AS n,
+               count(*) FILTER (WHERE t.purpose = 'eval_sample' AND v.correct) AS c
+        FROM trajectories t JOIN verdicts v USING (trajectory_id)
+        WHERE t.checkpoint_id = ? AND t.eval_set_id = ?
+          AND v.verifier_version = ?
+        GROUP BY t.prompt_id ORDER BY t.prompt_id
+        """,
+        [checkpoint_id, eval_set_id, verifier_version],
+    ).fetchall()
+    return [dict(prompt_id=r[0], greedy_correct=bool(r[1]), greedy_answered=bool(r[2]), n=r[3], c=r[4]) for r in rows]
+
+
+def stored_metrics(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str) -> dict[str, float]:
+    """Metrics already computed for this checkpoint on this eval set (empty dict if none)."""
+    rows = con.execute("SELECT metric, value FROM evaluations WHERE checkpoint_id = ? AND eval_set_id = ?",
+                       [checkpoint_id, eval_set_id]).fetchall()
+    return dict(rows)
+
+
+@dataclass(frozen=True)
+class CampaignState:
+    campaign_id: str
+    base_checkpoint_id: str
+    incumbent_checkpoint_id: str
+    best_promoted_pass1: float | None
+    consecutive_rejections: int
+    halted: bool
+    rounds_done: int
+
+
+def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id: str) -> CampaignState:
+    """Incumbent (last promoted, else base), best promoted held-out pass@1, trailing rejections."""
+    base = con.execute("SELECT base_checkpoint_id FROM campaigns WHERE campaign_id = ?", [campaign_id]).fetchone()
+    if base is None:
+        raise KeyError(f"no campaign {campaign_id}")
+    decisions = con.execute(
+        """SELECT g.decision, g.candidate_checkpoint_id FROM gate_decisions g JOIN rounds r USING (round_id)
+           WHERE g.campaign_id = ? ORDER BY r.round_index""", [campaign_id]).fetchall()
+    incumbent, trailing, halted = base[0], 0, False
+    promoted = [base[0]]
+    for decision, cand in decisions:
+        if decision == "promote":
+            incumbent, trailing = cand, 0
+            promoted.append(cand)
+        else:
+            trailing += 1
+            halted = halted or decision == "halt"
+    vals = con.execute(
+        "SELECT max(value) FROM evaluations WHERE metric = 'heldout/pass@1' AND eval_set_id = ? AND list_contains(?, checkpoint_id)",
+        [eval_set_id, promoted]).fetchone()[0]
+    done = con.execute("SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'", [campaign_id]).fetchone()[0]
+    return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done)
+
+
+def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
+    row = con.execute("SELECT campaign_id, base_checkpoint_id, config_json FROM campaigns WHERE name = ?", [name]).fetchone()
+    return None if row is None else {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": json.loads(row[2])}

@@ -1,0 +1,170 @@
+"""The trajectory store's schema: SQLModel table classes (DDL is generated from these for DuckDB).
+
+Keys are deterministic text hashes (DuckDB rejects SQLModel's autoincrement ``SERIAL``), floats are
+declared ``DOUBLE`` (Python ``float`` would map to 32-bit ``FLOAT``), and ingest is ``INSERT OR
+IGNORE`` on the primary key, so re-running a stage never duplicates a row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Double
+from sqlmodel import Field, SQLModel
+
+
+def _dbl(**kw):
+    return Field(sa_type=Double, **kw)
+
+
+class Campaign(SQLModel, table=True):
+    __tablename__ = "campaigns"
+    campaign_id: str = Field(primary_key=True, description="sha256(name)[:16]")
+    name: str
+    base_checkpoint_id: str
+    config_json: str = Field(description="The campaign's full RatchetConfig as JSON")
+    created_at: datetime
+
+
+class Round(SQLModel, table=True):
+    __tablename__ = "rounds"
+    round_id: str = Field(primary_key=True, description="'<campaign_id>-r<index>'")
+    campaign_id: str
+    round_index: int = Field(description="1-based; round 0 is the base evaluation")
+    incumbent_checkpoint_id: str = Field(description="Policy that generated this round's rollouts")
+    status: str = Field(description="running | completed | failed")
+    started_at: datetime
+    finished_at: datetime | None = None
+    stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")
+
+
+class Checkpoint(SQLModel, table=True):
+    __tablename__ = "checkpoints"
+    checkpoint_id: str = Field(primary_key=True, description="Hash of the weights' manifest")
+    parent_id: str | None = Field(None, description="Checkpoint it was fine-tuned from; NULL for a base model")
+    training_run_id: str | None = None
+    model_ref: str = Field(description="Base model reference (alias, path or HF id)")
+    path: str
+    created_at: datetime
+
+
+class PromptRow(SQLModel, table=True):
+    __tablename__ = "prompts"
+    prompt_id: str = Field(primary_key=True)
+    source: str
+    task: str
+    question: str
+    answer: str
+    split: str = Field(description="train | heldout, fixed by a hash of prompt_id")
+
+
+class Trajectory(SQLModel, table=True):
+    __tablename__ = "trajectories"
+    trajectory_id: str = Field(primary_key=True, description="hash(round or eval set, prompt_id, checkpoint_id, purpose, sample_index)")
+    round_id: str
+    prompt_id: str
+    checkpoint_id: str
+    purpose: str = Field(description="rollout | eval_greedy | eval_sample")
+    eval_set_id: str | None = Field(None, description="Held-out evaluation set, for eval_* trajectories")
+    sample_index: int
+    completion: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str = Field(description="stop | length")
+    backend: str
+    temperature: float = _dbl()
+    top_p: float = _dbl()
+    max_new_tokens: int
+    seed: int
+    created_at: datetime
+
+
+class VerdictRow(SQLModel, table=True):
+    __tablename__ = "verdicts"
+    trajectory_id: str = Field(primary_key=True)
+    verifier: str = Field(primary_key=True)
+    verifier_version: str = Field(primary_key=True)
+    reward: float = _dbl()
+    correct: bool
+    reason: str
+    parsed: str | None = None
+    format_ok: bool | None = None
+    latency_s: float = _dbl()
+    created_at: datetime
+
+
+class TrainingRun(SQLModel, table=True):
+    __tablename__ = "training_runs"
+    training_run_id: str = Field(primary_key=True)
+    round_id: str
+    algorithm: str
+    input_checkpoint_id: str
+    output_checkpoint_id: str
+    num_examples: int
+    config_json: str
+    metrics_json: str
+    started_at: datetime
+    finished_at: datetime
+
+
+class TrainingExample(SQLModel, table=True):
+    __tablename__ = "training_examples"
+    training_run_id: str = Field(primary_key=True)
+    trajectory_id: str = Field(primary_key=True)
+
+
+class Evaluation(SQLModel, table=True):
+    __tablename__ = "evaluations"
+    evaluation_id: str = Field(primary_key=True, description="hash(checkpoint_id, eval_set_id, metric)")
+    round_id: str = Field(description="Round that first computed it (later rounds reuse it)")
+    checkpoint_id: str
+    eval_set_id: str = Field(description="Hash of the held-out prompt ids and decoding settings")
+    metric: str = Field(description="heldout/pass@1, heldout/pass@k (k samples), heldout/no_answer_rate, ...")
+    value: float = _dbl()
+    num_prompts: int
+    created_at: datetime
+
+
+class GateDecision(SQLModel, table=True):
+    __tablename__ = "gate_decisions"
+    round_id: str = Field(primary_key=True)
+    campaign_id: str
+    candidate_checkpoint_id: str | None
+    incumbent_checkpoint_id: str
+    decision: str = Field(description="promote | reject | halt")
+    reason: str
+    candidate_pass1: float | None = _dbl(default=None)
+    incumbent_pass1: float = _dbl()
+    best_promoted_pass1: float = _dbl()
+    delta: float | None = _dbl(default=None)
+    p_value: float | None = _dbl(default=None)
+    test: str
+    tolerance: float = _dbl()
+    created_at: datetime
+
+
+TABLES = [Campaign, Round, Checkpoint, PromptRow, Trajectory, VerdictRow, TrainingRun, TrainingExample, Evaluation, GateDecision]
+
+VIEWS = {
+    # One row per round: what it generated, kept, scored, and what the gate decided.
+    "round_summary": """
+        SELECT c.name AS campaign, r.round_index, r.round_id, r.status,
+               r.incumbent_checkpoint_id, g.candidate_checkpoint_id,
+               (SELECT count(*) FROM trajectories t WHERE t.round_id = r.round_id AND t.purpose = 'rollout') AS rollouts,
+               (SELECT count(*) FROM trajectories t JOIN verdicts v USING (trajectory_id)
+                 WHERE t.round_id = r.round_id AND t.purpose = 'rollout' AND v.correct) AS verified_correct,
+               (SELECT count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
+                 WHERE tr.round_id = r.round_id) AS training_examples,
+               g.incumbent_pass1, g.candidate_pass1, g.delta, g.p_value, g.decision, g.reason,
+               r.started_at, r.finished_at
+        FROM rounds r JOIN campaigns c USING (campaign_id)
+        LEFT JOIN gate_decisions g USING (round_id)
+        ORDER BY c.name, r.round_index""",
+    # Verifier monitoring: reward mean/variance and the count of each verdict reason per round and task.
+    "round_verifier_stats": """
+        SELECT t.round_id, p.task, t.purpose, v.verifier, v.verifier_version,
+               count(*) AS n, avg(v.reward) AS reward_mean, var_pop(v.reward) AS reward_var,
+               avg(v.correct::INT) AS correct_rate, histogram(v.reason) AS reasons
+        FROM trajectories t JOIN verdicts v USING (trajectory_id) JOIN prompts p USING (prompt_id)
+        GROUP BY ALL ORDER BY t.round_id, p.task, t.purpose""",
+}

@@ -1,0 +1,173 @@
+"""A pool of killable worker processes speaking JSON lines, with a hard per-item timeout.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: it cannot kill one stuck task (sympy stuck in
+C-level big-integer arithmetic ignores everything but SIGKILL), and a killed worker breaks the
+whole executor. Why not ``multiprocessing`` spawn: it re-imports the caller's ``__main__``, which
+breaks unguarded training scripts. Here each worker is a plain ``subprocess.Popen`` of
+``python -c "...main()"``; an item that runs past its deadline gets its worker SIGKILLed and a fresh
+worker is started for the next item. No ``signal.alarm``: it only works in the main thread and
+cannot interrupt C code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+STARTUP_TIMEOUT_S = 60.0  # importing sympy + ANTLR on a busy 2-core machine can take several seconds
+
+
+class _Worker:
+    """One worker process and its line buffer."""
+
+    def __init__(self, module: str) -> None:
+        code = f"import sys; sys.path.insert(0, {_ROOT!r}); from {module} import main; main()"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.fd = self.proc.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self.buf = b""
+        self.ready = False
+
+    def send(self, obj: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def pump(self) -> list[dict[str, Any]]:
+        """Read what is available; return complete messages. Raises EOFError when the worker died."""
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            raise EOFError("worker exited")
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+
+class WorkerPool:
+    """Runs ``main()`` of ``module`` in up to ``size`` processes; see ``run``.
+
+    Thread-safe: concurrent callers are serialized by a lock (each call already uses every worker).
+    """
+
+    def __init__(self, module: str, size: int) -> None:
+        self.module, self.size = module, max(1, size)
+        self.workers: list[_Worker] = []
+        self.lock = threading.Lock()
+
+    def _start(self, n: int) -> None:
+        """Ensure ``n`` live, ready workers (started in parallel, startup not charged to items)."""
+        self.workers = [w for w in self.workers if w.proc.poll() is None]
+        while len(self.workers) < n:
+            self.workers.append(_Worker(self.module))
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        for w in self.workers:
+            while not w.ready:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"math worker did not start within {STARTUP_TIMEOUT_S} s; check that "
+                                       f"sympy and latex2sympy2_extended import in {sys.executable}")
+                sel = selectors.DefaultSelector()
+                sel.register(w.fd, selectors.EVENT_READ)
+                sel.select(0.1)
+                sel.close()
+                try:
+                    msgs = w.pump()
+                except EOFError:
+                    raise RuntimeError(f"math worker died at startup (python {sys.executable}); run "
+                                       f"`python -c 'import {self.module}'` to see why") from None
+                w.ready = any(m.get("ready") for m in msgs) or w.ready
+
+    def run(self, requests: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any] | None]:
+        """Send each request to a worker; return replies in order, None where the item timed out.
+
+        Args:
+            requests: JSON-able dicts (an ``id`` field is added).
+            timeout_s: hard wall-clock limit per item, seconds, counted from when it was sent.
+        """
+        if not requests:
+            return []
+        with self.lock:
+            return self._run(requests, timeout_s)
+
+    def _run(self, requests: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any] | None]:
+        self._start(min(self.size, len(requests)))
+        results: list[dict[str, Any] | None] = [None] * len(requests)
+        todo = list(range(len(requests)))[::-1]
+        busy: dict[int, tuple[_Worker, float]] = {}  # item -> (worker, deadline)
+        idle = list(self.workers)
+        sel = selectors.DefaultSelector()
+        try:
+            while todo or busy:
+                if todo and not idle and not busy:  # every worker died: start fresh ones
+                    self._start(min(self.size, len(todo)))
+                    idle = list(self.workers)
+                while todo and idle:
+                    w, i = idle.pop(), todo.pop()
+                    w.send({**requests[i], "id": i})
+                    busy[i] = (w, time.monotonic() + timeout_s)
+                    sel.register(w.fd, selectors.EVENT_READ, i)
+                wait = max(0.0, min(d for _, d in busy.values()) - time.monotonic())
+                for key, _ in sel.select(wait):
+                    i = key.data
+                    w = busy[i][0]
+                    try:
+                        msgs = w.pump()
+                    except EOFError:
+                        msgs = [{"id": i, "reason": "timeout", "error": "worker died (memory limit or crash)"}]
+                    for m in msgs:
+                        if m.get("id") == i:
+                            results[i] = m
+                            sel.unregister(w.fd)
+                            del busy[i]
+                            (idle if w.proc.poll() is None else []).append(w)
+                now = time.monotonic()
+                for i, (w, deadline) in list(busy.items()):
+                    if now >= deadline:
+                        sel.unregister(w.fd)
+                        del busy[i]
+                        w.kill()
+                        log.info("math worker killed after %.2f s on item %d", timeout_s, i)
+                        self.workers.remove(w)
+                        if todo:
+                            self._start(len(self.workers) + 1)
+                            idle.append(self.workers[-1])
+        finally:
+            sel.close()
+        self.workers = [w for w in self.workers if w.proc.poll() is None]
+        return results
+
+    def close(self) -> None:
+        """Kill every worker."""
+        with self.lock:
+            for w in self.workers:
+                w.kill()
+            self.workers = []

@@ -1,0 +1,149 @@
+"""Math answer verification: extract -> parse -> compare, with a killable sympy worker pool.
+
+Two stages like Math-Verify: ``extract_answer``/``parse_answer`` (``verifiers.math_parse``) and a
+comparison (``verifiers.math_compare``). Integers, rationals, decimals, percents, choices, text,
+and sets/tuples/intervals of those are compared exactly in the caller's process; only pairs that
+involve a real expression (``\\sqrt{2}``, ``2\\pi``, ``x^2+1``) go to sympy, in worker processes
+that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``exec`` of model text).
+
+Policy (a change to any of these bumps ``VERSION``):
+    * **Extraction**: answer tag > last ``\\boxed{}`` > ``Answer:`` line > last "the answer is X";
+      never from ``<think>``; several different final answers or hedges -> ``ambiguous``; no
+      "last number anywhere" fallback unless ``fallback_last_number=True``.
+    * **Numbers**: exact rational comparison: ``1,000`` = ``1000``; ``1.5e3`` = ``1500``;
+      ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``.
+    * **Tolerance**: half a unit of the gold's last place, only for an approximate gold (``≈``,
+      ``约为``, ``approximately``, ``about``) or for an unmarked decimal gold against an exact value
+      with no terminating decimal (``0.33`` vs ``\\frac13``); an unmarked ``82.0`` does not accept
+      ``82.01`` (see ``math_compare.tolerance``). ``3.14`` is not ``\\pi``.
+      Never ``gold*100`` / ``gold/100``.
+    * **Percent**: ``X%`` equals ``X/100`` and also the bare ``X`` (``50\\%`` = ``0.5`` = ``50``):
+      a bare number is accepted for a percent gold because "what percent ...?" answers routinely
+      drop the sign, and the sign may equally be added to a bare gold. Nothing else rescales.
+    * **Units**: a trailing unit word (``12 cm``, ``5\\text{ dollars}``) is presentation and dropped.
+    * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion).
+    * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B``; a bare lowercase letter is a
+      variable. A prediction listing several letters (``B, A``) for one gold letter is ambiguous.
+    * **Structure**: intervals compare openness and endpoints; sets and "and"-lists are unordered;
+      tuples are ordered; a gold listing several answers needs all of them; ``x=3`` matches a bare
+      ``3`` (assignment to a single name).
+    * **Guards**: power towers, exponents with > 4 digits, huge factorials and numbers with more
+      than ``math_parse.MAX_DIGITS`` digits are refused cheaply (reason ``timeout``).
+    * A gold that cannot be parsed gives ``bad_gold``: a task-data problem, never a silent False.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from collections.abc import Sequence
+
+from verifiers.math_compare import NeedsCAS, compare
+from verifiers.math_parse import Answer, Extraction, ParseError, TooLarge, extract_answer, parse_answer
+from verifiers.verdict import Verdict
+
+__all__ = ["VERSION", "verify_math", "verify_math_batch", "extract_answer", "parse_answer", "Answer",
+           "Extraction", "ParseError", "shutdown_pool"]
+
+VERSION = "math-1.0.0"
+POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
+
+_pool = None
+
+
+def _get_pool():  # type: ignore[no-untyped-def]
+    global _pool
+    if _pool is None:
+        from verifiers._pool import WorkerPool
+
+        _pool = WorkerPool("verifiers.math_sympy", POOL_SIZE)
+        atexit.register(_pool.close)
+    return _pool
+
+
+def shutdown_pool() -> None:
+    """Kill the sympy worker processes (they are restarted on demand)."""
+    global _pool
+    if _pool is not None:
+        _pool.close()
+        _pool = None
+
+
+def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> Verdict:
+    ok = reason == "ok"
+    return Verdict(correct=ok, reward=1.0 if ok else 0.0, reason=reason, parsed=parsed, verifier="math",
+                   verifier_version=VERSION, latency_s=time.perf_counter() - t0,
+                   details={k: v for k, v in details.items() if v is not None})
+
+
+def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
+    """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
+    t0 = time.perf_counter()
+    try:
+        g = parse_answer(gold)
+    except ParseError as exc:
+        return _verdict("bad_gold", None, t0, error=str(exc))
+    ex = extract_answer(completion, fallback_last_number=fallback_last_number)
+    if ex.status != "ok" or ex.text is None:
+        return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None)
+    try:
+        p = parse_answer(ex.text)
+    except TooLarge as exc:
+        return _verdict("timeout", ex.text[:200], t0, error=str(exc), guard=True)
+    except ParseError as exc:
+        return _verdict("parse_error", ex.text[:200], t0, error=str(exc))
+    try:
+        reason = compare(g, p)
+    except NeedsCAS:
+        return (gold, ex.text, p.canonical(), t0)
+    return _verdict(reason, p.canonical(), t0, source=ex.source)
+
+
+def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False) -> Verdict:
+    """Judge one completion against a gold answer.
+
+    Args:
+        gold: the reference answer (LaTeX or plain text; may carry an "approximately" marker).
+        completion: the model's full output.
+        timeout_s: hard wall-clock limit for the sympy stage, seconds (the cheap stage takes
+            microseconds and is not limited).
+        fallback_last_number: opt-in "last number in the text" extraction (off: rewards hedging).
+
+    Returns:
+        ``Verdict`` with ``verifier="math"``; reasons: ok, wrong, no_answer, ambiguous,
+        parse_error, timeout, bad_gold.
+    """
+    return verify_math_batch([(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number)[0]
+
+
+def verify_math_batch(pairs: Sequence[tuple[str, str]], *, timeout_s: float = 2.0,
+                      fallback_last_number: bool = False) -> list[Verdict]:
+    """Judge many ``(gold, completion)`` pairs; same verdicts as ``verify_math``, faster.
+
+    The cheap stage runs in this process; only the pairs that need sympy are sent to the worker
+    pool, in parallel over ``POOL_SIZE`` processes, each with its own hard ``timeout_s``.
+    """
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s ({timeout_s}) must be > 0 seconds; use e.g. 2.0")
+    out: list[Verdict | None] = []
+    slow: list[tuple[int, tuple[str, str, str, float]]] = []
+    for i, (gold, completion) in enumerate(pairs):
+        r = _cheap(gold, completion, fallback_last_number)
+        if isinstance(r, Verdict):
+            out.append(r)
+        else:
+            out.append(None)
+            slow.append((i, r))
+    if slow:
+        t_pool = time.perf_counter()
+        replies = _get_pool().run([{"gold": g, "pred": p} for _, (g, p, _, _) in slow], timeout_s)
+        for (i, (_, _, parsed, t0)), reply in zip(slow, replies):
+            if reply is None:
+                out[i] = _verdict("timeout", parsed, t0, error=f"sympy stage killed after {timeout_s} s")
+            else:
+                v = _verdict(reply["reason"], parsed, t0, error=reply.get("error"), cas=True)
+                if len(slow) > 1:  # per-item latency: the batch wall time is shared
+                    v = Verdict(**{**v.to_dict(), "latency_s": (time.perf_counter() - t_pool) / len(slow)})
+                out[i] = v
+    return [v for v in out if v is not None]

@@ -1,0 +1,170 @@
+"""Stage 2 of math verification: decide whether a parsed prediction equals a parsed gold answer.
+
+``compare`` runs without any computer algebra. When a leaf pair needs one (an ``expression`` on
+either side) and no CAS callback is given it raises ``NeedsCAS``; the caller then re-runs the same
+comparison inside a killable worker process that passes ``verifiers.math_sympy.cas_equal``.
+Keeping one comparison function for both paths means the fast path and the slow path can never
+disagree about policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+from verifiers.math_parse import Answer
+
+Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
+
+_NUMBER = ("integer", "rational", "decimal")
+_MULTI = ("set", "list", "union")
+
+
+class NeedsCAS(Exception):
+    """A leaf comparison needs sympy; re-run in the worker pool."""
+
+
+def sig_digits(a: Answer) -> int:
+    """Significant digits written in a decimal answer (``"0.33"`` -> 2, ``"2.72"`` -> 3)."""
+    digits = "".join(c for c in a.text if c.isdigit()).lstrip("0")
+    return len(digits)
+
+
+def tolerance(gold: Answer, pred: Answer) -> Fraction | None:
+    """Absolute tolerance allowed between ``pred`` and ``gold``, or None for exact comparison.
+
+    Policy: tolerance is half a unit in the last written place of the gold, and only when
+      * the gold is marked approximate (``≈``, ``约为``, ``approximately``, ``about``), or
+      * the gold is an unmarked decimal and the prediction is an exact value that has no
+        terminating decimal (``\\frac13`` for ``0.33``, ``\\sqrt{2}`` for ``1.41``): such a pair can
+        never be exactly equal, so the gold must be a rounding.
+    An unmarked decimal gold against a longer decimal (``82.01`` for ``82.0``) is compared
+    exactly: the gold may well be exact, and accepting would be a false positive. A coarser
+    prediction (``3.1`` for ``3.14``) or a decimal against an exact gold (``3.14`` for ``\\pi``) is
+    never accepted. There are no ``gold*100`` or ``gold/100`` heuristics.
+    """
+    if gold.kind not in _NUMBER:
+        return None
+    half = Fraction(1, 2) / Fraction(10) ** gold.places
+    if gold.approx:
+        return half
+    if gold.kind != "decimal" or pred.percent is not None:
+        return None
+    if pred.kind == "rational" and not _terminates(pred.value):  # type: ignore[arg-type]
+        return half
+    if pred.kind == "expression":  # the CAS side only applies it to constants that are not exactly equal
+        return half
+    return None
+
+
+def _terminates(q: Fraction) -> bool:
+    d = q.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+def _num_eq(gold: Answer, pred: Answer) -> bool:
+    """Exact equality with the percent policy (``50%`` = ``0.5`` = ``50``), then the tolerance policy."""
+    gvals = {gold.value} | ({gold.percent} if gold.percent is not None else set())
+    pvals = {pred.value} | ({pred.percent} if pred.percent is not None else set())
+    if gvals & pvals:
+        return True
+    tol = tolerance(gold, pred)
+    if tol is None:
+        return False
+    return any(abs(p - g) <= tol for g in gvals for p in pvals)  # type: ignore[operator]
+
+
+def _is_symbol(lhs: str) -> bool:
+    """A relation's left side that is just a name (``x``, ``y_1``, ``\\theta``, ``f(x)``)."""
+    import re
+
+    return bool(re.fullmatch(r"(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?[A-Za-z0-9]+\}?)?(?:\([a-z]\))?", lhs))
+
+
+def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
+    """Unordered matching: every gold item is matched by a distinct prediction item, and vice versa."""
+    if len(gold) != len(pred):
+        return False
+    left = list(pred)
+    for g in gold:
+        for i, p in enumerate(left):
+            if leaf_equal(g, p, cas):
+                del left[i]
+                break
+        else:
+            return False
+    return True
+
+
+def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
+    """Equality of two parsed answers of any kind (see ``compare`` for the top-level rules).
+
+    Raises:
+        NeedsCAS: an expression is involved and ``cas`` is None.
+    """
+    gk, pk = gold.kind, pred.kind
+    if gk in _NUMBER and pk in _NUMBER:
+        return _num_eq(gold, pred)
+    if gk == "relation" and pk != "relation":
+        lhs, op, rhs = gold.value  # type: ignore[misc]
+        return op == "=" and _is_symbol(lhs) and leaf_equal(rhs, pred, cas)
+    if pk == "relation" and gk != "relation":
+        lhs, op, rhs = pred.value  # type: ignore[misc]
+        return op == "=" and _is_symbol(lhs) and leaf_equal(gold, rhs, cas)
+    if gk == "relation":
+        (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
+        if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
+            return True
+        if cas is None:
+            raise NeedsCAS("relation")
+        return cas(gold, pred, None)
+    if gk == "choice":
+        return pk == "choice" and pred.value == gold.value or (
+            pk == "expression" and str(pred.value).upper() == gold.value and len(str(pred.value)) == 1)
+    if gk == "text" or pk == "text":
+        return gk == pk and gold.value == pred.value
+    if gk == "interval" or pk == "interval":
+        g = gold.value if gk == "interval" else ((False, *gold.value, False) if gold.parens else None)  # type: ignore[misc]
+        p = pred.value if pk == "interval" else ((False, *pred.value, False) if pred.parens else None)  # type: ignore[misc]
+        if g is None or p is None:
+            return False
+        return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
+    if gk in _MULTI and pk in _MULTI:
+        return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
+    if gk in ("tuple", "matrix") and pk == gk:
+        g, p = gold.value, pred.value
+        return len(g) == len(p) and all(leaf_equal(a, b, cas) for a, b in zip(g, p))  # type: ignore[arg-type]
+    if gk == "expression" or pk == "expression":
+        if pk not in _NUMBER + ("expression",) or gk not in _NUMBER + ("expression",):
+            return False
+        if cas is None:
+            raise NeedsCAS("expression")
+        return cas(gold, pred, tolerance(gold, pred))
+    return False
+
+
+def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
+    """Judge a parsed prediction against a parsed gold.
+
+    Rules beyond ``leaf_equal``:
+      * a gold listing several answers (``1331 and 1728``) needs all of them, in any order;
+      * a single gold against a prediction listing several different candidates (``B, A``,
+        ``12 or 15``) is ``"ambiguous"`` when one candidate matches, ``"wrong"`` otherwise.
+
+    Returns:
+        ``"ok"``, ``"wrong"`` or ``"ambiguous"``.
+
+    Raises:
+        NeedsCAS: see ``leaf_equal``.
+    """
+    if pred.kind == "list" and gold.kind not in _MULTI:
+        items = pred.value
+        if len({i.canonical() for i in items}) > 1:  # type: ignore[attr-defined]
+            return "ambiguous" if any(leaf_equal(gold, i, cas) for i in items) else "wrong"  # type: ignore[attr-defined]
+        pred = items[0]  # type: ignore[index]
+    if pred.kind == "list" and pred.hedged and gold.kind == "list" and not gold.hedged:
+        pass  # "2 or 3" for the gold "2 and 3" lists the same solutions
+    return "ok" if leaf_equal(gold, pred, cas) else "wrong"

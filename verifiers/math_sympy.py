@@ -1,0 +1,153 @@
+"""The slow path of math verification: sympy equivalence, run only inside a worker process.
+
+Never imported by the caller's process except for ``main`` bookkeeping: ``verifiers.math`` starts
+``python -c "from verifiers.math_sympy import main; main()"`` workers through
+``verifiers._pool.WorkerPool`` and kills them on a hard timeout. LaTeX is read with
+``latex2sympy2_extended`` (an ANTLR grammar); a parse that does not consume the whole answer
+raises, and that is a parse failure, never a fallback to a fragment. Nothing here evaluates model
+text as Python.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from fractions import Fraction
+from typing import Any
+
+from verifiers.math_compare import NeedsCAS, _terminates, compare
+from verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
+
+WORKER_MEMORY_BYTES = 2 * 1024**3  # a runaway simplify dies with MemoryError instead of swapping the host
+MAX_POW_EXPONENT = 10_000  # 2^{10000} is fine; 9^{387420489} is not
+
+
+class SideError(Exception):
+    """Converting one side to sympy failed; ``side`` says which ("gold" or "pred")."""
+
+    def __init__(self, side: str, message: str, reason: str = "parse_error") -> None:
+        super().__init__(message)
+        self.side, self.reason = side, reason
+
+
+def _to_sympy(a: Answer, side: str) -> Any:
+    import sympy
+    from latex2sympy2_extended import latex2sympy
+
+    if a.kind in ("integer", "rational", "decimal"):
+        v = a.value
+        assert isinstance(v, Fraction)
+        return sympy.Rational(v.numerator, v.denominator)
+    if a.kind == "relation":
+        lhs, op, rhs = a.value  # type: ignore[misc]
+        left = _to_sympy(parse_answer(lhs, _inner=True), side)
+        right = _to_sympy(rhs, side)
+        return (op, left - right)
+    if a.kind != "expression":
+        raise SideError(side, f"cannot convert {a.kind} to sympy")
+    try:
+        expr = latex2sympy(str(a.value))
+    except Exception as exc:  # the ANTLR parser raises bare Exception subclasses; record the text
+        raise SideError(side, f"latex parse failed: {str(exc).splitlines()[0][:200]}") from None
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Pow) and node.exp.is_Number and abs(node.exp) > MAX_POW_EXPONENT:
+            raise SideError(side, f"exponent {node.exp} above {MAX_POW_EXPONENT}", "timeout")
+    if a.percent is not None:
+        expr = expr / 100
+    return expr
+
+
+def _close(a: Any, b: Any, tol: Fraction) -> bool:
+    import sympy
+
+    if a.free_symbols or b.free_symbols:
+        return False
+    diff = sympy.N(a - b, 40)
+    if not diff.is_number or diff.has(sympy.I) and sympy.im(diff) != 0:
+        return False
+    return bool(abs(diff) <= sympy.Rational(tol.numerator, tol.denominator))
+
+
+def _zero(d: Any) -> bool:
+    import sympy
+
+    if d == 0:
+        return True
+    if sympy.simplify(d) == 0:
+        return True
+    return bool(d.equals(0))
+
+
+def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
+    """Sympy equivalence of two leaves (expressions, numbers, relations).
+
+    Args:
+        tol: absolute tolerance from ``math_compare.tolerance``; None means exact.
+
+    Raises:
+        SideError: one side could not be converted.
+    """
+    g = _to_sympy(gold, "gold")
+    p = _to_sympy(pred, "pred")
+    if isinstance(g, tuple) or isinstance(p, tuple):
+        if not (isinstance(g, tuple) and isinstance(p, tuple)):
+            return False
+        (gop, gd), (pop, pd) = g, p
+        mirror = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
+        if gop == pop and _zero(gd - pd):
+            return True
+        return mirror[gop] == pop and _zero(gd + pd)
+    if hasattr(g, "is_Relational") and (g.is_Relational or p.is_Relational):
+        return False
+    pv = p.doit() if hasattr(p, "doit") else p  # latex2sympy may leave "82 + 1/100" unevaluated
+    exact_decimal = getattr(pv, "is_Rational", False) and _terminates(Fraction(int(pv.p), int(pv.q)))
+    if tol is not None and not exact_decimal and _close(g, p, tol):  # a terminating value must match exactly
+        return True
+    return _zero(g - p)
+
+
+def judge(gold_text: str, pred_text: str) -> dict[str, Any]:
+    """Parse both texts and compare with sympy; return ``{"reason": ..., "error": ...}``."""
+    try:
+        gold = parse_answer(gold_text)
+    except ParseError as exc:
+        return {"reason": "bad_gold", "error": str(exc)}
+    try:
+        pred = parse_answer(pred_text)
+    except TooLarge as exc:
+        return {"reason": "timeout", "error": str(exc)}
+    except ParseError as exc:
+        return {"reason": "parse_error", "error": str(exc)}
+    try:
+        return {"reason": compare(gold, pred, cas_equal)}
+    except SideError as exc:
+        reason = "bad_gold" if exc.side == "gold" else exc.reason
+        return {"reason": reason, "error": str(exc)}
+    except NeedsCAS as exc:  # cannot happen with a CAS given; keep the failure visible
+        return {"reason": "parse_error", "error": f"internal: {exc}"}
+    except (TypeError, ValueError, AttributeError, RecursionError, MemoryError, ZeroDivisionError) as exc:
+        # sympy raises these on degenerate inputs (e.g. comparing a set with a number)
+        return {"reason": "parse_error", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
+def main() -> None:
+    """Worker loop: one JSON request per stdin line -> one JSON reply per stdout line."""
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    import sympy  # noqa: F401  (import cost paid before announcing readiness)
+    from latex2sympy2_extended import latex2sympy
+
+    latex2sympy("x+1")  # warm the ANTLR parser
+    out = sys.stdout
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        reply = judge(req["gold"], req["pred"])
+        reply["id"] = req["id"]
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

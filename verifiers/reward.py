@@ -1,0 +1,136 @@
+"""Composite reward: a small format bonus plus the verified outcome, and a TRL adapter.
+
+    reward = format_weight * format_ok + 1.0 * correct       when the answer parses,
+    reward = 0                                                when it does not.
+
+"Parses" means the outcome verifier found and read an answer: reasons ``no_answer``,
+``parse_error`` and ``ambiguous`` (math), ``no_answer`` (code) give 0 even with a perfect format,
+so the policy cannot farm the format bonus without answering. With ``format_template="none"`` the
+format term is 0 (nothing was checked) and ``format_ok`` is True. One grading function serves
+both reward and evaluation (``correct`` is exactly the outcome verifier's verdict).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from verifiers import code as code_v
+from verifiers import format as format_v
+from verifiers import math as math_v
+from verifiers.verdict import Verdict
+
+VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"
+_UNPARSED = ("no_answer", "parse_error", "ambiguous")
+
+
+def _compose(outcome: Verdict, fmt: Verdict, template: str, format_weight: float, t0: float) -> Verdict:
+    parsed_ok = outcome.reason not in _UNPARSED
+    bonus = format_weight if (fmt.format_ok and template != "none") else 0.0
+    reward = (bonus + (1.0 if outcome.correct else 0.0)) if parsed_ok else 0.0
+    details = {"outcome_reason": outcome.reason, "outcome_verifier": outcome.verifier, "format_template": template,
+               **({"format_problem": fmt.details["problem"]} if "problem" in fmt.details else {}),
+               **{k: v for k, v in outcome.details.items() if k in ("error", "passed", "total", "violation")}}
+    return Verdict(correct=outcome.correct, reward=reward, reason=outcome.reason, parsed=outcome.parsed,
+                   verifier="composite", verifier_version=VERSION, latency_s=time.perf_counter() - t0,
+                   format_ok=fmt.format_ok, details=details)
+
+
+def _check(format_weight: float, kind: str, template: str) -> None:
+    if not 0.0 <= format_weight <= 1.0:
+        raise ValueError(f"format_weight ({format_weight}) must be in [0, 1]; the outcome is worth 1.0, use e.g. 0.1")
+    if kind not in ("math", "code"):
+        raise ValueError(f"kind {kind!r} is unknown; use 'math' or 'code'")
+    if template not in format_v.TEMPLATES:
+        raise ValueError(f"format_template {template!r} is unknown; use one of {format_v.TEMPLATES}")
+
+
+def score(completion: str, gold: str, *, kind: Literal["math", "code"] = "math", format_template: str = "none",
+          format_weight: float = 0.1, timeout_s: float = 2.0, tests: Sequence[Any] | None = None) -> Verdict:
+    """Composite reward of one completion (see module docstring).
+
+    Args:
+        completion: model output.
+        gold: gold answer (math) or reference solution (code).
+        kind: outcome verifier.
+        format_template: ``verifiers.format`` template, ``"none"`` for no format term.
+        format_weight: weight of the format term; the outcome is worth 1.0.
+        timeout_s: hard limit per item for the outcome verifier, seconds.
+        tests: code tests (required for ``kind="code"``).
+
+    Returns:
+        ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight].
+    """
+    return score_batch([completion], [gold], kind=kind, format_template=format_template, format_weight=format_weight,
+                       timeout_s=timeout_s, tests=[tests] if tests is not None else None)[0]
+
+
+def score_batch(completions: Sequence[str], golds: Sequence[str], *, kind: Literal["math", "code"] = "math",
+                format_template: str = "none", format_weight: float = 0.1, timeout_s: float = 2.0,
+                tests: Sequence[Sequence[Any] | None] | None = None) -> list[Verdict]:
+    """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
+
+    Raises:
+        ValueError: lengths differ, or bad kind/template/weight (the message says which).
+    """
+    _check(format_weight, kind, format_template)
+    if len(completions) != len(golds):
+        raise ValueError(f"{len(completions)} completions but {len(golds)} golds; pass one gold per completion")
+    t0 = time.perf_counter()
+    if kind == "math":
+        outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=timeout_s)
+    else:
+        if tests is None or len(tests) != len(completions):
+            raise ValueError("kind='code' needs tests: one list of tests per completion")
+        outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)],
+                                            timeout_s=timeout_s)
+    fmts = [format_v.check_format(c, format_template) for c in completions]
+    return [_compose(o, f, format_template, format_weight, t0) for o, f in zip(outcomes, fmts)]
+
+
+def completion_text(completion: Any) -> str:
+    """Text of a TRL completion: a string, or a list of chat messages (last assistant message)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    if isinstance(completion, (list, tuple)):
+        msgs = [m for m in completion if isinstance(m, dict)]
+        assistant = [m for m in msgs if m.get("role", "assistant") == "assistant"]
+        chosen = assistant[-1] if assistant else (msgs[-1] if msgs else None)
+        return str(chosen.get("content", "")) if chosen else ""
+    raise TypeError(f"completion of type {type(completion).__name__} is not a string or a list of chat messages")
+
+
+def as_trl_reward(verifier: Literal["math", "code", "format", "composite"] = "composite", *,
+                  answer_column: str = "answer", tests_column: str = "tests", kind: Literal["math", "code"] = "math",
+                  format_template: str = "none", format_weight: float = 0.1,
+                  timeout_s: float = 2.0) -> Callable[..., list[float]]:
+    """Expose a Ratchet verifier as a TRL reward function ``f(prompts, completions, **columns) -> list[float]``.
+
+    ``completions`` may be strings or lists of chat messages; the gold comes from the dataset
+    column ``answer_column`` (and code tests from ``tests_column``), which TRL passes as keyword
+    arguments. The function's ``__name__`` is ``ratchet_<verifier>`` (TRL logs rewards by name).
+    """
+    _check(format_weight, kind, format_template if verifier != "format" else "none")
+
+    def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
+        texts = [completion_text(c) for c in completions]
+        if verifier == "format":
+            return [format_v.check_format(t, format_template).reward for t in texts]
+        if answer_column not in columns:
+            raise KeyError(f"reward needs the dataset column {answer_column!r} (got columns {sorted(columns)}); "
+                           f"set answer_column=")
+        golds = [str(g) for g in columns[answer_column]]
+        tests = columns.get(tests_column)
+        if verifier == "math":
+            return [v.reward for v in math_v.verify_math_batch(list(zip(golds, texts)), timeout_s=timeout_s)]
+        if verifier == "code":
+            items = [(g, t, ts or []) for g, t, ts in zip(golds, texts, tests or [None] * len(texts))]
+            return [v.reward for v in code_v.verify_code_batch(items, timeout_s=timeout_s)]
+        return [v.reward for v in score_batch(texts, golds, kind=kind, format_template=format_template,
+                                              format_weight=format_weight, timeout_s=timeout_s, tests=tests)]
+
+    reward.__name__ = f"ratchet_{verifier}"
+    return reward

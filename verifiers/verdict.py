@@ -1,0 +1,57 @@
+"""The result of verifying one completion: the contract between verifiers and the rest of Ratchet."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Reason = Literal[
+    "ok",  # verified correct
+    "wrong",  # parsed, compared, not equal
+    "no_answer",  # no final answer could be extracted
+    "ambiguous",  # several different final answers, or a hedged list of candidates
+    "parse_error",  # an answer was found but could not be parsed completely
+    "timeout",  # the check ran past its hard time limit and was killed
+    "sandbox_violation",  # a program broke a sandbox rule (resource limit, tampering, ...)
+    "format_error",  # the completion breaks the required structure
+    "runtime_error",  # a program crashed or a test failed with an exception
+    "bad_gold",  # the gold answer itself could not be parsed: a task-data problem, not the model's
+]
+
+REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One verifier's judgement of one completion.
+
+    Attributes:
+        correct: the outcome (True only when the answer was extracted, parsed and judged equal).
+        reward: scalar reward in [0, 1 + format_weight]; see ``verifiers.reward``.
+        reason: why, one of ``REASONS``; failures are counted by reason per round.
+        parsed: canonical text of the parsed final answer, or None when none was extracted.
+        verifier: verifier name (``"math"``, ``"code"``, ``"format"``, ``"composite"``).
+        verifier_version: bumped whenever a change can flip a verdict; stored with every verdict.
+        latency_s: wall seconds spent verifying this completion.
+        format_ok: whether the completion satisfied the format rule (None when not checked).
+        details: small JSON-able extras (per-test results, timings); never large blobs.
+    """
+
+    correct: bool
+    reward: float
+    reason: str
+    parsed: str | None
+    verifier: str
+    verifier_version: str
+    latency_s: float = 0.0
+    format_ok: bool | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"reason {self.reason!r} is not one of {REASONS}; add it to verifiers.verdict.Reason")
+        if self.correct and self.reason != "ok":
+            raise ValueError(f"a correct verdict must have reason 'ok', got {self.reason!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
