@@ -60,8 +60,13 @@ def _run(cfg) -> None:
     """Run a campaign with progress bars, then print the per-round table."""
     from flows.context import save_config
     from flows.progress import set_reporter
-    from flows.round import run_campaign
+    from flows.round import preflight, run_campaign
 
+    try:
+        with console.status("checking the store, the model and the tasks…"):
+            preflight(cfg)
+    except _known_errors() as e:
+        _fail(str(e))
     path = save_config(cfg)
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
@@ -76,20 +81,24 @@ def _run(cfg) -> None:
 
 
 def print_rounds(db: str, campaign: str) -> None:
+    """The campaign's held-out pass@1 per round (base first) and each gate decision."""
     from store.db import query
 
     _, base = query(db, """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
                            WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""", [campaign])
-    _, rows = query(db, """SELECT round_index, candidate_checkpoint_id, candidate_pass1, incumbent_pass1, decision, reason, training_examples
+    _, rows = query(db, """SELECT round_index, candidate_checkpoint_id, candidate_pass1, delta, p_value, training_examples, decision, reason
                            FROM round_summary WHERE campaign = ? ORDER BY round_index""", [campaign])
+    f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
     t = Table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
-    for c in ["round", "checkpoint", "held-out pass@1", "trained on", "gate", "reason"]:
-        t.add_column(c, overflow="fold")
-    t.add_row("base", "", f"{base[0][0]:.3f}" if base else "—", "", "", "")
-    for r, ck, cand, _inc, decision, reason, n in rows:
-        t.add_row(str(r), (ck or "—")[:12], "—" if cand is None else f"{cand:.3f}", str(n), decision or "running", reason or "")
+    for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "p(worse)", "trained on", "gate"]:
+        t.add_column(c, justify="right" if c not in ("candidate", "gate") else "left")
+    t.add_row("base", "", f(base[0][0]) if base else "—", "", "", "", "")
+    for r, ck, cand, delta, p, n, decision, _ in rows:
+        t.add_row(str(r), (ck or "—")[:12], f(cand), f(delta, "+.3f"), f(p, ".3g"), str(n), decision or "running")
     console.print(t)
-
+    for r, *_, decision, reason in rows:
+        if decision in ("reject", "halt"):
+            console.print(f"round {r} {decision}: {reason}", highlight=False)
 
 @app.command()
 def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
@@ -201,6 +210,27 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
         except ModelError as e:
             _fail(str(e))
     console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
+
+
+@app.command()
+def reverify(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+             format: str = typer.Option("table", "--format", help="table | json")) -> None:
+    """Re-score stored trajectories with the current verifier version (adds verdict rows, never overwrites)."""
+    from flows.reverify import reverify as run_reverify
+    from store.db import StoreError
+
+    try:
+        with console.status("re-scoring stored trajectories…"):
+            res = run_reverify(db)
+    except StoreError as e:
+        _fail(str(e))
+    if format == "json":
+        print(json.dumps(res))
+        return
+    f = res["flips"]
+    console.print(f"verifier {res['version']}: re-scored {res['rescored']} trajectories, {res['inserted']} new verdict rows; "
+                  f"flips: {f['wrong->right']} wrong→right, {f['right->wrong']} right→wrong, {f['unchanged']} unchanged, "
+                  f"{f['new']} had no verdict", highlight=False)
 
 
 @app.command()

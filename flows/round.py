@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from flows.context import Ctx, load_ctx, now, read_marker
+from loop.config import RatchetConfig
 from flows.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from loop.gate import decide
 from loop.models import read_checkpoint_id, resolve_model
@@ -23,6 +24,30 @@ class CampaignConflict(ValueError):
     """A campaign of that name exists in the store with different settings."""
 
 
+def preflight(cfg: RatchetConfig) -> None:
+    """Check what a campaign needs before any flow starts, so bad input fails fast in one line.
+
+    Raises:
+        StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
+    """
+    ctx = Ctx(cfg)
+    init_db(ctx.db)
+    resolve_model(cfg.model.name_or_path)
+    ctx.heldout()
+    ctx.train_prompts()
+    with connect(ctx.db, read_only=True) as con:
+        _check_same_settings(con, cfg)
+
+
+def _check_same_settings(con, cfg: RatchetConfig) -> None:
+    existing = campaign_by_name(con, cfg.campaign)
+    settings = cfg.campaign_settings()
+    if existing is not None and existing["config"] != settings:
+        diff = sorted(k for k in settings if settings[k] != existing["config"].get(k))
+        raise CampaignConflict(f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
+                               "use --campaign NEW_NAME, or the original settings to continue it")
+
+
 @task(name="prepare-campaign", cache_policy=NONE)
 def prepare_campaign(config_path: str) -> str:
     """Create the schema, register the base checkpoint, the campaign and its held-out prompts."""
@@ -32,11 +57,7 @@ def prepare_campaign(config_path: str) -> str:
     base_id = read_checkpoint_id(base_dir)
     settings = ctx.cfg.campaign_settings()
     with transaction(ctx.db) as con:
-        existing = campaign_by_name(con, ctx.cfg.campaign)
-        if existing is not None and existing["config"] != settings:
-            diff = sorted(k for k in settings if settings[k] != existing["config"].get(k))
-            raise CampaignConflict(f"campaign {ctx.cfg.campaign!r} already exists in {ctx.db} with different settings ({', '.join(diff)}); "
-                                   "use --campaign NEW_NAME, or the original settings to continue it")
+        _check_same_settings(con, ctx.cfg)
         insert_rows(con, "checkpoints", [dict(checkpoint_id=base_id, parent_id=None, training_run_id=None,
                                               model_ref=ctx.cfg.model.name_or_path, path=str(base_dir.resolve()), created_at=now())])
         insert_rows(con, "campaigns", [dict(campaign_id=ctx.campaign_id, name=ctx.cfg.campaign, base_checkpoint_id=base_id,
@@ -107,16 +128,25 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
 
 
 def _publish(ctx: Ctx, row: dict) -> None:
-    """The round's metrics table and gate decision as Prefect artifacts (visible in the UI)."""
+    """The round's metrics, verifier statistics and gate decision as Prefect artifacts (visible in the UI)."""
     key = f"{ctx.cfg.campaign}-round-{ctx.round_index}".lower().replace("_", "-")
+    ckpts = [c for c in (row["incumbent_checkpoint_id"], row["candidate_checkpoint_id"]) if c]
     with connect(ctx.db, read_only=True) as con:
+        evals = con.execute("SELECT metric, checkpoint_id, value FROM evaluations WHERE eval_set_id = ? AND list_contains(?, checkpoint_id)",
+                            [ctx.eval_set_id(), ckpts]).fetchall()
         cur = con.execute("SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons "
                           "FROM round_verifier_stats WHERE round_id = ?", [ctx.round_id])
         cols = [d[0] for d in cur.description]
         stats = [dict(zip(cols, r)) for r in cur.fetchall()]
+        train = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [ctx.round_id]).fetchone()
+    role = {row["incumbent_checkpoint_id"]: "incumbent", row["candidate_checkpoint_id"]: "candidate"}
+    metrics = [{"metric": m, "checkpoint": f"{role[c]} {c}", "value": round(v, 4)} for m, c, v in sorted(evals)]
+    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in json.loads(train[0]).items()] if train else []
+    create_table_artifact(key=f"{key}-metrics", table=metrics or [{"metric": "-", "checkpoint": "-", "value": None}],
+                          description=f"Round {ctx.round_index}: held-out and training metrics")
+    create_table_artifact(key=f"{key}-verifier", table=stats or [{"task": "-", "n": 0}],
+                          description=f"Round {ctx.round_index}: reward mean/variance and verdict reasons per task")
     fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-    create_table_artifact(key=f"{key}-metrics", table=stats or [{"task": "-", "n": 0}],
-                          description=f"Round {ctx.round_index}: reward and verdict reasons per task")
     create_markdown_artifact(key=f"{key}-gate", description=f"Round {ctx.round_index} gate decision", markdown=(
         f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
         f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"

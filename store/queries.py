@@ -101,3 +101,29 @@ def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id
 def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
     row = con.execute("SELECT campaign_id, base_checkpoint_id, config_json FROM campaigns WHERE name = ?", [name]).fetchone()
     return None if row is None else {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": json.loads(row[2])}
+
+
+# Trajectories that have no verdict of `verifier_version` yet, with what re-scoring needs and the
+# most recent earlier verdict (to count flips).
+REVERIFY_SQL = """
+SELECT t.trajectory_id, t.completion, p.answer, c.config_json,
+       prev.correct AS prev_correct, prev.verifier_version AS prev_version
+FROM trajectories t
+JOIN prompts p USING (prompt_id)
+JOIN rounds r USING (round_id)
+JOIN campaigns c USING (campaign_id)
+LEFT JOIN (
+    SELECT trajectory_id, correct, verifier_version,
+           row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC) AS k
+    FROM verdicts WHERE verifier = $verifier
+) prev ON prev.trajectory_id = t.trajectory_id AND prev.k = 1
+WHERE NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.trajectory_id = t.trajectory_id
+                  AND v.verifier = $verifier AND v.verifier_version = $version)
+ORDER BY t.trajectory_id
+"""
+
+
+def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifier: str, version: str) -> list[dict]:
+    cur = con.execute(REVERIFY_SQL, {"verifier": verifier, "version": version})
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]

@@ -1,0 +1,114 @@
+"""A real campaign (Prefect flows, DuckDB file, transformers generation, SFT) on a tiny model."""
+
+import json
+
+import pytest
+
+from flows.context import load_ctx, save_config
+from loop.config import load_config
+from store.db import query
+
+LINEAGE_CHECKS = {
+    "trajectory without its checkpoint": "SELECT count(*) FROM trajectories t LEFT JOIN checkpoints c USING (checkpoint_id) WHERE c.checkpoint_id IS NULL",
+    "trajectory without its prompt": "SELECT count(*) FROM trajectories t LEFT JOIN prompts p USING (prompt_id) WHERE p.prompt_id IS NULL",
+    "verdict without its trajectory": "SELECT count(*) FROM verdicts v LEFT JOIN trajectories t USING (trajectory_id) WHERE t.trajectory_id IS NULL",
+    "training example not a verified-correct train rollout of its round": """
+        SELECT count(*) FROM training_examples te JOIN training_runs tr USING (training_run_id)
+        JOIN trajectories t USING (trajectory_id) JOIN prompts p USING (prompt_id)
+        WHERE NOT (t.round_id = tr.round_id AND t.purpose = 'rollout' AND p.split = 'train'
+                   AND EXISTS (SELECT 1 FROM verdicts v WHERE v.trajectory_id = t.trajectory_id AND v.correct))""",
+    "held-out prompt in training_examples": """
+        SELECT count(*) FROM training_examples JOIN trajectories USING (trajectory_id) JOIN prompts USING (prompt_id)
+        WHERE split = 'heldout'""",
+    "checkpoint whose parent is missing": "SELECT count(*) FROM checkpoints c WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT checkpoint_id FROM checkpoints)",
+    "training run whose output checkpoint is missing": "SELECT count(*) FROM training_runs WHERE output_checkpoint_id NOT IN (SELECT checkpoint_id FROM checkpoints)",
+}
+
+TABLES = ["campaigns", "rounds", "checkpoints", "prompts", "trajectories", "verdicts", "training_runs", "training_examples",
+          "evaluations", "gate_decisions"]
+
+
+def assert_lineage(db):
+    for what, sql in LINEAGE_CHECKS.items():
+        assert query(db, sql)[1][0][0] == 0, what
+
+
+def counts(db):
+    return {t: query(db, f"SELECT count(*) FROM {t}")[1][0][0] for t in TABLES}
+
+
+@pytest.fixture
+def tiny_config(tmp_path, tiny_model_dir):
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
+    tasks.write_text("\n".join(json.dumps(x) for x in lines))
+    cfg = load_config(None, **{"db": str(tmp_path / "r.duckdb"), "campaign": "tiny", "max_rounds": 2,
+                               "model.name_or_path": str(tiny_model_dir), "tasks.source": "jsonl", "tasks.path": str(tasks),
+                               "tasks.heldout_fraction": 0.3, "tasks.fewshot": 0, "tasks.train_prompts_per_round": 12,
+                               "tasks.heldout_prompts": 10, "generation.group_size": 2, "generation.max_new_tokens": 6,
+                               "generation.temperature": 0.7, "sft.epochs": 1, "sft.lr": 1e-4, "eval.num_samples": 2,
+                               "eval.ks": [1, 2], "gate.max_consecutive_rejections": 3})
+    return save_config(cfg)
+
+
+def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_config):
+    from flows.round import run_campaign
+
+    decisions = run_campaign(tiny_config)
+    ctx = load_ctx(tiny_config)
+    db = ctx.db
+    assert [d["round"] for d in decisions] == [1, 2]
+    assert all(d["decision"] in ("promote", "reject", "halt") for d in decisions)
+    c = counts(db)
+    assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
+    assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 4 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
+    assert_lineage(db)
+    # The base is evaluated once and reused by round 2 when round 1 was rejected.
+    evals = query(db, "SELECT checkpoint_id, count(*) FROM evaluations WHERE metric = 'heldout/pass@1' GROUP BY ALL")[1]
+    assert all(n == 1 for _, n in evals)
+    assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} == {
+        "heldout/pass@1", "heldout/no_answer_rate", "heldout/sampled_pass@1", "heldout/sampled_pass@2"}
+    # Verifier monitoring per round and task.
+    assert query(db, "SELECT count(*) FROM round_verifier_stats WHERE purpose = 'rollout'")[1][0][0] >= 2
+    # Each round published its metrics, verifier statistics and gate decision as Prefect artifacts.
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    keys = [f"tiny-round-{r}-{k}" for r in (1, 2) for k in ("metrics", "verifier", "gate")]
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys)))
+    assert {a.key for a in arts} == set(keys)
+    gate_md = next(a for a in arts if a.key == "tiny-round-1-gate").data
+    assert decisions[0]["decision"] in gate_md and "held-out pass@1" in gate_md
+    # Run again: nothing new, nothing duplicated.
+    assert run_campaign(tiny_config) == decisions
+    assert counts(db) == c
+
+
+def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
+    """A crashed round resumes: a finished stage is not recomputed and its ingest is not duplicated."""
+    from flows.round import prepare_campaign, start_round
+    from flows.stages import generate, verify
+
+    prepare_campaign.fn(str(tiny_config))
+    start_round.fn(str(tiny_config), 1)
+    first = generate.fn(str(tiny_config), 1)
+    marker = (load_ctx(tiny_config, 1).stage_dir("generate") / "_SUCCESS.json").read_text()
+    again = generate.fn(str(tiny_config), 1)
+    assert first == again
+    assert (load_ctx(tiny_config, 1).stage_dir("generate") / "_SUCCESS.json").read_text() == marker
+    verify.fn(str(tiny_config), 1)
+    verify.fn(str(tiny_config), 1)
+    db = load_ctx(tiny_config).db
+    assert query(db, "SELECT count(*) FROM trajectories")[1][0][0] == 24
+    assert query(db, "SELECT count(*) FROM verdicts")[1][0][0] == 24
+
+
+def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config, tiny_model_dir):
+    from flows.round import CampaignConflict, prepare_campaign
+
+    prepare_campaign.fn(str(tiny_config))
+    cfg = load_ctx(tiny_config).cfg
+    other = save_config(cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"lr": 0.5})}))
+    with pytest.raises(CampaignConflict, match="different settings .*sft"):
+        prepare_campaign.fn(str(other))

@@ -1,0 +1,44 @@
+import math
+
+import torch
+
+from loop.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
+from loop.tasks import chat_messages
+
+
+def test_completion_nll_hand_computed():
+    # B=1, T=3, V=2. Targets: position 1 is masked (prompt), position 2 is token 1.
+    logits = torch.tensor([[[0.0, 0.0], [0.0, math.log(3.0)], [5.0, 5.0]]])
+    labels = torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, 1]])
+    # Only the prediction at t=1 of label[2]=1 counts: p = 3/(1+3) -> nll = -log(0.75)
+    assert completion_nll(logits, labels).item() == torch.tensor(-math.log(0.75)).item()
+
+
+def test_labels_mask_prompt_and_keep_whole_completion(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    ex = SFTExample(chat_messages("Be brief.", [("1+1?", "Answer: 2")], "What is 2 + 3?"), "2 + 3 = 5\nAnswer: 5")
+    ids, labels = tokenize_example(tok, ex, max_seq_len=512)
+    n_completion = sum(l != IGNORE_INDEX for l in labels)
+    assert tok.decode([i for i, l in zip(ids, labels) if l != IGNORE_INDEX]) == "2 + 3 = 5\nAnswer: 5" + tok.eos_token
+    assert labels[: len(ids) - n_completion] == [IGNORE_INDEX] * (len(ids) - n_completion)
+    # Rendering matches generation time: the prompt part equals the chat template with generation prompt.
+    prompt = tok.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
+    assert tok.decode(ids[: len(ids) - n_completion]) == prompt
+    ids_short, labels_short = tokenize_example(tok, ex, max_seq_len=16)
+    assert len(ids_short) == 16 and sum(l != IGNORE_INDEX for l in labels_short) == n_completion
+
+
+def test_collate_pads_right():
+    ids, mask, labels = collate([([1, 2, 3], [-100, 2, 3]), ([4], [4])], pad_id=0)
+    assert ids.tolist() == [[1, 2, 3], [4, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert labels.tolist() == [[-100, 2, 3], [4, -100, -100]]
+
+
+def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
+    exs = [SFTExample(chat_messages("sys", [], f"What is {i} * 2?"), f"Answer: {2 * i}") for i in range(8)]
+    res = train_sft(tiny_model_dir, exs, tmp_path / "out", lr=1e-2, epochs=6, batch_size=4, warmup_ratio=0.0, weight_decay=0.0,
+                    max_grad_norm=1.0, max_seq_len=128, seed=0)
+    assert res.metrics["train/loss_last"] < res.metrics["train/loss_first"]
+    assert (tmp_path / "out" / "model.safetensors").is_file() and res.steps == 12

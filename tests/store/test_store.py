@@ -1,0 +1,100 @@
+import multiprocessing as mp
+import time
+from datetime import datetime, timezone
+
+import duckdb
+import pytest
+
+from store.db import StoreError, connect, init_db, query, transaction
+from store.ingest import ingest_parquet, insert_rows, write_parquet
+from store.queries import training_set
+
+NOW = datetime.now(timezone.utc)
+
+
+def traj(tid, prompt, completion, round_id="r1", purpose="rollout", sample=0, finish="stop"):
+    return dict(trajectory_id=tid, round_id=round_id, prompt_id=prompt, checkpoint_id="c0", purpose=purpose, eval_set_id=None,
+                sample_index=sample, completion=completion, prompt_tokens=10, completion_tokens=5, finish_reason=finish,
+                backend="transformers", temperature=0.8, top_p=1.0, max_new_tokens=32, seed=0, created_at=NOW)
+
+
+def verdict(tid, correct, version="v1"):
+    return dict(trajectory_id=tid, verifier="composite", verifier_version=version, reward=1.1 if correct else 0.1,
+                correct=correct, reason="ok" if correct else "wrong", parsed="7", format_ok=True, latency_s=0.001, created_at=NOW)
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "s.duckdb"
+    init_db(path)
+    init_db(path)  # idempotent
+    with transaction(path) as con:
+        insert_rows(con, "prompts", [dict(prompt_id="p1", source="s", task="t", question="q1", answer="7", split="train"),
+                                     dict(prompt_id="p2", source="s", task="t", question="q2", answer="7", split="train"),
+                                     dict(prompt_id="h1", source="s", task="t", question="q3", answer="7", split="heldout")])
+    return path
+
+
+def test_ingest_is_idempotent(db, tmp_path):
+    rows = [traj(f"t{i}", "p1", f"Answer: {i}", sample=i) for i in range(50)]
+    f = write_parquet(rows, tmp_path / "part-0.parquet", "trajectories")
+    with transaction(db) as con:
+        assert ingest_parquet(con, "trajectories", [f]) == 50
+        assert ingest_parquet(con, "trajectories", [f]) == 0
+    assert query(db, "SELECT count(*), count(DISTINCT trajectory_id) FROM trajectories")[1] == [(50, 50)]
+
+
+def test_write_parquet_checks_columns(tmp_path):
+    with pytest.raises(ValueError, match="missing"):
+        write_parquet([{"trajectory_id": "x"}], tmp_path / "x.parquet", "trajectories")
+
+
+def test_training_set_sees_only_correct_train_rollouts_of_the_round(db):
+    rows = [traj("a0", "p1", "Answer: 7", sample=0), traj("a1", "p1", "Answer: 7", sample=1),  # duplicate text
+            traj("a2", "p1", "7\nAnswer: 7", sample=2), traj("a3", "p1", "so\nAnswer: 7", sample=3),  # over the cap
+            traj("b0", "p2", "Answer: 8"),  # wrong
+            traj("b1", "p2", "Answer: 7 and", sample=1, finish="length"),  # truncated
+            traj("h0", "h1", "Answer: 7"),  # held-out prompt
+            traj("o0", "p2", "Answer: 7", round_id="r0"),  # other round
+            traj("e0", "p2", "Answer: 7", purpose="eval_greedy")]  # not a rollout
+    correct = {"a0", "a1", "a2", "a3", "b1", "h0", "o0", "e0"}
+    with transaction(db) as con:
+        insert_rows(con, "trajectories", rows)
+        insert_rows(con, "verdicts", [verdict(r["trajectory_id"], r["trajectory_id"] in correct) for r in rows])
+        insert_rows(con, "verdicts", [verdict("b0", True, version="v0")])  # an old verifier version said yes
+        got = training_set(con, "r1", "v1", max_per_prompt=2)
+    assert [r["trajectory_id"] for r in got] == ["a0", "a2"]
+
+
+def _hold_lock(path, seconds):
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO prompts VALUES ('p9', 's', 't', 'q9', '1', 'train')")
+    time.sleep(seconds)
+    con.close()
+
+
+def test_reader_waits_out_a_writer_lock(db):
+    p = mp.get_context("spawn").Process(target=_hold_lock, args=(db, 1.5))
+    p.start()
+    time.sleep(0.8)  # the other process holds the file now
+    t0 = time.monotonic()
+    cols, rows = query(db, "SELECT count(*) FROM prompts", timeout_s=30)
+    p.join()
+    assert rows[0][0] in (3, 4) and time.monotonic() - t0 < 30
+
+
+def test_unwritable_and_missing_paths_have_clear_errors(tmp_path):
+    with pytest.raises(StoreError, match="no store at"):
+        with connect(tmp_path / "absent.duckdb", read_only=True):
+            pass
+    with pytest.raises(StoreError, match="is a directory"):
+        init_db(tmp_path)
+    with pytest.raises(StoreError, match="not writable|cannot create"):
+        init_db("/proc/ratchet/x.duckdb")
+
+
+def test_views_exist(db):
+    cols, _ = query(db, "SELECT * FROM round_summary")
+    assert "decision" in cols and "training_examples" in cols
+    cols, _ = query(db, "SELECT * FROM round_verifier_stats")
+    assert {"reward_mean", "reward_var", "reasons"} <= set(cols)
