@@ -75,6 +75,8 @@ def start_round(config_path: str, round_index: int) -> str:
         insert_rows(con, "rounds", [dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, round_index=round_index,
                                          incumbent_checkpoint_id=state.incumbent_checkpoint_id, status="running",
                                          started_at=now(), finished_at=None, stage_seconds_json=None)])
+        # A resumed round (crashed or failed before its gate) is running again.
+        con.execute("UPDATE rounds SET status = 'running' WHERE round_id = ? AND status <> 'completed'", [ctx.round_id])
         return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
 
 
@@ -159,14 +161,21 @@ def _publish(ctx: Ctx, row: dict) -> None:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """generate -> verify -> filter -> train -> evaluate (incumbent, candidate) -> gate."""
     incumbent = start_round(config_path, round_index)
-    generate(config_path, round_index)
-    verify(config_path, round_index)
-    filter_trajectories(config_path, round_index)
-    candidate = train(config_path, round_index)
-    evaluate(config_path, round_index, incumbent)
-    if candidate is not None:
-        evaluate(config_path, round_index, candidate)
-    return gate(config_path, round_index, incumbent, candidate)
+    try:
+        generate(config_path, round_index)
+        verify(config_path, round_index)
+        filter_trajectories(config_path, round_index)
+        candidate = train(config_path, round_index)
+        evaluate(config_path, round_index, incumbent)
+        if candidate is not None:
+            evaluate(config_path, round_index, candidate)
+        return gate(config_path, round_index, incumbent, candidate)
+    except Exception:
+        ctx = load_ctx(config_path, round_index)
+        with transaction(ctx.db) as con:  # visible in `ratchet status`; a re-run resumes the round
+            con.execute("UPDATE rounds SET status = 'failed', finished_at = ? WHERE round_id = ? AND status <> 'completed'",
+                        [now(), ctx.round_id])
+        raise
 
 
 @flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)

@@ -68,13 +68,13 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) ->
                  format_ok=vd.format_ok, latency_s=float(vd.latency_s), created_at=ts) for t, vd in zip(trajs, verdicts)]
 
 
-def _generate(ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], params: SamplingParams, desc: str) -> list[Completion]:
+def _backend(ctx: Ctx, ckpt_dir: Path):
     g = ctx.cfg.generation
-    backend = make_backend(g.backend, ckpt_dir, dtype=ctx.cfg.model.dtype, batch_size=g.batch_size)
-    try:
-        return backend.generate([ctx.messages(p) for p in prompts], params, progress=bar(f"{ctx.round_id}-{desc}", desc))
-    finally:
-        backend.close()
+    return make_backend(g.backend, ckpt_dir, dtype=ctx.cfg.model.dtype, batch_size=g.batch_size)
+
+
+def _generate(ctx: Ctx, backend, prompts: list[Prompt], params: SamplingParams, desc: str) -> list[Completion]:
+    return backend.generate([ctx.messages(p) for p in prompts], params, progress=bar(f"{ctx.round_id}-{desc}", desc))
 
 
 # --- stages ---------------------------------------------------------------------------------------
@@ -94,7 +94,11 @@ def generate(config_path: str, round_index: int) -> str:
         params = SamplingParams(n=g.group_size, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
                                 seed=g.seed * 1_000_003 + round_index)
         with timer.compute():
-            comps = _generate(ctx, checkpoint_path(ctx, incumbent), prompts, params, f"round {round_index}: rollouts")
+            backend = _backend(ctx, checkpoint_path(ctx, incumbent))
+            try:
+                comps = _generate(ctx, backend, prompts, params, f"round {round_index}: rollouts")
+            finally:
+                backend.close()
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
         write_parquet(trajectory_rows(ctx, prompts, comps, incumbent, "rollout", params, g.backend), files["trajectories"], "trajectories")
         ntok = sum(c.completion_tokens for c in comps)
@@ -210,15 +214,17 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
         ckpt_dir = checkpoint_path(ctx, checkpoint_id)
         greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens)
+        sampled = SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed) \
+            if e.num_samples else None
         with timer.compute():
-            comps = _generate(ctx, ckpt_dir, prompts, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
+            backend = _backend(ctx, ckpt_dir)
+            try:
+                comps = _generate(ctx, backend, prompts, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
+                scomps = _generate(ctx, backend, prompts, sampled, f"round {round_index}: eval samples") if sampled else []
+            finally:
+                backend.close()
         trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
-        samples: list[dict] = []
-        if e.num_samples:
-            sp = SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed)
-            with timer.compute():
-                scomps = _generate(ctx, ckpt_dir, prompts, sp, f"round {round_index}: eval samples")
-            samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sp, g.backend, es)
+        samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
         with timer.compute():
             verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: p.answer for p in prompts})
         metrics = summarize(_outcomes(trajs + samples, verdicts), e.ks)
