@@ -7,6 +7,7 @@ from the stage's Parquet outputs and the store.
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import os
 import time
@@ -17,12 +18,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
+from prefect import get_run_logger
+from prefect.exceptions import MissingContextError
+
 from loop.config import RatchetConfig
 from loop.evaluation import eval_set_id
 from loop.tasks import Prompt, TaskSource, chat_messages, make_task_source
 from verifiers.reward import VERSION as VERIFIER_VERSION
 
 VERIFIER_NAME = "composite"
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's run logger inside a flow or task run; a plain logger when a task's ``.fn`` is called directly."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("flows")
 
 
 def now() -> datetime:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.context import Ctx, load_ctx, now, read_marker
+from flows.context import Ctx, load_ctx, now, read_marker, run_logger
 from loop.config import RatchetConfig
 from flows.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from loop.gate import decide
@@ -91,7 +91,7 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
     """Compare candidate and incumbent on paired held-out outcomes; record promote / reject / halt."""
-    ctx, log = load_ctx(config_path, round_index), get_run_logger()
+    ctx, log = load_ctx(config_path, round_index), run_logger()
     g = ctx.cfg.gate
     es = ctx.eval_set_id()
     with transaction(ctx.db) as con:
@@ -182,7 +182,7 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
     """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes."""
     ctx = load_ctx(config_path)
-    log = get_run_logger()
+    log = run_logger()
     prepare_campaign(config_path)
     decisions = []
     for r in range(1, ctx.cfg.max_rounds + 1):

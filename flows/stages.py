@@ -13,10 +13,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NONE
 
-from flows.context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from flows.context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, run_logger, short_hash, write_marker
 from flows.progress import bar
 from loop.evaluation import PromptOutcome, summarize
 from loop.generation import Completion, SamplingParams, make_backend
@@ -82,7 +82,7 @@ def _generate(ctx: Ctx, backend, prompts: list[Prompt], params: SamplingParams, 
 @task(name="generate", cache_policy=NONE)
 def generate(config_path: str, round_index: int) -> str:
     """Sample this round's train prompts and G rollouts each from the incumbent; ingest both."""
-    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
     out = ctx.stage_dir("generate")
     files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
     if (marker := read_marker(out)) is None:
@@ -114,7 +114,7 @@ def generate(config_path: str, round_index: int) -> str:
 @task(name="verify", cache_policy=NONE)
 def verify(config_path: str, round_index: int) -> str:
     """Score every rollout of the round; ingest the verdicts."""
-    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
     out = ctx.stage_dir("verify")
     path = out / "part-0.parquet"
     if read_marker(out) is None:
@@ -151,7 +151,7 @@ def filter_trajectories(config_path: str, round_index: int) -> str:
 @task(name="train", cache_policy=NONE)
 def train(config_path: str, round_index: int) -> str | None:
     """Fine-tune on the filtered trajectories; returns the candidate checkpoint id (None if nothing to learn)."""
-    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
     out = ctx.stage_dir("train")
     if (marker := read_marker(out)) is not None:
         return marker["checkpoint_id"]
@@ -201,7 +201,7 @@ def _as_prompt(e: dict) -> Prompt:
 @task(name="evaluate", cache_policy=NONE)
 def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
     """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists."""
-    ctx, log, timer = load_ctx(config_path, round_index), get_run_logger(), Timer()
+    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
     es = ctx.eval_set_id()
     with connect(ctx.db, read_only=True) as con:
         stored = stored_metrics(con, checkpoint_id, es)

@@ -184,7 +184,8 @@ def main():
 
     pristine = dict(vars(builtins))
     read_roots = sorted({os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
-                        | {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), "/dev/null",
+                        | {os.path.realpath(__file__),  # tracebacks of a crashing program quote this file
+                           os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), "/dev/null",
                            "/dev/urandom", "/usr/share/zoneinfo", "/etc/localtime"})
     mode = job["mode"]
     enc, dec, _ = _make_codec(set())
@@ -218,7 +219,12 @@ def main():
     classes = {v for v in g.values() if type(v) is type and getattr(v, "__module__", None) == "__main__"}
     enc, dec, guard = _make_codec(classes)
     names = set(job["candidate_names"])
-    ns = {k: (guard(v) if k in names else v) for k, v in g.items()}
+    ns = {}
+    for k, v in g.items():
+        try:
+            ns[k] = guard(v) if k in names else v
+        except (TypeError, ValueError) as exc:  # e.g. a module bound by assignment: tests cannot see it
+            emit("unguarded", k, type(exc).__name__)
     ns["__builtins__"] = pristine
     for stmt in job["setup"]:
         try:

@@ -37,7 +37,7 @@ from typing import Any
 from verifiers.sandbox import Limits, RunResult, run_job
 from verifiers.verdict import Verdict
 
-VERSION = "code-1.0.0"
+VERSION = "code-1.1.0"
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _STDIO = re.compile(r"^\s*stdin\s+(.+?)\s*->\s*expected\s+stdout\s+(.+?)\s*$", re.S)
@@ -60,6 +60,17 @@ def extract_code(completion: str) -> str:
     return text
 
 
+def _bound(target: ast.expr) -> set[str]:
+    """Names an assignment target binds: ``x``, ``a, (b, *c)``; not ``math.pi`` or ``memo[k]`` (those mutate)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound(e) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return set()
+
+
 def defined_names(program: str) -> set[str]:
     """Top-level names a program binds (functions, classes, assignments; not imports)."""
     names: set[str] = set()
@@ -71,7 +82,7 @@ def defined_names(program: str) -> set[str]:
             elif isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = s.targets if isinstance(s, ast.Assign) else [s.target]
                 for t in targets:
-                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                    names.update(_bound(t))
             for attr in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(s, attr, None)
                 if isinstance(sub, list) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -20,11 +20,11 @@ from typing import Literal
 
 from verifiers.verdict import Verdict
 
-VERSION = "format-1.0.0"
+VERSION = "format-1.1.0"
 Template = Literal["think_answer", "answer_line", "boxed", "none"]
 TEMPLATES: tuple[str, ...] = ("think_answer", "answer_line", "boxed", "none")
 
-_TAG = re.compile(r"</?(?:think|answer)\s*>")
+_TAG = re.compile(r"<\s*/?\s*(?:think|answer)\s*/?\s*>")  # "< /answer>" and "<answer/>" are tags too
 _ANSWER_LINE = re.compile(r"^\s*Answer\s*:\s*(\S.*?)\s*$")
 
 

@@ -8,8 +8,10 @@ that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``ex
 
 Policy (a change to any of these bumps ``VERSION``):
     * **Extraction**: answer tag > last ``\\boxed{}`` > ``Answer:`` line > last "the answer is X";
-      never from ``<think>``; several different final answers or hedges -> ``ambiguous``; no
-      "last number anywhere" fallback unless ``fallback_last_number=True``.
+      never from ``<think>``/``<thinking>``/``<reasoning>`` (tag spacing and case ignored); several
+      different final answers or hedges -> ``ambiguous``, including a box that disagrees with an
+      ``Answer:`` line or with a box outside the answer tag; no "last number anywhere" fallback
+      unless ``fallback_last_number=True``.
     * **Numbers**: exact rational comparison: ``1,000`` = ``1000``; ``1.5e3`` = ``1500``;
       ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``.
     * **Tolerance**: half a unit of the gold's last place, only for an approximate gold (``≈``,
@@ -20,14 +22,26 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Percent**: ``X%`` equals ``X/100`` and also the bare ``X`` (``50\\%`` = ``0.5`` = ``50``):
       a bare number is accepted for a percent gold because "what percent ...?" answers routinely
       drop the sign, and the sign may equally be added to a bare gold. Nothing else rescales.
-    * **Units**: a trailing unit word (``12 cm``, ``5\\text{ dollars}``) is presentation and dropped.
-    * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion).
-    * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B``; a bare lowercase letter is a
-      variable. A prediction listing several letters (``B, A``) for one gold letter is ambiguous.
+    * **Units**: a trailing unit word (``12 cm``, ``5\\text{ dollars}``, ``10^{3}\\text{ J}``) is
+      presentation and dropped; words that change or qualify the value never are (``5 hundred``,
+      ``5 squared``, ``5 or more``: parse error); ``5 million`` = ``5000000``; ``5 percent`` = ``5%``.
+      When both sides carry ``%`` the values must agree (``\\frac12\\%`` is not ``50\\%``).
+    * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion);
+      only a trailing mark after a number (``3^\\circ0`` and ``\\circ 30`` are not 30).
+    * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
+      lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
+      ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
     * **Structure**: intervals compare openness and endpoints; sets and "and"-lists are unordered;
       tuples are ordered; a gold listing several answers needs all of them; ``x=3`` matches a bare
-      ``3`` (assignment to a single name).
-    * **Guards**: power towers, exponents with > 4 digits, huge factorials and numbers with more
+      ``3`` (assignment to a single name or Greek letter, not ``\\lim = 3``); ``x = 3, y = 4`` is two
+      assignments (never the chain ``x = (3, y) = 4``) and matches the tuple ``(3, 4)``; a chain
+      ``x = 4 = 3`` with different values is a parse error; ``1 \\le x < 2``, ``x \\in [1, 2)``,
+      ``\\{x \\mid 1 \\le x < 2\\}`` are ``[1, 2)`` and ``x \\le 2`` is ``(-\\infty, 2]``; ``\\pm 1``
+      is the list ``1, -1``; sets ignore repeated members; ``0.\\overline{3}`` = ``\\frac13``.
+      Symbols keep their case in sympy (``X`` is not ``x``), and ``12 15`` (two numbers side by
+      side) is a parse error, never a product or a sum.
+    * **Guards**: power towers (also ``9^9^9``), exponents with > 4 digits, huge, iterated
+      (``9!!!``) or computed (``(10^{10})!``) factorials and numbers with more
       than ``math_parse.MAX_DIGITS`` digits are refused cheaply (reason ``timeout``).
     * A gold that cannot be parsed gives ``bad_gold``: a task-data problem, never a silent False.
 """
@@ -46,7 +60,7 @@ from verifiers.verdict import Verdict
 __all__ = ["VERSION", "verify_math", "verify_math_batch", "extract_answer", "parse_answer", "Answer",
            "Extraction", "ParseError", "shutdown_pool"]
 
-VERSION = "math-1.0.0"
+VERSION = "math-1.1.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None

@@ -67,8 +67,11 @@ def _terminates(q: Fraction) -> bool:
 
 def _num_eq(gold: Answer, pred: Answer) -> bool:
     """Exact equality with the percent policy (``50%`` = ``0.5`` = ``50``), then the tolerance policy."""
-    gvals = {gold.value} | ({gold.percent} if gold.percent is not None else set())
-    pvals = {pred.value} | ({pred.percent} if pred.percent is not None else set())
+    if gold.percent is not None and pred.percent is not None:  # both written with %: the values must agree
+        gvals, pvals = {gold.value}, {pred.value}
+    else:
+        gvals = {gold.value} | ({gold.percent} if gold.percent is not None else set())
+        pvals = {pred.value} | ({pred.percent} if pred.percent is not None else set())
     if gvals & pvals:
         return True
     tol = tolerance(gold, pred)
@@ -81,7 +84,9 @@ def _is_symbol(lhs: str) -> bool:
     """A relation's left side that is just a name (``x``, ``y_1``, ``\\theta``, ``f(x)``)."""
     import re
 
-    return bool(re.fullmatch(r"(?:[A-Za-z]|\\[a-zA-Z]+)(?:_\{?[A-Za-z0-9]+\}?)?(?:\([a-z]\))?", lhs))
+    from verifiers.math_parse import _SYMBOL
+
+    return bool(re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", lhs))  # a Greek letter, not "\\lim" or "\\sin"
 
 
 def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
@@ -99,6 +104,43 @@ def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
     return True
 
 
+_INF = {r"\infty": 1, r"+\infty": 1, r"-\infty": -1}
+
+
+def _same_text(gold: Answer, pred: Answer) -> bool:
+    """Identical normalized LaTeX (``\\infty`` = ``\\infty``: sympy's ``oo - oo`` is nan, never zero)."""
+    return gold.kind == pred.kind == "expression" and str(gold.value).replace(" ", "") == str(pred.value).replace(" ", "")
+
+
+def _as_interval(a: Answer) -> tuple | None:
+    """An interval, a round-bracket pair, or a one-sided inequality on a name (``x \\le 2``) as an interval."""
+    from verifiers.math_parse import Answer as A
+
+    if a.kind == "interval":
+        return a.value  # type: ignore[return-value]
+    if a.kind == "tuple" and a.parens:
+        return (False, *a.value, False)  # type: ignore[misc]
+    if a.kind == "relation":
+        lhs, op, rhs = a.value  # type: ignore[misc]
+        if not _is_symbol(lhs) or op not in ("<", "<=", ">", ">="):
+            return None
+        inf, ninf = A("expression", r"\infty"), A("expression", r"-\infty")
+        return (False, ninf, rhs, op == "<=") if op in ("<", "<=") else (op == ">=", rhs, inf, False)
+    return None
+
+
+def _assignments(a: Answer) -> tuple | None:
+    """``x = 3, y = 4`` as the ordered values ``(3, 4)`` (distinct single names only)."""
+    if a.kind != "list" or a.hedged:
+        return None
+    items = a.value  # type: ignore[union-attr]
+    if not all(i.kind == "relation" and i.value[1] == "=" and _is_symbol(i.value[0]) for i in items):
+        return None
+    if len({i.value[0] for i in items}) != len(items):
+        return None
+    return tuple(i.value[2] for i in items)
+
+
 def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     """Equality of two parsed answers of any kind (see ``compare`` for the top-level rules).
 
@@ -108,6 +150,20 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     gk, pk = gold.kind, pred.kind
     if gk in _NUMBER and pk in _NUMBER:
         return _num_eq(gold, pred)
+    if _same_text(gold, pred):
+        return True
+    if gk == "choice" and pk != "choice" and gold.content is not None:  # "(C) 12": the option text counts
+        return leaf_equal(gold.content, pred, cas)
+    if pk == "choice" and gk != "choice" and pred.content is not None:
+        return leaf_equal(gold, pred.content, cas)
+    if gk == "tuple" and _assignments(pred) is not None:  # "x = 3, y = 4" for (3, 4)
+        vals = _assignments(pred)
+        return len(vals) == len(gold.value) and all(leaf_equal(a, b, cas) for a, b in zip(gold.value, vals))  # type: ignore
+    if gk == "interval" or pk == "interval":
+        g, p = _as_interval(gold), _as_interval(pred)
+        if g is None or p is None:
+            return False
+        return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
     if gk == "relation" and pk != "relation":
         lhs, op, rhs = gold.value  # type: ignore[misc]
         return op == "=" and _is_symbol(lhs) and leaf_equal(rhs, pred, cas)
@@ -126,12 +182,6 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
             pk == "expression" and str(pred.value).upper() == gold.value and len(str(pred.value)) == 1)
     if gk == "text" or pk == "text":
         return gk == pk and gold.value == pred.value
-    if gk == "interval" or pk == "interval":
-        g = gold.value if gk == "interval" else ((False, *gold.value, False) if gold.parens else None)  # type: ignore[misc]
-        p = pred.value if pk == "interval" else ((False, *pred.value, False) if pred.parens else None)  # type: ignore[misc]
-        if g is None or p is None:
-            return False
-        return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
     if gk in _MULTI and pk in _MULTI:
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
     if gk in ("tuple", "matrix") and pk == gk:
@@ -160,6 +210,8 @@ def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
     Raises:
         NeedsCAS: see ``leaf_equal``.
     """
+    if pred.kind == "list" and gold.kind == "tuple" and _assignments(pred) is not None:
+        return "ok" if leaf_equal(gold, pred, cas) else "wrong"
     if pred.kind == "list" and gold.kind not in _MULTI:
         items = pred.value
         if len({i.canonical() for i in items}) > 1:  # type: ignore[attr-defined]

@@ -74,6 +74,7 @@ class Answer:
         percent: for ``X%``, the written number X (value is X/100).
         hedged: a list joined by "or" (a prediction listing candidates).
         parens: a 2-tuple written with round parentheses (may also mean an open interval).
+        content: for a choice written with its option text (``(C) 12``), that text parsed.
     """
 
     kind: AnswerKind
@@ -84,6 +85,7 @@ class Answer:
     hedged: bool = False
     parens: bool = False
     text: str = field(default="", compare=False)
+    content: "Answer | None" = field(default=None, compare=False)
 
     def canonical(self) -> str:
         """A short canonical text of the value (stored as ``Verdict.parsed``)."""
@@ -107,7 +109,10 @@ class Answer:
 # ----------------------------------------------------------------------------------------------
 # extraction
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_REASONING_TAGS = r"(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)"
+_THINK_BLOCK = re.compile(rf"<\s*({_REASONING_TAGS})\s*>.*?<\s*/\s*\1\s*>", re.S | re.I)
+_THINK_OPEN = re.compile(rf"<\s*{_REASONING_TAGS}\s*>", re.I)
+_THINK_CLOSE = re.compile(rf"<\s*/\s*{_REASONING_TAGS}\s*>", re.I)
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _ANSWER_LINE = re.compile(r"(?im)^[\s*#>_-]*(?:\**\s*)?(?:final\s+answer|answer)\s*\**\s*[:：]\s*\**\s*(.+?)\s*$")
 _ANSWER_PHRASE = re.compile(
@@ -122,21 +127,19 @@ _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 def _strip_think(text: str) -> str:
     text = _THINK_BLOCK.sub(" ", text)
-    low = text.lower()
-    close = low.rfind("</think>")
-    if close >= 0:
-        text = text[close + len("</think>"):]
-        low = text.lower()
-    opening = low.find("<think>")
-    if opening >= 0:
-        text = text[:opening]
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:  # a stray closing tag hides everything before it
+        text = text[closes[-1].end():]
+    opening = _THINK_OPEN.search(text)
+    if opening:  # an unclosed opening tag hides the rest
+        text = text[:opening.start()]
     return text
 
 
 def find_boxed(text: str) -> list[str]:
     """Return the contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces), in order."""
     out: list[str] = []
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*(\{|\s)", text):
+    for m in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])\s*(\{|\s|(?=[0-9+-]))", text):
         if m.group(1) != "{":  # "\boxed 5": one token
             tok = re.match(r"\s*([^\s$]+)", text[m.end():])
             if tok:
@@ -170,12 +173,27 @@ def _distinct(cands: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def _decide(cands: list[str], source: str) -> Extraction:
+def _outermost_free(boxes: list[str]) -> list[str]:
+    """Drop box contents that themselves hold a box (``\\boxed{\\boxed{3}}``): the inner box is listed too."""
+    return [b for b in boxes if not re.search(r"\\(?:boxed|fbox)(?![A-Za-z])", b)]
+
+
+def _parses(text: str) -> bool:
+    """Whether ``text`` reads as a mathematical answer (prose such as "see above" does not count)."""
+    try:
+        return parse_answer(_clean_candidate(text)).kind != "text"
+    except ParseError:
+        return False
+
+
+def _decide(cands: list[str], source: str, rivals: list[str] | None = None) -> Extraction:
+    """One final answer from ``cands``; ``rivals`` (answers stated elsewhere) can only make it ambiguous."""
     cands = [_clean_candidate(c) for c in cands]
     cands = [c for c in cands if c]
     if not cands:
         return Extraction(None, "no_answer", source)
-    distinct = _distinct(cands)
+    rival = [c for c in (_clean_candidate(r) for r in rivals or []) if c]
+    distinct = _distinct(cands + rival)
     if len(distinct) > 1:
         return Extraction(None, "ambiguous", source, tuple(distinct))
     text = distinct[0]
@@ -203,17 +221,20 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
         if len(_distinct([_clean_candidate(t) for t in tags if t.strip()])) > 1:
             return Extraction(None, "ambiguous", "answer_tag", tuple(tags))
         inner = tags[-1]
-        boxed = find_boxed(inner)
+        outside = _outermost_free(find_boxed(_ANSWER_TAG.sub(" ", visible)))  # a second, different final answer
+        boxed = _outermost_free(find_boxed(inner))
         if boxed:
-            return _decide(boxed, "answer_tag")
+            return _decide(boxed, "answer_tag", outside)
         lines = _ANSWER_LINE.findall(inner)
         phrases = [a or b for a, b in _ANSWER_PHRASE.findall(inner)]
         if lines or phrases:
-            return _decide(lines or phrases[-1:], "answer_tag")
-        return _decide([inner], "answer_tag")
-    boxed = find_boxed(visible)
+            return _decide(lines or phrases[-1:], "answer_tag", outside)
+        return _decide([inner], "answer_tag", outside)
+    boxed = _outermost_free(find_boxed(visible))
     if boxed:
-        return _decide(boxed, "boxed")
+        # an "Answer: X" line that disagrees with the box is a second final answer (a hedge)
+        lines = [ln for ln in _ANSWER_LINE.findall(visible) if not re.search(r"\\(?:boxed|fbox)", ln)]
+        return _decide(boxed, "boxed", [ln for ln in lines if _parses(ln)])
     lines = _ANSWER_LINE.findall(visible)
     if lines:
         return _decide(lines, "answer_line")
@@ -234,11 +255,31 @@ _APPROX = re.compile(
     r"^\s*(?:≈|\\approx|~|\\sim|约为|约等于|大约|约|approximately|approx\.?|about|around|roughly|nearly|circa)\s*[:：]?\s*",
     re.I,
 )
-_SPACES_CMD = re.compile(r"\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
+_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
 _WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
 _UNICODE = {"−": "-", "–": "-", "×": r"\times ", "·": r"\cdot ", "≤": r"\le ", "≥": r"\ge ", "≠": r"\ne ",
-            "∞": r"\infty ", "π": r"\pi ", "√": r"\sqrt", "，": ",", "：": ":", "（": "(", "）": ")", "÷": "/"}
-_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ")
+            "∞": r"\infty ", "π": r"\pi ", "√": r"\sqrt", "，": ",", "：": ":", "（": "(", "）": ")", "÷": "/",
+            "≈": r"\approx ", "∈": r"\in ", "∪": r"\cup ", "±": r"\pm ", "∓": r"\mp "}
+# a degree mark is presentation only right after a number/group and at the end of it ("30^\\circ",
+# not "3^\\circ0" nor "\\circ 30", which would otherwise read as 30)
+_DEGREE = re.compile(r"(?<=[\d}\s])\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ)(?!\s*[\d.])")
+_TEXT_UNIT = re.compile(r"(?<=[\d}])\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
+                        r"\s*(?:\^\s*\{?\s*-?[1-3]\s*\}?)?\s*$")
+# words after a number that change or qualify its value: never dropped as if they were units
+_MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_NOT_UNITS = set(_MULTIPLIERS) | {
+    "hundreds", "thousands", "millions", "billions", "dozen", "dozens", "score", "gross", "half", "halves", "third",
+    "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths", "sixth", "sixths", "eighth", "eighths",
+    "tenth", "tenths", "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "squared",
+    "cubed", "percent", "percentage", "pct", "factorial", "inverse", "reciprocal", "negative", "positive", "times",
+    "over", "plus", "minus", "divided", "by", "choose", "mod", "modulo", "to", "the", "power", "or", "and", "not", "no",
+    "nor", "less", "more", "fewer", "least", "most", "up", "down", "is", "are", "was", "were", "ish", "roughly",
+    "approx", "approximately", "about", "around", "nearly", "almost", "so", "maybe", "perhaps", "probably",
+    "possibly", "wrong", "incorrect", "false", "true", "but", "only", "at", "than", "of", "except", "excluding",
+    "including", "if", "else", "otherwise", "infinity", "infinite", "many", "much", "repeating", "recurring", "etc",
+    "root", "roots", "sqrt", "log", "exp", "pi", "plusminus", "pm", "either", "also", "any", "all", "each", "per",
+    "cent", "ten", "hundredfold", "fold", "twice", "thrice", "double", "triple", "e", "i", "ii", "iii", "mult",
+}
 _UNIT_WORD = re.compile(r"^(.*?\d)\s*(?:\\?\$)?\s*((?:[a-zA-Z]{2,}\.?|[a-zA-Z]{2,}\s*\^?\s*\{?[23]\}?)(?:\s*(?:/|per)\s*[a-zA-Z]+)?(?:\s+[a-zA-Z]{2,})*)$")
 KNOWN_FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
                "arctan", "sinh", "cosh", "tanh", "lg", "max", "min", "gcd", "lcm", "det", "mod", "pmod", "bmod"}
@@ -250,6 +291,32 @@ def strip_approx(text: str) -> tuple[str, bool]:
     return (text[m.end():], True) if m and m.end() < len(text) else (text, False)
 
 
+def _unit_words_ok(words: list[str]) -> bool:
+    """Whether trailing words are a unit (``cm``, ``square units``), not a value change or a hedge."""
+    return bool(words) and not any(w.lower() in _NOT_UNITS or w in KNOWN_FUNCS for w in words)
+
+
+def _strip_unit(s: str) -> tuple[str, bool]:
+    """Drop a trailing unit after a number; ``5 million`` -> ``5 \\times 10^{6}``; ``5 percent`` -> percent."""
+    m = _UNIT_WORD.match(s)
+    if not m or re.search(r"[=<>]", s):
+        return s, False
+    words = re.findall(r"[a-zA-Z]+", m.group(2))
+    head, percent, scale = m.group(1).strip(), False, ""
+    if words and words[0].lower() in _MULTIPLIERS:
+        scale = f" \\times 10^{{{_MULTIPLIERS[words.pop(0).lower()]}}}"
+    elif words and words[0].lower() in ("percent", "percentage", "pct"):
+        words.pop(0)
+        percent = True
+    if words and not _unit_words_ok(words):
+        return s, False
+    if not words and not (scale or percent):
+        return s, False
+    if scale and not re.fullmatch(r"[+-]?\d[\d,]*(?:\.\d+)?", head):
+        return s, False  # "2\\sqrt{3} million": not a plain number to scale
+    return head + scale, percent
+
+
 def normalize(text: str) -> tuple[str, bool]:
     """Normalize LaTeX presentation; return (text, had_percent). Degrees and units are dropped."""
     s = text.strip()
@@ -259,22 +326,34 @@ def normalize(text: str) -> tuple[str, bool]:
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
     s = _SPACES_CMD.sub(" ", s).replace("~", " ")
     s = re.sub(r"\\[dt]frac", r"\\frac", s)
+    s = re.sub(r"\\lbrace(?![a-zA-Z])", r"\\{", re.sub(r"\\rbrace(?![a-zA-Z])", r"\\}", s))
+    s = re.sub(r"\\sqrt\s*([0-9a-zA-Z])(?![0-9])", r"\\sqrt{\1}", s)  # "\\sqrt2" = "\\sqrt{2}" (one token)
     s = re.sub(r"\{,\}", ",", s)
     s = _DEGREE.sub("", s)
+    m = _TEXT_UNIT.search(s)
+    if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
+        s = s[:m.start()]
     prev = None
     while prev != s:  # unwrap nested \text{...}
         prev = s
         s = _WRAPPERS.sub(lambda m: m.group(1), s)
-    s = s.replace(r"\$", "").replace("\\\\", " ")
+    s = s.replace(r"\$", "")
+    if not re.search(r"\\begin\s*\{", s):  # matrix rows keep their "\\\\" separators
+        s = s.replace("\\\\", " ")
     percent = False
     if re.search(r"\\?%\s*$", s):
         s, percent = re.sub(r"\\?%\s*$", "", s), True
     s = re.sub(r"\s+", " ", s).strip().rstrip(".。").strip()
-    m = _UNIT_WORD.match(s)
-    if m and not any(w in KNOWN_FUNCS for w in re.findall(r"[a-zA-Z]+", m.group(2))) and not re.search(r"[=<>]", s):
-        s = m.group(1).strip()
+    while s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):  # "{{2}}" is 2
+        s = s[1:-1].strip()
+    s, word_percent = _strip_unit(s)
+    if word_percent and percent:
+        raise ParseError(f"two percent marks in {text!r}")
+    percent = percent or word_percent
     if re.search(r"\\?%\s*$", s) and not percent:
         s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
+    if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
+        s = r"\{\}"
     return s, percent
 
 
@@ -351,6 +430,13 @@ def parse_number(s: str) -> Answer | None:
     if _DEC.fullmatch(s):
         places = len(s.split(".")[1])
         return Answer("decimal", Fraction(s), places=places, text=s)
+    m = re.fullmatch(r"([+-]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{(\d+)\}", s)
+    if m:  # repeating decimal "0.1\\overline{6}" = 1/6 (exact)
+        sign, whole, fixed, rep = m.groups()
+        value = (int(whole or 0) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
+                 + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed)))
+        value = -value if sign == "-" else value
+        return Answer("integer" if value.denominator == 1 else "rational", value, text=s)
     m = _SCI.fullmatch(s)
     if m:
         exp = int(m.group(2))
@@ -417,27 +503,68 @@ def _check_expression(s: str) -> None:
     for num in re.findall(r"\^\s*(\d+)", s):
         if len(num) > 4:
             raise TooLarge(f"exponent {num} too large")
+    if re.search(r"\^\s*(?:\{[^{}]*\}|\\?[A-Za-z0-9]+)\s*\^", s):  # "9^9^9", "2^{99}^{99}"
+        raise TooLarge(f"power tower in {s[:80]!r}")
+    if re.search(r"!\s*!", s):  # "9!!!!!" reads as nested factorials
+        raise TooLarge(f"iterated factorial in {s[:80]!r}")
+    for m in re.finditer(r"[)}\]]\s*!", s):  # "(10^{10})!", "10^{10}!": factorial of a computed value
+        depth, i = 0, m.start()
+        while i >= 0:
+            depth += {")": 1, "}": 1, "]": 1, "(": -1, "{": -1, "[": -1}.get(s[i], 0)
+            if depth == 0:
+                break
+            i -= 1
+        group, before = s[max(i, 0): m.start() + 1], s[:max(i, 0)].rstrip()
+        if re.search(r"[\^!]|\d{4,}", group) or before.endswith("^") or re.search(r"\\[a-z]+$", before):
+            raise TooLarge(f"factorial of a large or computed value in {s[:80]!r}")
+    if re.search(r"\d\s+\d", s):  # "12 15" lists two numbers; a CAS would read a product or a sum
+        raise ParseError(f"two numbers side by side in {s[:80]!r}")
     for num in re.findall(r"(\d+)\s*!", s):
         if int(num) > 2000:
             raise TooLarge(f"factorial of {num}")
 
 
+_CHOICE_TAIL_BAD = re.compile(
+    r"(?<![A-Za-z\\])[A-J](?![A-Za-z])|\b(?:or|nor|not|but|maybe|perhaps|possibly|probably|except|instead|wrong|"
+    r"incorrect|false|either|neither|unsure|guess)\b|\?")
+
+
 def _parse_choice(s: str) -> Answer | None:
+    """``B``, ``(B)``, ``option B``, ``(B) 12``, ``B) 12``, ``B. 12``, ``B: 12``; None when not a choice.
+
+    The option text after the letter must not name another option or hedge (``(A), (B)``,
+    ``(C) or (D)``, ``(C)/(D)``): that lists several choices.
+    """
     t = s.strip()
-    m = re.fullmatch(r"\(?\s*([A-J])\s*\)?|\(\s*([A-J])\s*\)\s*.{0,60}|(?:option|choice)\s*\(?\s*([A-Ja-j])\s*\)?", t, re.I | re.S)
-    if not m:
+    m = re.fullmatch(r"\(?\s*([A-J])\s*\)?|(?:option|choice)\s*\(?\s*([A-Ja-j])\s*\)?", t, re.I)
+    if m:
+        letter = next(g for g in m.groups() if g)
+        if m.group(1) and letter.islower():
+            return None  # a bare lowercase letter is a variable, not a choice
+        return Answer("choice", letter.upper(), text=s)
+    m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S)
+    if not m or _CHOICE_TAIL_BAD.search(m.group(3)):
         return None
-    letter = next(g for g in m.groups() if g)
-    if m.group(1) and letter.islower():
-        return None  # a bare lowercase letter is a variable, not a choice
-    return Answer("choice", letter.upper(), text=s)
+    letter = (m.group(1) or m.group(2)).upper()
+    try:
+        content = parse_answer(m.group(3), _inner=True)
+    except ParseError:
+        content = None
+    return Answer("choice", letter, text=s, content=content)
 
 
 def _parse_container(s: str) -> Answer | None:
     if s.startswith(r"\{") and s.endswith(r"\}"):
         inner = s[2:-2].strip()
+        builder = re.fullmatch(r"(" + _SYMBOL + r")\s*(?:\||\\mid(?![a-z])|:)\s*(.+)", inner, re.S)
+        if builder:  # set-builder "\\{x \\mid 1 \\le x < 2\\}": the condition is the answer
+            return parse_answer(builder.group(2), _inner=True)
         items = [] if not inner else split_top(inner, r",|;")
-        return Answer("set", tuple(parse_answer(i, _inner=True) for i in items), text=s)
+        members: dict[str, Answer] = {}  # a set: {1, 1, 2} = {1, 2}; "\\pm 1" contributes two members
+        for item in (parse_answer(i, _inner=True) for i in items):
+            for a in (item.value if item.kind == "list" and not item.hedged else (item,)):  # type: ignore[attr-defined]
+                members.setdefault(a.canonical(), a)
+        return Answer("set", tuple(members.values()), text=s)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", s, re.S)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -452,6 +579,63 @@ def _parse_container(s: str) -> Answer | None:
             return Answer("interval", (s[0] == "[", parsed[0], parsed[1], s[-1] == "]"), text=s)
         return Answer("tuple", parsed, parens=len(items) == 2 and s[0] == "(", text=s)
     return None
+
+
+_GREEK = "alpha|beta|gamma|delta|theta|phi|varphi|omega|lambda|mu|sigma|tau|rho|psi|chi|eta|zeta|xi|nu|kappa"
+_SYMBOL = r"(?:[A-Za-z]|\\(?:" + _GREEK + r"))(?:_\{?[A-Za-z0-9]+\}?)?"  # a name: x, y_1, \\theta (not \\lim)
+_SHORT_WORDS = {"yes", "no", "odd", "all", "any", "one", "two", "six", "ten", "red", "tie", "win", "off", "on", "up"}
+_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!=", "~": "~"}
+
+
+def _split_rel(s: str) -> tuple[list[str], list[str]]:
+    """Split on relation operators outside brackets; return (sides, canonical operators)."""
+    sides, ops, depth, last, i = [], [], 0, 0, 0
+    pattern = re.compile(_RELOPS + r"|\\approx(?![a-z])")
+    while i < len(s):
+        c = s[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            m = pattern.match(s, i)
+            if m:
+                sides.append(s[last:i].strip())
+                op = m.group(0).strip()
+                ops.append("~" if op == r"\approx" else _REL_CANON[op])
+                last = i = m.end()
+                continue
+        i += 1
+    sides.append(s[last:].strip())
+    return sides, ops
+
+
+def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
+    """``x = 3``, ``3 = x``, ``x = y = 3``, ``1 \\le x < 2`` (an interval), ``x \\approx 3``."""
+    if not all(sides):
+        raise ParseError(f"relation with an empty side in {text!r}")
+    if len(sides) == 3 and re.fullmatch(_SYMBOL, sides[1]) and "=" not in ops and "~" not in ops:
+        if set(ops) <= {"<", "<="}:  # "1 \\le x < 2" is [1, 2)
+            lo, hi = parse_answer(sides[0], _inner=True), parse_answer(sides[2], _inner=True)
+            return Answer("interval", (ops[0] == "<=", lo, hi, ops[1] == "<="), text=text)
+        if set(ops) <= {">", ">="}:  # "2 > x \\ge 1" is [1, 2)
+            lo, hi = parse_answer(sides[2], _inner=True), parse_answer(sides[0], _inner=True)
+            return Answer("interval", (ops[1] == ">=", lo, hi, ops[0] == ">="), text=text)
+    if len(sides) > 2:
+        if not all(o == "=" for o in ops):
+            raise ParseError(f"chained relation {text!r}")
+        values = {n.value for n in (parse_number(x) for x in sides) if n is not None}
+        if len(values) > 1:  # "x = 4 = 3" states two different values
+            raise ParseError(f"chain of equalities with different values in {text!r}")
+        sides, ops = [sides[0], sides[-1]], ["="]
+    lhs, op, rhs = sides[0], ops[0], sides[1]
+    if re.fullmatch(_SYMBOL, rhs) and not re.fullmatch(_SYMBOL, lhs):  # "3 = x"
+        lhs, op, rhs = rhs, _MIRROR[op], lhs
+    if op == "~":  # "x \\approx 3": the stated value, marked approximate
+        if not re.fullmatch(_SYMBOL, lhs):
+            raise ParseError(f"approximation {text!r} has no single name on its left")
+        return parse_answer(rhs, _inner=True)
+    return Answer("relation", (lhs.replace(" ", ""), op, parse_answer(rhs, _inner=True)), text=text)
 
 
 def parse_answer(text: str, *, _inner: bool = False) -> Answer:
@@ -482,6 +666,11 @@ def parse_answer(text: str, *, _inner: bool = False) -> Answer:
             for p in parts:
                 items.extend(split_top(p, ",") if not _THOUSANDS.fullmatch(p) else [p])
             return Answer("list", tuple(parse_answer(p, _inner=True) for p in items if p), hedged=hedged, text=text)
+    pm = split_top(s, r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])")
+    if len(pm) == 2 and not re.search(_RELOPS, s):  # "\\pm 1" -> 1, -1; "3 \\pm \\sqrt{2}" -> both roots
+        a, b = pm
+        items = [b, f"-{b}"] if not a else [f"{a}+{b}", f"{a}-{b}"]
+        return Answer("list", tuple(parse_answer(i, _inner=True) for i in items), text=text)
     num = parse_number(s)
     if num is not None:
         pct = num.value if percent else None
@@ -498,20 +687,21 @@ def parse_answer(text: str, *, _inner: bool = False) -> Answer:
     container = _parse_container(s)
     if container is not None:
         return container
-    rel = split_top(s, _RELOPS)
-    if len(rel) > 1:
-        ops = [m.group(0) for m in re.finditer(_RELOPS, s)]
-        if len(rel) == 2 or (len(rel) > 2 and all(o == "=" for o in ops)):
-            # "x = y = 3": the last side is the value
-            lhs = rel[-2] if len(rel) == 2 else rel[0]
-            return Answer("relation", (lhs.replace(" ", ""), _REL_CANON[ops[-1].strip()], parse_answer(rel[-1], _inner=True)),
-                          text=text)
-        raise ParseError(f"chained relation {s!r}")
+    member = re.fullmatch(r"(" + _SYMBOL + r")\s*\\in\s*(.+)", s, re.S)
+    if member:  # "x \\in [1, 2)": the set is the answer
+        return parse_answer(member.group(2), _inner=True)
     items = split_top(s, r",")
+    if len(items) > 1 and all(items) and any(len(_split_rel(i)[0]) > 1 for i in items):
+        # "x = 3, y = 4": one relation per item, never one chain read across the commas
+        return Answer("list", tuple(parse_answer(i, _inner=True) for i in items), text=text)
+    sides, ops = _split_rel(s)
+    if len(sides) > 1:
+        return _parse_relation(sides, ops, text)
     if len(items) > 1 and all(items):
         return Answer("list", tuple(parse_answer(i, _inner=True) for i in items), text=text)
-    if re.fullmatch(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]", s) and (" " in s or s.lower() not in KNOWN_FUNCS) and len(s) > 1:
-        if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s:  # "xy" is a product of symbols
+    if (re.fullmatch(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]", s) and (" " in s or s.lower() not in KNOWN_FUNCS)
+            and re.search(r"[A-Za-z]{2,}", s)):  # "x - y" is an expression, not a phrase
+        if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s or s in _SHORT_WORDS:  # "xy" is a product of symbols
             return Answer("text", re.sub(r"\s+", " ", s.lower()), text=text)
     _check_expression(s)
     return Answer("expression", s, approx=approx, percent=Fraction(1) if percent else None, text=text)

@@ -31,6 +31,13 @@ class SideError(Exception):
         self.side, self.reason = side, reason
 
 
+def _config() -> Any:
+    """latex2sympy settings: symbols keep their case (``X`` is not ``x``; the default lowercases them)."""
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+
+    return ConversionConfig(lowercase_symbols=False)
+
+
 def _to_sympy(a: Answer, side: str) -> Any:
     import sympy
     from latex2sympy2_extended import latex2sympy
@@ -47,7 +54,7 @@ def _to_sympy(a: Answer, side: str) -> Any:
     if a.kind != "expression":
         raise SideError(side, f"cannot convert {a.kind} to sympy")
     try:
-        expr = latex2sympy(str(a.value))
+        expr = latex2sympy(str(a.value), conversion_config=_config())
     except Exception as exc:  # the ANTLR parser raises bare Exception subclasses; record the text
         raise SideError(side, f"latex parse failed: {str(exc).splitlines()[0][:200]}") from None
     for node in sympy.preorder_traversal(expr):

@@ -44,7 +44,7 @@ def tiny_config(tmp_path, tiny_model_dir):
     tasks.write_text("\n".join(json.dumps(x) for x in lines))
     cfg = load_config(None, **{"db": str(tmp_path / "r.duckdb"), "campaign": "tiny", "max_rounds": 2,
                                "model.name_or_path": str(tiny_model_dir), "tasks.source": "jsonl", "tasks.path": str(tasks),
-                               "tasks.heldout_fraction": 0.3, "tasks.fewshot": 0, "tasks.train_prompts_per_round": 12,
+                               "tasks.heldout_fraction": 0.3, "tasks.fewshot": 0, "tasks.system_prompt": "sys", "tasks.train_prompts_per_round": 12,
                                "tasks.heldout_prompts": 10, "generation.group_size": 2, "generation.max_new_tokens": 6,
                                "generation.temperature": 0.7, "sft.epochs": 1, "sft.lr": 1e-4, "eval.num_samples": 2,
                                "eval.ks": [1, 2], "gate.max_consecutive_rejections": 3})

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from loop.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
@@ -11,7 +12,7 @@ def test_completion_nll_hand_computed():
     logits = torch.tensor([[[0.0, 0.0], [0.0, math.log(3.0)], [5.0, 5.0]]])
     labels = torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, 1]])
     # Only the prediction at t=1 of label[2]=1 counts: p = 3/(1+3) -> nll = -log(0.75)
-    assert completion_nll(logits, labels).item() == torch.tensor(-math.log(0.75)).item()
+    assert completion_nll(logits, labels).item() == pytest.approx(-math.log(0.75), rel=1e-6)
 
 
 def test_labels_mask_prompt_and_keep_whole_completion(smollm2_dir):

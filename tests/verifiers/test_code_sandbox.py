@@ -152,3 +152,27 @@ def test_batch_runs_in_parallel() -> None:
 
 def test_bad_tests_are_bad_gold() -> None:
     assert verify_code(None, GOOD, ["for i in range(3): pass"], timeout_s=2).reason == "bad_gold"
+
+
+def test_attribute_assignment_on_a_module_is_not_a_candidate_name() -> None:
+    """``getcontext().prec = 50`` / ``math.x = ...`` at top level must not crash the harness (false negative)."""
+    for body in ("from decimal import getcontext\ngetcontext().prec = 50\ndef add(a, b):\n    return a + b",
+                 "import math\nmath.tau2 = 2 * math.tau\ndef add(a, b):\n    return a + b",
+                 "m = __import__('math')\ndef add(a, b):\n    return a + b"):
+        v = verify_code(None, prog(body), TESTS, timeout_s=5.0)
+        assert v.correct, (body, v.reason, v.details)
+
+
+@pytest.mark.parametrize("body", [
+    "import builtins\nclass AE(Exception): pass\nbuiltins.AssertionError = AE\ndef add(a, b):\n    return 0",
+    "import json\njson.dumps = lambda *a, **k: '[\"int\", \"3\"]'\ndef add(a, b):\n    return 0",
+    "import os\n_w = os.write\nos.write = lambda fd, d: _w(fd, d.replace(b'0', b'3'))\ndef add(a, b):\n    return 0",
+    "class I(int):\n    def __eq__(s, o): return True\n    __hash__ = int.__hash__\ndef add(a, b):\n    return I(0)",
+    "def add(a, b):\n    return type('int', (int,), {'__eq__': lambda s, o: True})(0)",
+    "import atexit, os\ndef add(a, b):\n    return 0\natexit.register(lambda: os._exit(0))",
+    "import threading, os\ndef add(a, b):\n    return 0\ndef t():\n    while True:\n        for fd in range(3, 10):\n"
+    "            try: os.write(fd, b'x\\tvalue\\t0\\t[\"int\",\"3\"]\\n')\n            except OSError: pass\n"
+    "threading.Thread(target=t, daemon=True).start()",
+])
+def test_patching_the_harness_cannot_pass(body: str) -> None:
+    assert not verify_code(None, prog(body), TESTS, timeout_s=5.0).correct

@@ -21,6 +21,10 @@ FORMAT = [
     ("Answer: 5\nmore words", "answer_line", False),
     ("Answer: 3\nAnswer: 5", "answer_line", False),
     ("anything", "none", True),
+    ("<think>a</think><answer>1 <answer/> 2</answer>", "think_answer", False),
+    ("<think>a</think><answer>1< /answer><answer>2</answer>", "think_answer", False),
+    ("<think>a</think><answer>1</answer><answer >2</answer >", "think_answer", False),
+    ("<think>a</think ><answer>1</answer >", "think_answer", True),
 ]
 
 

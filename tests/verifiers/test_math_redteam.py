@@ -1,0 +1,148 @@
+"""Red-team regressions for the math verifier: (gold, prediction, expected), grouped by failure family.
+
+Each row is a variant of a known grader failure (hedges, rescales, units, choices, relations, think
+tags, guards). Most rows are false positives a policy could farm; a few are false negatives that
+made correct answers unreadable.
+"""
+
+import time
+
+import pytest
+
+from verifiers.math import verify_math_batch
+
+HEDGED_CHOICES = [
+    ("A", r"\boxed{(A)(B)}", False),
+    ("A", r"\boxed{(A), (B)}", False),
+    ("A", r"\boxed{(A) 12, (B) 15}", False),
+    ("C", r"\boxed{(C) (D)}", False),
+    ("C", r"\boxed{(C) not (D)}", False),
+    ("C", r"\boxed{(C)/(D)}", False),
+    ("C", r"\boxed{(C)(D)(E)}", False),
+    ("C", "Answer: (C) 12 or (D) 15", False),
+    ("C", "Answer: C) 12", True),
+    ("C", "Answer: C. 12", True),
+    ("C", r"\boxed{\textbf{(C) } 12}", True),
+    ("(C) 12", r"\boxed{12}", True),
+    ("(C) 12", r"\boxed{15}", False),
+    ("(C) 12", r"\boxed{D}", False),
+]
+VALUE_WORDS_ARE_NOT_UNITS = [
+    ("5", r"\boxed{5 \text{ hundred}}", False),
+    ("5", r"\boxed{5 \text{ million}}", False),
+    ("5", r"\boxed{5 million dollars}", False),
+    ("5000000", r"\boxed{5 \text{ million}}", True),
+    ("5", r"\boxed{5 \text{ squared}}", False),
+    ("5", r"\boxed{5 \text{ times } 2}", False),
+    ("5", r"\boxed{5 \text{ or more}}", False),
+    ("5", r"\boxed{5\text{ not}}", False),
+    ("5", r"\boxed{5 \text{ dozen}}", False),
+    ("5", r"\boxed{5 \text{ thirds}}", False),
+    ("5", r"\boxed{5 \text{ minutes}}", True),
+    ("5", r"\boxed{5 \text{ cm}^2}", True),
+    ("1500", r"\boxed{1.5 \times 10^{3} \text{ J}}", True),
+    ("30", r"\boxed{30^{\circ}\text{C}}", True),
+]
+PERCENT_BOTH_SIDES = [
+    (r"50\%", r"\boxed{\frac{1}{2}\%}", False),
+    (r"50\%", r"\boxed{0.5\%}", False),
+    (r"25\%", r"\boxed{25 \text{ percent}}", True),
+    (r"0.5\%", r"\boxed{0.005}", True),
+]
+DEGREE_MARK_POSITION = [
+    (r"30^\circ", r"\boxed{3^\circ0}", False),
+    ("30", r"\boxed{\circ 30}", False),
+    ("30", r"\boxed{30°}", True),
+]
+RELATIONS = [
+    ("4", r"\boxed{x = 3, y = 4}", False),
+    ("3", r"\boxed{x = 3, y = 4}", False),
+    ("(3,4)", r"\boxed{x = 3, y = 4}", True),
+    ("(3,4)", r"\boxed{x = 4, y = 3}", False),
+    ("3", r"\boxed{x = 4 = 3}", False),
+    ("4", r"\boxed{x=3=4}", False),
+    ("3", r"\boxed{\lim = 3}", False),
+    ("3", r"\boxed{3 = x}", True),
+    ("3", r"\boxed{x < 3}", False),
+    ("1, -1", r"\boxed{\pm 1}", True),
+    ("1", r"\boxed{\pm 1}", False),
+    (r"\{-1, 1\}", r"\boxed{\{\pm 1\}}", True),
+    ("x", r"\boxed{X}", False),
+    ("6", r"\boxed{2 3}", False),
+    ("180", r"\boxed{12 15}", False),
+]
+INTERVALS = [
+    ("[1,2)", r"\boxed{1 \le x < 2}", True),
+    ("[1,2)", r"\boxed{1 < x \le 2}", False),
+    ("[1,2)", r"\boxed{x \in [1,2)}", True),
+    ("[1,2)", r"\boxed{x \in (1,2]}", False),
+    ("[1,2)", r"\boxed{\{x \mid 1 \le x < 2\}}", True),
+    (r"(-\infty, 2]", r"\boxed{(-∞, 2]}", True),
+    (r"(-\infty, 2]", r"\boxed{(-\infty, 2)}", False),
+    (r"(-\infty, 2]", r"\boxed{x \le 2}", True),
+    (r"(-\infty, 2]", r"\boxed{x < 2}", False),
+    (r"(-\infty, 1) \cup (2, \infty)", r"\boxed{(2, \infty) \cup (-\infty, 1)}", True),
+    (r"(-\infty, 1) \cup (2, \infty)", r"\boxed{(-\infty, 1] \cup (2, \infty)}", False),
+    (r"\infty", r"\boxed{\infty}", True),
+    (r"\infty", r"\boxed{-\infty}", False),
+]
+SETS_AND_FORMS = [
+    (r"\{1,2\}", r"\boxed{\lbrace 2, 1 \rbrace}", True),
+    (r"\{1,2\}", r"\boxed{\{1,1,2\}}", True),
+    (r"\{1,2\}", r"\boxed{\{1,1\}}", False),
+    (r"\emptyset", r"\boxed{\{\}}", True),
+    (r"\emptyset", r"\boxed{\{0\}}", False),
+    (r"\frac{1}{3}", r"\boxed{0.\overline{3}}", True),
+    (r"\frac{1}{6}", r"\boxed{0.1\overline{6}}", True),
+    (r"\frac{1}{3}", r"\boxed{0.333}", False),
+    (r"\sqrt{8}", r"\boxed{2\sqrt2}", True),
+    (r"\frac{\sqrt{2}}{2}", r"\boxed{\frac{\sqrt2}{2}}", True),
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\boxed{\begin{pmatrix} 1 & 3 \\ 2 & 4 \end{pmatrix}}", False),
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\boxed{\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}}", True),
+    ("0", r"\boxed{x - x}", True),
+    ("yes", r"\boxed{\text{Yes}}", True),
+]
+CONFLICTING_FINAL_ANSWERS = [
+    ("3", "\\boxed{3}\nAnswer: 4", False),
+    ("3", "Answer: 4\n\\boxed{3}", False),
+    ("3", "\\boxed{3}\nFinal answer: 3", True),
+    ("3", "\\boxed{3}\nAnswer: the value computed above", True),
+    ("3", r"<answer>\boxed{3}</answer> \boxed{4}", False),
+    ("7", r"<answer></answer>\boxed{7}", False),
+    ("3", r"\boxed{\boxed{3}}", True),
+    ("3", r"\boxed{\boxed{4}3}", False),
+    ("3", r"\boxed3", True),
+]
+REASONING_TAGS = [
+    ("7", "<think >\\boxed{7}</think >", False),
+    ("7", "<thinking>\\boxed{7}</thinking>", False),
+    ("7", "<reasoning>\\boxed{7}</reasoning><answer>?</answer>", False),
+    ("7", "<THINK>\\boxed{7}</THINK> I'm not sure.", False),
+    ("7", "<thinking>scratch 5</thinking>\\boxed{7}", True),
+]
+GUARDS = [
+    ("2", r"\boxed{9!!!!!}", False),
+    ("2", r"\boxed{(10^{10})!}", False),
+    ("2", r"\boxed{10^{10}!}", False),
+    ("2", r"\boxed{2^{9999}^{9999}}", False),
+    ("2", r"\boxed{9^9^9}", False),
+    ("2", r"\boxed{" + "{" * 500 + "2" + "}" * 500 + "}", True),
+]
+
+
+@pytest.mark.parametrize("theme", ["HEDGED_CHOICES", "VALUE_WORDS_ARE_NOT_UNITS", "PERCENT_BOTH_SIDES",
+                                   "DEGREE_MARK_POSITION", "RELATIONS", "INTERVALS", "SETS_AND_FORMS",
+                                   "CONFLICTING_FINAL_ANSWERS", "REASONING_TAGS", "GUARDS"])
+def test_redteam_table(theme: str) -> None:
+    table = globals()[theme]
+    verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=5.0)
+    wrong = [(g, p, e, v.reason) for (g, p, e), v in zip(table, verdicts) if v.correct != e]
+    assert not wrong, wrong
+
+
+def test_guards_refuse_cheaply() -> None:
+    """Iterated/computed factorials and double superscripts never reach sympy."""
+    t0 = time.perf_counter()
+    verdicts = verify_math_batch([("2", r"\boxed{9!!!!!}"), ("2", r"\boxed{(10^{10})!}"), ("2", r"\boxed{9^9^9}")])
+    assert all(v.reason == "timeout" and v.details.get("guard") for v in verdicts), [v.details for v in verdicts]
+    assert time.perf_counter() - t0 < 1.0
