@@ -58,7 +58,8 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _empty() -> dict[str, int]:
-    return {"total": 0, "passed": 0, "false_positives": 0, "false_negatives": 0, "errors": 0}
+    return {"total": 0, "passed": 0, "true_positives": 0, "true_negatives": 0, "false_positives": 0, "false_negatives": 0,
+            "errors": 0}
 
 
 def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
@@ -70,7 +71,8 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
 
     Returns:
         ``{"total", "passed", "false_positives", "false_negatives", "errors", "by_kind": {kind:
-        {same counts}}, "misses": [{"id", "kind", "expected", "got", "reason"}]}``; ``errors``
+        {same counts}}, "misses": [{"id", "kind", "expected", "got", "reason"}]}`` plus ``true_positives`` and
+        ``true_negatives`` at each level; ``errors``
         counts verdicts whose reason is ``bad_gold`` (the case itself is unusable); ``passed`` is
         true positives plus true negatives.
     """
@@ -95,7 +97,8 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
             if v.reason == "bad_gold":
                 counts["errors"] += 1
             elif v.correct == c["expected"]:
-                counts["passed"] += 1  # true positives + true negatives
+                counts["passed"] += 1
+                counts["true_positives" if v.correct else "true_negatives"] += 1
             else:
                 counts["false_positives" if v.correct else "false_negatives"] += 1
             if v.reason == "bad_gold" or v.correct != c["expected"]:
@@ -113,6 +116,16 @@ def audit_exit_code(report: dict[str, Any]) -> int:
     return 1 if report["false_positives"] else 0
 
 
+_JSON_COUNTS = ("total", "passed", "false_positives", "false_negatives", "errors")
+
+
+def _spec_shape(report: dict[str, Any]) -> dict[str, Any]:
+    """The documented JSON: top-level and per-kind counts without the true positive/negative split."""
+    return {**{k: report[k] for k in _JSON_COUNTS},
+            "by_kind": {kind: {k: c[k] for k in _JSON_COUNTS} for kind, c in report["by_kind"].items()},
+            "misses": report["misses"]}
+
+
 def render_audit(report: dict[str, Any], fmt: Literal["table", "json"] = "table") -> str:
     """Render a ``run_audit`` report as a rich table (text) or as JSON.
 
@@ -120,13 +133,13 @@ def render_audit(report: dict[str, Any], fmt: Literal["table", "json"] = "table"
         ValueError: unknown ``fmt``.
     """
     if fmt == "json":
-        return json.dumps(report, indent=2, sort_keys=False)
+        return json.dumps(_spec_shape(report), indent=2, sort_keys=False)
     if fmt != "table":
         raise ValueError(f"fmt {fmt!r} is unknown; use 'table' or 'json'")
     from rich.console import Console
     from rich.table import Table
 
-    cols = ["total", "passed", "false_positives", "false_negatives", "errors"]
+    cols = ["total", "passed", "true_positives", "true_negatives", "false_positives", "false_negatives", "errors"]
     table = Table(title="verifier audit")
     table.add_column("kind")
     for c in cols:

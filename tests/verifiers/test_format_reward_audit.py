@@ -73,10 +73,13 @@ def test_audit_json_shape(tmp_path: Path) -> None:
              "prediction": "<think>a</think><answer>1</answer>", "expected": True}]
     cases.write_text("\n".join(json.dumps(r) for r in rows))
     report = run_audit(cases)
-    assert set(report) == {"total", "passed", "false_positives", "false_negatives", "errors", "by_kind", "misses"}
+    shown = json.loads(render_audit(report, "json"))
+    assert set(shown) == {"total", "passed", "false_positives", "false_negatives", "errors", "by_kind", "misses"}
+    assert set(shown["by_kind"]["math"]) == {"total", "passed", "false_positives", "false_negatives", "errors"}
+    assert report["true_positives"] == 2 and report["true_negatives"] == 0
     assert report["total"] == 3 and report["false_negatives"] == 1 and audit_exit_code(report) == 0
     assert report["misses"][0]["id"] == "b" and set(report["misses"][0]) == {"id", "kind", "expected", "got", "reason"}
-    assert json.loads(render_audit(report, "json")) == report
+    assert all(shown[k] == report[k] for k in ("total", "passed", "false_positives", "false_negatives", "errors", "misses"))
     assert "misses" in render_audit(report, "table")
 
 
