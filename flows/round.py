@@ -80,6 +80,20 @@ def start_round(config_path: str, round_index: int) -> str:
         return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
 
 
+def _training_guards(con, ctx: Ctx) -> list[str]:
+    """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse)."""
+    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [ctx.round_id]).fetchone()
+    if row is None or ctx.cfg.algorithm != "grpo":
+        return []
+    m, g = json.loads(row[0]), ctx.cfg.grpo
+    out = []
+    if m.get("train/kl/mean", 0.0) > g.max_kl:
+        out.append(f"guard: KL to the reference {m['train/kl/mean']:.3f} > grpo.max_kl {g.max_kl}")
+    if "train/entropy/mean" in m and m["train/entropy/mean"] < g.min_entropy:
+        out.append(f"guard: token entropy {m['train/entropy/mean']:.4f} < grpo.min_entropy {g.min_entropy} (collapse)")
+    return out
+
+
 def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     """Compute seconds per stage of this round, from the stage markers (reused evaluations count 0)."""
     sec = lambda stage: (read_marker(ctx.stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
@@ -114,6 +128,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             if [o["prompt_id"] for o in cand] != [o["prompt_id"] for o in inc]:
                 raise RuntimeError(f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage")
             res = decide([o["greedy_correct"] for o in cand], [o["greedy_correct"] for o in inc], best_promoted_pass1=best,
+                         tripped_guards=_training_guards(con, ctx),
                          consecutive_rejections=state.consecutive_rejections,
                          candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand), tolerance=g.tolerance,
                          test=g.test, alpha=g.alpha, max_consecutive_rejections=g.max_consecutive_rejections,
@@ -143,7 +158,8 @@ def _publish(ctx: Ctx, row: dict) -> None:
         train = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [ctx.round_id]).fetchone()
     role = {row["incumbent_checkpoint_id"]: "incumbent", row["candidate_checkpoint_id"]: "candidate"}
     metrics = [{"metric": m, "checkpoint": f"{role[c]} {c}", "value": round(v, 4)} for m, c, v in sorted(evals)]
-    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in json.loads(train[0]).items()] if train else []
+    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in json.loads(train[0]).items()
+                if isinstance(v, (int, float))] if train else []
     create_table_artifact(key=f"{key}-metrics", table=metrics or [{"metric": "-", "checkpoint": "-", "value": None}],
                           description=f"Round {ctx.round_index}: held-out and training metrics")
     create_table_artifact(key=f"{key}-verifier", table=stats or [{"task": "-", "n": 0}],

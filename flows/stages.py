@@ -21,11 +21,12 @@ from flows.progress import bar
 from loop.evaluation import PromptOutcome, summarize
 from loop.generation import Completion, SamplingParams, make_backend
 from loop.models import write_manifest
+from loop.grpo import GRPOSample, GRPOSettings, train_grpo
 from loop.sft import SFTExample, train_sft
 from loop.tasks import Prompt
 from store.db import connect, transaction
 from store.ingest import ingest_parquet, insert_rows, write_parquet
-from store.queries import campaign_state, eval_outcomes, stored_metrics, training_set
+from store.queries import campaign_state, rollout_groups, stored_metrics, training_set
 from verifiers.reward import VERSION as VERIFIER_VERSION
 from verifiers.reward import score_batch
 
@@ -136,13 +137,17 @@ def verify(config_path: str, round_index: int) -> str:
 
 @task(name="filter", cache_policy=NONE)
 def filter_trajectories(config_path: str, round_index: int) -> str:
-    """Select the verified-correct, deduplicated, per-prompt-capped train trajectories (a store query)."""
+    """Select the training data with a store query: verified-correct, deduplicated, per-prompt-capped train
+    trajectories (rft), or every train-split group with its rewards (grpo)."""
     ctx, timer = load_ctx(config_path, round_index), Timer()
     out = ctx.stage_dir("filter")
     path = out / "examples.parquet"
     if read_marker(out) is None:
         with connect(ctx.db, read_only=True) as con:
-            rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt)
+            if ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
+                rows = rollout_groups(con, ctx.round_id, VERIFIER_VERSION)
+            else:
+                rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt)
         write_parquet(rows or [], path)
         write_marker(out, {"n": len(rows), **timer.summary()})
     return str(path)
@@ -150,32 +155,36 @@ def filter_trajectories(config_path: str, round_index: int) -> str:
 
 @task(name="train", cache_policy=NONE)
 def train(config_path: str, round_index: int) -> str | None:
-    """Fine-tune on the filtered trajectories; returns the candidate checkpoint id (None if nothing to learn)."""
+    """Fine-tune (rft) or run a GRPO-family pass (grpo); returns the candidate checkpoint id (None if nothing to learn)."""
     ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
     out = ctx.stage_dir("train")
     if (marker := read_marker(out)) is not None:
         return marker["checkpoint_id"]
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
-    if not examples:
-        log.warning("no verified-correct trajectories this round: nothing to train on")
-        write_marker(out, {"checkpoint_id": None, **timer.summary()})
-        return None
-    cfg, sft = ctx.cfg, ctx.cfg.sft
+    cfg = ctx.cfg
     with connect(ctx.db, read_only=True) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         incumbent = con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
-    init_id = incumbent if sft.init == "incumbent" else state.base_checkpoint_id
-    run_id = short_hash("rft", ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), sft.model_dump_json())
+    init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else incumbent
+    algo_cfg = cfg.sft if cfg.algorithm == "rft" else cfg.grpo
+    run_id = short_hash(cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json())
     tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
     shutil.rmtree(tmp, ignore_errors=True)
     started = now()
+    progress = bar(f"{ctx.round_id}-train", f"round {round_index}: {cfg.algorithm}")
     with timer.compute():
-        res = train_sft(checkpoint_path(ctx, init_id), [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
-                        tmp, lr=sft.lr, epochs=sft.epochs, batch_size=sft.batch_size, warmup_ratio=sft.warmup_ratio,
-                        weight_decay=sft.weight_decay, max_grad_norm=sft.max_grad_norm, max_seq_len=sft.max_seq_len,
-                        seed=sft.seed + round_index, dtype=cfg.model.dtype,
-                        on_step=lambda s, n, loss: bar(f"{ctx.round_id}-train", f"round {round_index}: train (loss {loss:.3f})")(s, n))
-        ckpt_id = write_manifest(tmp)
+        if not examples:
+            saved, metrics, consumed = None, {}, []
+        elif cfg.algorithm == "rft":
+            saved, metrics, consumed = _train_rft(ctx, init_id, examples, tmp, progress)
+        else:
+            ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
+            saved, metrics, consumed = _train_grpo(ctx, init_id, ref_id, examples, tmp, progress)
+        ckpt_id = write_manifest(tmp) if saved else None
+    if ckpt_id is None:
+        log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
+        write_marker(out, {"checkpoint_id": None, "metrics": metrics, **timer.summary()})
+        return None
     final = ctx.checkpoints_dir / ckpt_id
     if final.exists():
         shutil.rmtree(tmp)  # identical weights already saved
@@ -185,13 +194,39 @@ def train(config_path: str, round_index: int) -> str | None:
         insert_rows(con, "checkpoints", [dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id,
                                               model_ref=cfg.model.name_or_path, path=str(final.resolve()), created_at=now())])
         insert_rows(con, "training_runs", [dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm,
-                                                input_checkpoint_id=init_id, output_checkpoint_id=ckpt_id, num_examples=len(examples),
-                                                config_json=sft.model_dump_json(), metrics_json=json.dumps(res.metrics),
+                                                input_checkpoint_id=init_id, output_checkpoint_id=ckpt_id, num_examples=len(consumed),
+                                                config_json=algo_cfg.model_dump_json(), metrics_json=json.dumps(metrics),
                                                 started_at=started, finished_at=now())])
-        insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=e["trajectory_id"]) for e in examples])
-    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": res.metrics, **timer.summary()})
-    log.info("trained %s on %d examples: %s", ckpt_id, len(examples), res.metrics)
+        insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=t) for t in consumed])
+    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
+    log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id
+
+
+def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
+    sft = ctx.cfg.sft
+    res = train_sft(checkpoint_path(ctx, init_id), [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
+                    out, lr=sft.lr, epochs=sft.epochs, batch_size=sft.batch_size, warmup_ratio=sft.warmup_ratio,
+                    weight_decay=sft.weight_decay, max_grad_norm=sft.max_grad_norm, max_seq_len=sft.max_seq_len,
+                    seed=sft.seed + ctx.round_index, dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _loss: progress(s, n))
+    return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
+
+
+def _train_grpo(ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress) -> tuple[Path | None, dict, list[str]]:
+    g, gen = ctx.cfg.grpo, ctx.cfg.generation
+    group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
+    samples = [GRPOSample(group_of[r["prompt_id"]], SFTExample(ctx.messages(_as_prompt(r)), r["completion"]), float(r["reward"]),
+                          r["finish_reason"] == "length") for r in rows]
+    settings = GRPOSettings(advantage=g.advantage, loss_type=g.loss_type, importance_sampling_level=g.importance_sampling_level,
+                            epsilon_low=g.epsilon_low, epsilon_high=g.epsilon_high, beta=g.beta, kl_estimator=g.kl_estimator,
+                            dynamic_sampling=g.dynamic_sampling, mask_truncated=g.mask_truncated, lr=g.lr, ppo_epochs=g.ppo_epochs,
+                            mini_batch_size=g.mini_batch_size, micro_batch_size=g.micro_batch_size, max_grad_norm=g.max_grad_norm,
+                            temperature=gen.temperature, max_completion_length=gen.max_new_tokens, max_seq_len=ctx.cfg.sft.max_seq_len,
+                            seed=gen.seed + ctx.round_index)
+    res = train_grpo(checkpoint_path(ctx, init_id), samples, out, settings, ref_dir=checkpoint_path(ctx, ref_id),
+                     dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _m: progress(s, n))
+    metrics = {**res.metrics, "steps": res.step_metrics}
+    return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
 
 
 def _as_prompt(e: dict) -> Prompt:

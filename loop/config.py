@@ -98,6 +98,38 @@ class SFTConfig(_Frozen):
     seed: int = Field(0)
 
 
+class GRPOConfig(_Frozen):
+    advantage: Literal["grpo", "dr_grpo", "rloo"] = Field(
+        "grpo", description="Group advantage: grpo (r-mean)/std (Shao et al. 2024), dr_grpo r-mean (Liu et al. 2025), "
+        "rloo leave-one-out (Ahmadian et al. 2024).")
+    loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field(
+        "grpo", description="Loss aggregation as TRL's loss_type: grpo seq-mean-token-mean, dapo token-mean, "
+        "dr_grpo seq-mean-token-sum-norm.")
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description="'sequence' = GSPO (Zheng et al. 2025); use epsilon_low/high ~3e-4/4e-4 with it.")
+    epsilon_low: float = Field(0.2, ge=0.0, lt=1.0, description="Lower clip range of the importance ratio.")
+    epsilon_high: float = Field(0.2, ge=0.0, description="Upper clip range; DAPO clip-higher recommends 0.28.")
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient to the reference (GRPO paper 0.04; DAPO, Dr. GRPO 0).")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
+    reference: Literal["base", "incumbent"] = Field("base", description="Frozen reference model for the KL anchor.")
+    dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal (DAPO dynamic sampling).")
+    mask_truncated: bool = Field(True, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
+    lr: float = Field(1e-5, gt=0.0, description="AdamW learning rate.")
+    ppo_epochs: int = Field(2, ge=1, description="Passes over the round's groups; old log-probs are fixed per pass.")
+    mini_batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
+    micro_batch_size: int = Field(8, ge=1, description="Sequences per forward/backward (gradient accumulation inside a step).")
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    max_kl: float = Field(0.5, gt=0.0, description="Gate halts when the pass's mean KL to the reference exceeds this.")
+    min_entropy: float = Field(0.01, ge=0.0, description="Gate halts when the mean token entropy falls below this (collapse).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "GRPOConfig":
+        if self.micro_batch_size > self.mini_batch_size:
+            raise ValueError(f"grpo.micro_batch_size ({self.micro_batch_size}) must be <= grpo.mini_batch_size "
+                             f"({self.mini_batch_size}); lower micro_batch_size")
+        return self
+
+
 class EvalConfig(_Frozen):
     num_samples: int = Field(
         0, ge=0, description="Sampled completions per held-out prompt for pass@k (0: greedy pass@1 only)."
@@ -131,7 +163,8 @@ class GateConfig(_Frozen):
 class RatchetConfig(_Frozen):
     campaign: str = Field("demo", description="Campaign name; rounds of one campaign share a held-out set and an incumbent.")
     max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
-    algorithm: Literal["rft"] = Field("rft", description="rft: rejection-sampling fine-tuning on verified-correct trajectories.")
+    algorithm: Literal["rft", "grpo"] = Field(
+        "rft", description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.")
     db: str = Field("ratchet.duckdb", description="DuckDB file of the trajectory store.")
     run_dir: str | None = Field(None, description="Stage outputs (Parquet, checkpoints); default '<db without suffix>.runs'.")
     model: ModelConfig = ModelConfig()
@@ -139,8 +172,16 @@ class RatchetConfig(_Frozen):
     generation: GenerationConfig = GenerationConfig()
     verifier: VerifierConfig = VerifierConfig()
     sft: SFTConfig = SFTConfig()
+    grpo: GRPOConfig = GRPOConfig()
     eval: EvalConfig = EvalConfig()
     gate: GateConfig = GateConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> "RatchetConfig":
+        if self.algorithm == "grpo" and self.generation.group_size < 2:
+            raise ValueError(f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "
+                             "set generation.group_size >= 2")
+        return self
 
     def resolved_run_dir(self) -> Path:
         return Path(self.run_dir) if self.run_dir else Path(self.db).with_suffix(".runs")
@@ -182,4 +223,6 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"config value {loc}: {first['msg']} (got {first.get('input')!r}); see README 'Config reference'") from e
+        msg = first["msg"].removeprefix("Value error, ")
+        where = f"config value {loc}: {msg} (got {first.get('input')!r})" if loc else f"config: {msg}"
+        raise ConfigError(f"{where}; see README 'Config reference'") from e

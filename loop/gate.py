@@ -73,8 +73,9 @@ class GateResult:
 def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promoted_pass1: float,
            consecutive_rejections: int, candidate_no_answer_rate: float, tolerance: float, test: str = "mcnemar",
            alpha: float = 0.05, max_consecutive_rejections: int = 2, max_no_answer_rate: float = 0.5,
-           bootstrap_samples: int = 2000) -> GateResult:
-    """Decide on one candidate. ``consecutive_rejections`` counts rejections before this round."""
+           bootstrap_samples: int = 2000, tripped_guards: Sequence[str] = ()) -> GateResult:
+    """Decide on one candidate. ``consecutive_rejections`` counts rejections before this round;
+    ``tripped_guards`` are reasons from training guard metrics (KL, entropy) that force a halt."""
     m = len(candidate)
     if m == 0 or m != len(incumbent):
         raise ValueError(f"gate needs paired non-empty outcomes (got {m} and {len(incumbent)}); evaluate both on the held-out set")
@@ -88,6 +89,8 @@ def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promote
         raise ValueError(f"unknown gate test {test!r}; choose 'mcnemar' or 'bootstrap'")
     common = dict(candidate_pass1=cand, incumbent_pass1=inc, best_promoted_pass1=best_promoted_pass1,
                   delta=delta, p_value=p, test=test, tolerance=tolerance)
+    if tripped_guards:
+        return GateResult("halt", "; ".join(tripped_guards), **common)
     if candidate_no_answer_rate > max_no_answer_rate:
         return GateResult("halt", f"guard: candidate gave no parseable answer on {candidate_no_answer_rate:.0%} of held-out "
                           f"prompts (> {max_no_answer_rate:.0%}); format collapse", **common)

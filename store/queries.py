@@ -37,6 +37,21 @@ def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
+def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str) -> list[dict]:
+    """All train-split rollouts of a round with their rewards, grouped by prompt (for GRPO).
+
+    Rows ``{trajectory_id, prompt_id, question, completion, finish_reason, reward}`` ordered by
+    (prompt_id, sample_index). Held-out prompts are excluded like in ``training_set``.
+    """
+    cur = con.execute(
+        """SELECT t.trajectory_id, t.prompt_id, p.question, t.completion, t.finish_reason, v.reward
+           FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
+           WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
+           ORDER BY t.prompt_id, t.sample_index""", [round_id, verifier_version])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
 def eval_outcomes(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str) -> list[dict]:
     """Per held-out prompt: greedy correct/answered, and (n, c) over eval samples, ordered by prompt_id."""
     rows = con.execute(

@@ -112,3 +112,22 @@ def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config,
     other = save_config(cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"lr": 0.5})}))
     with pytest.raises(CampaignConflict, match="different settings .*sft"):
         prepare_campaign.fn(str(other))
+
+
+def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
+    from flows.round import run_campaign
+
+    cfg = load_ctx(tiny_config).cfg
+    grpo_cfg = save_config(cfg.model_copy(update={
+        "campaign": "tiny-grpo", "algorithm": "grpo", "max_rounds": 1,
+        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 12, "micro_batch_size": 6, "lr": 1e-4})}))
+    decisions = run_campaign(grpo_cfg)
+    db = load_ctx(grpo_cfg).db
+    assert decisions[0]["decision"] in ("promote", "reject", "halt")
+    (algo, n, metrics), = query(db, "SELECT algorithm, num_examples, metrics_json FROM training_runs")[1]
+    m = json.loads(metrics)
+    assert algo == "grpo" and n == 24 and len(m["steps"]) == 2 * 2  # ppo_epochs x (24 / 12) optimizer steps
+    assert {"train/kl/mean", "train/entropy/mean", "train/clip/region_frac", "train/grad_norm"} <= set(m["steps"][0]) | set(m)
+    # GRPO consumes wrong completions too (negative advantages), but never held-out prompts.
+    for what in ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples"):
+        assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what

