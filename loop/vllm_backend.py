@@ -177,17 +177,24 @@ def _eos_ids(model_path: str | Path, tokenizer) -> set[int]:
 
 
 def _progress_bar(progress: ProgressFn, total: int):
-    """A tqdm stand-in for ``LLM.generate(use_tqdm=...)`` that reports finished sequences to ``progress``."""
+    """A tqdm stand-in for ``LLM.generate(use_tqdm=...)`` that reports finished sequences to ``progress``.
+
+    vLLM calls it twice: wrapping the prompts while rendering them (iterated, not reported) and as the
+    bar of the decode loop, whose ``update(k)`` gets each finished request's sample count.
+    """
 
     class _Bar:
-        def __init__(self, **_: Any) -> None:
-            self.n, self.postfix, self._t0 = 0, "", time.perf_counter()
+        def __init__(self, iterable: Any = None, **_: Any) -> None:
+            self.iterable, self.n, self.postfix, self._t0 = iterable, 0, "", time.perf_counter()
+
+        def __iter__(self):
+            return iter(self.iterable)
 
         @property
         def format_dict(self) -> dict[str, float]:
             return {"elapsed": max(time.perf_counter() - self._t0, 1e-9)}
 
-        def update(self, k: int = 1) -> None:  # vLLM passes the finished request's sample count
+        def update(self, k: int = 1) -> None:
             self.n += k
             progress(min(self.n, total), total)
 

