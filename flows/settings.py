@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from loop.models import ratchet_home
 
@@ -16,6 +17,10 @@ def configure_prefect(quiet_console: bool = True) -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str(ratchet_home() / "prefect"))
+    try:  # Prefect creates only the last path component itself; a fresh $RATCHET_HOME needs its parents
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # Prefect then warns once and still runs (seen with a fresh, not yet created RATCHET_HOME)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; cached HF ids still resolve
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
