@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Iterator, Literal
 
 AnswerKind = Literal[
     "integer", "rational", "decimal", "expression", "relation", "interval", "union", "set", "tuple",
@@ -357,11 +357,9 @@ def normalize(text: str) -> tuple[str, bool]:
     return s, percent
 
 
-def split_top(s: str, seps: str) -> list[str]:
-    """Split ``s`` on the regex ``seps`` where it occurs outside (), [], {} (and \\{ \\})."""
-    parts, depth, last = [], 0, 0
-    pattern = re.compile(seps)
-    i = 0
+def _top_level_matches(s: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """Non-empty, non-overlapping matches of ``pattern`` outside (), [], {} (and \\{ \\}), left to right."""
+    depth, i = 0, 0
     while i < len(s):
         c = s[i]
         if c in "([{":
@@ -371,10 +369,18 @@ def split_top(s: str, seps: str) -> list[str]:
         elif depth == 0:
             m = pattern.match(s, i)
             if m and m.end() > i:
-                parts.append(s[last:i])
-                last = i = m.end()
+                yield m
+                i = m.end()
                 continue
         i += 1
+
+
+def split_top(s: str, seps: str) -> list[str]:
+    """Split ``s`` on the regex ``seps`` where it occurs outside (), [], {} (and \\{ \\})."""
+    parts, last = [], 0
+    for m in _top_level_matches(s, re.compile(seps)):
+        parts.append(s[last:m.start()])
+        last = m.end()
     parts.append(s[last:])
     return [p.strip() for p in parts]
 
@@ -589,23 +595,12 @@ _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!=", "~"
 
 def _split_rel(s: str) -> tuple[list[str], list[str]]:
     """Split on relation operators outside brackets; return (sides, canonical operators)."""
-    sides, ops, depth, last, i = [], [], 0, 0, 0
-    pattern = re.compile(_RELOPS + r"|\\approx(?![a-z])")
-    while i < len(s):
-        c = s[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0:
-            m = pattern.match(s, i)
-            if m:
-                sides.append(s[last:i].strip())
-                op = m.group(0).strip()
-                ops.append("~" if op == r"\approx" else _REL_CANON[op])
-                last = i = m.end()
-                continue
-        i += 1
+    sides, ops, last = [], [], 0
+    for m in _top_level_matches(s, re.compile(_RELOPS + r"|\\approx(?![a-z])")):
+        sides.append(s[last:m.start()].strip())
+        op = m.group(0).strip()
+        ops.append("~" if op == r"\approx" else _REL_CANON[op])
+        last = m.end()
     sides.append(s[last:].strip())
     return sides, ops
 
