@@ -82,23 +82,23 @@ def _run(cfg) -> None:
 
 def print_rounds(db: str, campaign: str) -> None:
     """The campaign's held-out pass@1 per round (base first) and each gate decision."""
-    from store.db import query
+    from store.db import connect
+    from store.queries import campaign_table
 
-    _, base = query(db, """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
-                           WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""", [campaign])
-    _, rows = query(db, """SELECT round_index, candidate_checkpoint_id, candidate_pass1, delta, p_value, training_examples, decision, reason
-                           FROM round_summary WHERE campaign = ? ORDER BY round_index""", [campaign])
+    with connect(db, read_only=True) as con:
+        base, rows = campaign_table(con, campaign)
     f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
     t = Table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
     for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "p(worse)", "trained on", "gate"]:
         t.add_column(c, justify="right" if c not in ("candidate", "gate") else "left")
-    t.add_row("base", "", f(base[0][0]) if base else "—", "", "", "", "")
-    for r, ck, cand, delta, p, n, decision, _ in rows:
-        t.add_row(str(r), (ck or "—")[:12], f(cand), f(delta, "+.3f"), f(p, ".3g"), str(n), decision or "running")
+    t.add_row("base", "", f(base), "", "", "", "")
+    for r in rows:
+        t.add_row(str(r["round_index"]), (r["candidate_checkpoint_id"] or "—")[:12], f(r["candidate_pass1"]), f(r["delta"], "+.3f"),
+                  f(r["p_value"], ".3g"), str(r["training_examples"]), r["decision"] or r["status"])
     console.print(t)
-    for r, *_, decision, reason in rows:
-        if decision in ("reject", "halt"):
-            console.print(f"round {r} {decision}: {reason}", highlight=False)
+    for r in rows:
+        if r["decision"] in ("reject", "halt"):
+            console.print(f"round {r['round_index']} {r['decision']}: {r['reason']}", highlight=False)
 
 @app.command()
 def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
@@ -136,18 +136,18 @@ def run(config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help
 def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
            format: str = typer.Option("table", "--format", help="table | json")) -> None:
     """Campaigns, their rounds, states and gate decisions."""
-    from store.db import StoreError, query
+    from store.db import StoreError, connect
+    from store.queries import status_rows
 
     try:
-        _, camps = query(db, "SELECT campaign_id, name FROM campaigns ORDER BY created_at")
-        cols, rows = query(db, "SELECT c.name, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1, g.incumbent_pass1 "
-                               "FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id) "
-                               "ORDER BY c.name, r.round_index")
+        with connect(db, read_only=True) as con:
+            names, rounds = status_rows(con)
     except StoreError as e:
         _fail(str(e))
     doc = {"campaigns": [{"name": name, "next_run": None, "rounds": [
-        {"index": r[1], "state": r[2], "decision": r[3], "reason": r[4], "candidate_pass1": r[5], "incumbent_pass1": r[6]}
-        for r in rows if r[0] == name]} for _, name in camps]}
+        {"index": r["round_index"], "state": r["status"], "decision": r["decision"], "reason": r["reason"],
+         "candidate_pass1": r["candidate_pass1"], "incumbent_pass1": r["incumbent_pass1"]}
+        for r in rounds if r["campaign"] == name]} for name in names]}
     if format == "json":
         print(json.dumps(doc, indent=1))
         return

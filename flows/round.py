@@ -16,7 +16,8 @@ from loop.gate import decide
 from loop.models import read_checkpoint_id, resolve_model
 from store.db import connect, init_db, transaction
 from store.ingest import insert_rows
-from store.queries import campaign_by_name, campaign_state, eval_outcomes
+from store.queries import (campaign_by_name, campaign_state, eval_outcomes, evaluations_of, gate_decision, round_incumbent,
+                           set_round_status, training_metrics, verifier_stats)
 from verifiers.reward import VERSION as VERIFIER_VERSION
 
 
@@ -76,16 +77,16 @@ def start_round(config_path: str, round_index: int) -> str:
                                          incumbent_checkpoint_id=state.incumbent_checkpoint_id, status="running",
                                          started_at=now(), finished_at=None, stage_seconds_json=None)])
         # A resumed round (crashed or failed before its gate) is running again.
-        con.execute("UPDATE rounds SET status = 'running' WHERE round_id = ? AND status <> 'completed'", [ctx.round_id])
-        return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
+        set_round_status(con, ctx.round_id, "running")
+        return round_incumbent(con, ctx.round_id)
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
     """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse)."""
-    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [ctx.round_id]).fetchone()
-    if row is None or ctx.cfg.algorithm != "grpo":
+    m = training_metrics(con, ctx.round_id)
+    if m is None or ctx.cfg.algorithm != "grpo":
         return []
-    m, g = json.loads(row[0]), ctx.cfg.grpo
+    g = ctx.cfg.grpo
     out = []
     if m.get("train/kl/mean", 0.0) > g.max_kl:
         out.append(f"guard: KL to the reference {m['train/kl/mean']:.3f} > grpo.max_kl {g.max_kl}")
@@ -109,7 +110,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     g = ctx.cfg.gate
     es = ctx.eval_set_id()
     with transaction(ctx.db) as con:
-        existing = con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [ctx.round_id]).fetchone()
+        existing = gate_decision(con, ctx.round_id)
         if existing:
             return {"decision": existing[0], "reason": existing[1]}
         state = campaign_state(con, ctx.campaign_id, es)
@@ -137,8 +138,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         # One transaction: the decision, the promotion it implies and the round's completion land together.
         insert_rows(con, "gate_decisions", [row])
         seconds = _stage_seconds(ctx, [incumbent, candidate])
-        con.execute("UPDATE rounds SET status = 'completed', finished_at = ?, stage_seconds_json = ? WHERE round_id = ?",
-                    [now(), json.dumps(seconds), ctx.round_id])
+        set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     _publish(ctx, row)
     return {"decision": row["decision"], "reason": row["reason"]}
@@ -149,17 +149,13 @@ def _publish(ctx: Ctx, row: dict) -> None:
     key = f"{ctx.cfg.campaign}-round-{ctx.round_index}".lower().replace("_", "-")
     ckpts = [c for c in (row["incumbent_checkpoint_id"], row["candidate_checkpoint_id"]) if c]
     with connect(ctx.db, read_only=True) as con:
-        evals = con.execute("SELECT metric, checkpoint_id, value FROM evaluations WHERE eval_set_id = ? AND list_contains(?, checkpoint_id)",
-                            [ctx.eval_set_id(), ckpts]).fetchall()
-        cur = con.execute("SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons "
-                          "FROM round_verifier_stats WHERE round_id = ?", [ctx.round_id])
-        cols = [d[0] for d in cur.description]
-        stats = [dict(zip(cols, r)) for r in cur.fetchall()]
-        train = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [ctx.round_id]).fetchone()
+        evals = evaluations_of(con, ctx.eval_set_id(), ckpts)
+        stats = verifier_stats(con, ctx.round_id)
+        train = training_metrics(con, ctx.round_id)
     role = {row["incumbent_checkpoint_id"]: "incumbent", row["candidate_checkpoint_id"]: "candidate"}
     metrics = [{"metric": m, "checkpoint": f"{role[c]} {c}", "value": round(v, 4)} for m, c, v in sorted(evals)]
-    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in json.loads(train[0]).items()
-                if isinstance(v, (int, float))] if train else []
+    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in (train or {}).items()
+                if isinstance(v, (int, float))]
     create_table_artifact(key=f"{key}-metrics", table=metrics or [{"metric": "-", "checkpoint": "-", "value": None}],
                           description=f"Round {ctx.round_index}: held-out and training metrics")
     create_table_artifact(key=f"{key}-verifier", table=stats or [{"task": "-", "n": 0}],
@@ -189,8 +185,7 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     except Exception:
         ctx = load_ctx(config_path, round_index)
         with transaction(ctx.db) as con:  # visible in `ratchet status`; a re-run resumes the round
-            con.execute("UPDATE rounds SET status = 'failed', finished_at = ? WHERE round_id = ? AND status <> 'completed'",
-                        [now(), ctx.round_id])
+            set_round_status(con, ctx.round_id, "failed", finished_at=now())
         raise
 
 
@@ -204,7 +199,7 @@ def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
     for r in range(1, ctx.cfg.max_rounds + 1):
         with connect(ctx.db, read_only=True) as con:
             state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-            done = con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [load_ctx(config_path, r).round_id]).fetchone()
+            done = gate_decision(con, load_ctx(config_path, r).round_id)
         if done:
             decisions.append({"round": r, "decision": done[0], "reason": done[1]})
             continue

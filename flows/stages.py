@@ -26,7 +26,7 @@ from loop.sft import SFTExample, train_sft
 from loop.tasks import Prompt
 from store.db import connect, transaction
 from store.ingest import ingest_parquet, insert_rows, write_parquet
-from store.queries import campaign_state, rollout_groups, stored_metrics, training_set
+from store.queries import campaign_state, checkpoint_dir, rollout_groups, round_incumbent, stored_metrics, training_set
 from verifiers.reward import VERSION as VERIFIER_VERSION
 from verifiers.reward import score_batch
 
@@ -39,10 +39,10 @@ def prompt_rows(prompts: list[Prompt]) -> list[dict]:
 
 def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
     with connect(ctx.db, read_only=True) as con:
-        row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [checkpoint_id]).fetchone()
-    if row is None:
+        path = checkpoint_dir(con, checkpoint_id)
+    if path is None:
         raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
-    return Path(row[0])
+    return Path(path)
 
 
 def trajectory_rows(ctx: Ctx, prompts: list[Prompt], comps: list[Completion], checkpoint_id: str, purpose: str,
@@ -88,8 +88,7 @@ def generate(config_path: str, round_index: int) -> str:
     files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
     if (marker := read_marker(out)) is None:
         with connect(ctx.db, read_only=True) as con:
-            incumbent = con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()
-        incumbent = incumbent[0]
+            incumbent = round_incumbent(con, ctx.round_id)
         prompts = ctx.train_prompts()
         g = ctx.cfg.generation
         params = SamplingParams(n=g.group_size, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
@@ -164,7 +163,7 @@ def train(config_path: str, round_index: int) -> str | None:
     cfg = ctx.cfg
     with connect(ctx.db, read_only=True) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-        incumbent = con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [ctx.round_id]).fetchone()[0]
+        incumbent = round_incumbent(con, ctx.round_id)
     init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else incumbent
     algo_cfg = cfg.sft if cfg.algorithm == "rft" else cfg.grpo
     run_id = short_hash(cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json())

@@ -142,3 +142,70 @@ def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifier: str, vers
     cur = con.execute(REVERIFY_SQL, {"verifier": verifier, "version": version})
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+# --- rounds, checkpoints and reporting: small lookups the flows and the CLI need ------------------
+
+def _rows(cur) -> list[dict]:
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def round_incumbent(con: duckdb.DuckDBPyConnection, round_id: str) -> str:
+    """The incumbent a round started from (fixed when the round was first recorded)."""
+    return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [round_id]).fetchone()[0]
+
+
+def set_round_status(con: duckdb.DuckDBPyConnection, round_id: str, status: str, *, finished_at=None,
+                     stage_seconds_json: str | None = None) -> None:
+    """Move a round to ``running`` / ``completed`` / ``failed``; a completed round never changes again."""
+    con.execute("""UPDATE rounds SET status = ?, finished_at = coalesce(?, finished_at),
+                   stage_seconds_json = coalesce(?, stage_seconds_json)
+                   WHERE round_id = ? AND status <> 'completed'""", [status, finished_at, stage_seconds_json, round_id])
+
+
+def gate_decision(con: duckdb.DuckDBPyConnection, round_id: str) -> tuple[str, str] | None:
+    """``(decision, reason)`` of a round, or None before its gate ran."""
+    return con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [round_id]).fetchone()
+
+
+def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str | None:
+    row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [checkpoint_id]).fetchone()
+    return None if row is None else row[0]
+
+
+def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
+    """The round's training-run metrics (``metrics_json`` decoded), or None when it trained nothing."""
+    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [round_id]).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def evaluations_of(con: duckdb.DuckDBPyConnection, eval_set_id: str, checkpoint_ids: list[str]) -> list[tuple[str, str, float]]:
+    """``(metric, checkpoint_id, value)`` of these checkpoints on one eval set."""
+    return con.execute("""SELECT metric, checkpoint_id, value FROM evaluations
+                          WHERE eval_set_id = ? AND list_contains(?, checkpoint_id) ORDER BY ALL""",
+                       [eval_set_id, checkpoint_ids]).fetchall()
+
+
+def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
+    """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
+    return _rows(con.execute("""SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
+                                FROM round_verifier_stats WHERE round_id = ?""", [round_id]))
+
+
+def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
+    """The base model's held-out pass@1 and one ``round_summary`` row per round of a campaign."""
+    base = con.execute("""SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
+                          WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""", [campaign]).fetchone()
+    rows = _rows(con.execute("SELECT * FROM round_summary WHERE campaign = ? ORDER BY round_index", [campaign]))
+    return (None if base is None else base[0]), rows
+
+
+def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
+    """Campaign names (oldest first) and every round with its state and gate decision."""
+    names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY created_at").fetchall()]
+    rounds = _rows(con.execute("""SELECT c.name AS campaign, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1,
+                                         g.incumbent_pass1
+                                  FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+                                  ORDER BY c.name, r.round_index"""))
+    return names, rounds
