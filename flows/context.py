@@ -85,8 +85,12 @@ class Ctx:
     def messages(self, p: Prompt) -> list[dict[str, str]]:
         return chat_messages(self.cfg.tasks.system_prompt, self.source.fewshot(self.cfg.tasks.fewshot), p.question)
 
-    def heldout(self) -> list[Prompt]:
+    @cached_property
+    def _heldout(self) -> list[Prompt]:
         return self.source.draw(self.cfg.tasks.heldout_prompts, "heldout", seed=self.cfg.tasks.seed)
+
+    def heldout(self) -> list[Prompt]:
+        return self._heldout  # drawn once per context: sympy computes every gold answer
 
     def train_prompts(self) -> list[Prompt]:
         return self.source.draw(self.cfg.tasks.train_prompts_per_round, "train", seed=self.cfg.tasks.seed * 1_000_003 + self.round_index)

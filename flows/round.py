@@ -199,7 +199,7 @@ def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
     for r in range(1, ctx.cfg.max_rounds + 1):
         with connect(ctx.db, read_only=True) as con:
             state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-            done = gate_decision(con, load_ctx(config_path, r).round_id)
+            done = gate_decision(con, Ctx(ctx.cfg, r).round_id)
         if done:
             decisions.append({"round": r, "decision": done[0], "reason": done[1]})
             continue

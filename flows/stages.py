@@ -26,7 +26,8 @@ from loop.sft import SFTExample, train_sft
 from loop.tasks import Prompt
 from store.db import connect, transaction
 from store.ingest import ingest_parquet, insert_rows, write_parquet
-from store.queries import campaign_state, checkpoint_dir, rollout_groups, round_incumbent, stored_metrics, training_set
+from store.queries import (campaign_state, checkpoint_dir, eval_outcomes, rollout_groups, round_incumbent, stored_metrics,
+                           training_set)
 from verifiers.reward import VERSION as VERIFIER_VERSION
 from verifiers.reward import score_batch
 
@@ -243,7 +244,7 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         log.info("reusing stored evaluation of %s on eval set %s", checkpoint_id, es)
         return stored
     out = ctx.stage_dir(f"evaluate-{checkpoint_id}")
-    files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet", out / "evaluations.parquet"]
+    files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet"]
     if read_marker(out) is None:
         prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
         ckpt_dir = checkpoint_path(ctx, checkpoint_id)
@@ -261,30 +262,18 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
         with timer.compute():
             verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: p.answer for p in prompts})
-        metrics = summarize(_outcomes(trajs + samples, verdicts), e.ks)
         write_parquet(trajs, files[0], "trajectories")
         write_parquet(samples, files[1], "trajectories" if samples else None)
         write_parquet(verdicts, files[2], "verdicts")
-        write_parquet([dict(evaluation_id=short_hash(checkpoint_id, es, k), round_id=ctx.round_id, checkpoint_id=checkpoint_id,
-                            eval_set_id=es, metric=k, value=float(v), num_prompts=len(prompts), created_at=now())
-                       for k, v in metrics.items()], files[3], "evaluations")
-        write_marker(out, {"metrics": metrics, **timer.summary()})
+        write_marker(out, timer.summary())
     with transaction(ctx.db) as con:
         ingest_parquet(con, "trajectories", files[:2])
         ingest_parquet(con, "verdicts", [files[2]])
-        ingest_parquet(con, "evaluations", [files[3]])
-        metrics = stored_metrics(con, checkpoint_id, es)
+        # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
+        outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
+        metrics = summarize(outcomes, ctx.cfg.eval.ks)
+        insert_rows(con, "evaluations", [dict(evaluation_id=short_hash(checkpoint_id, es, k), round_id=ctx.round_id,
+                                              checkpoint_id=checkpoint_id, eval_set_id=es, metric=k, value=float(v),
+                                              num_prompts=len(outcomes), created_at=now()) for k, v in metrics.items()])
     log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
     return metrics
-
-
-def _outcomes(trajs: list[dict], verdicts: list[dict]) -> list[PromptOutcome]:
-    by_prompt: dict[str, dict] = {}
-    for t, v in zip(trajs, verdicts):
-        o = by_prompt.setdefault(t["prompt_id"], {"greedy_correct": False, "greedy_answered": False, "n": 0, "c": 0})
-        if t["purpose"] == "eval_greedy":
-            o["greedy_correct"], o["greedy_answered"] = v["correct"], v["reason"] != "no_answer"
-        else:
-            o["n"] += 1
-            o["c"] += int(v["correct"])
-    return [PromptOutcome(pid, **o) for pid, o in sorted(by_prompt.items())]

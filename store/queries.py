@@ -10,6 +10,13 @@ from dataclasses import dataclass
 
 import duckdb
 
+
+def _rows(cur) -> list[dict]:
+    """A cursor's result as a list of ``{column: value}`` dicts."""
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
 # The training query. It can only ever see rollouts of the given round on TRAIN-split prompts that
 # the round's verifier version judged correct and that ended on EOS; exact duplicate completions of
 # a prompt are dropped and each prompt keeps at most `max_per_prompt` (lowest sample index first).
@@ -33,8 +40,7 @@ WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
 def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
     """Rows ``{trajectory_id, prompt_id, question, completion}`` to fine-tune on this round."""
     cur = con.execute(TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt})
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return _rows(cur)
 
 
 def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str) -> list[dict]:
@@ -48,8 +54,7 @@ def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_versi
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
            ORDER BY t.prompt_id, t.sample_index""", [round_id, verifier_version])
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return _rows(cur)
 
 
 def eval_outcomes(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str) -> list[dict]:
@@ -140,16 +145,10 @@ ORDER BY t.trajectory_id
 
 def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifier: str, version: str) -> list[dict]:
     cur = con.execute(REVERIFY_SQL, {"verifier": verifier, "version": version})
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return _rows(cur)
 
 
 # --- rounds, checkpoints and reporting: small lookups the flows and the CLI need ------------------
-
-def _rows(cur) -> list[dict]:
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
-
 
 def round_incumbent(con: duckdb.DuckDBPyConnection, round_id: str) -> str:
     """The incumbent a round started from (fixed when the round was first recorded)."""
