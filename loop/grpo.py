@@ -11,6 +11,7 @@ optimizer step; a NaN or inf aborts the pass before anything is saved.
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,11 @@ class GRPOSettings:
     max_completion_length: int = 32
     max_seq_len: int = 256
     seed: int = 0
+    shared_prompt: bool = True  # prompts computed once per group (rollout_logprobs); off under gradient checkpointing
+    gradient_checkpointing: bool = False
+    lora_r: int = 0  # 0: full fine-tuning; > 0: LoRA rank (Hu et al. 2021), adapters merged at save
+    lora_alpha: int = 32
+    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass
@@ -66,49 +72,155 @@ class GRPOResult:
     kept: list[int] = field(default_factory=list)  # indices of the samples that entered the loss
 
 
-def _tokenize(tok, samples: Sequence[GRPOSample], max_seq_len: int):
-    """Prompt ids left-padded, completion ids right-padded (as at sampling time).
+@dataclass(frozen=True)
+class PackedRollouts:
+    """Completions tokenized once, with their prompts split for the shared-prompt forward.
 
-    Returns:
-        input_ids (B, P + C) int64, attention_mask (B, P + C) int64, completion_ids (B, C) int64,
-        completion_mask (B, C) bool, P (int).
+    Every prompt is ``prefix + suffixes[row]``: ``prefix`` is the longest token prefix common to all
+    prompts (system prompt and few-shot turns, ~97 of ~110 tokens in the demo) and ``suffixes[row]``
+    the rest of one distinct prompt (a group's G completions share one row).
     """
-    import torch
 
+    prefix: list[int]
+    suffixes: list[list[int]]
+    prompt_row: list[int]  # (N,) row of each completion's prompt in ``suffixes``
+    completions: list[list[int]]  # (N,) completion token ids, EOS appended unless truncated
+    pad_id: int
+
+    def completion_tensors(self, rows: Sequence[int], width: int | None = None):
+        """Right-padded completion ids (B, C) int64 and mask (B, C) bool for ``rows``; C = ``width`` or the longest."""
+        import torch
+
+        C = width or max(max(len(self.completions[r]) for r in rows), 1)
+        ids = torch.full((len(rows), C), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), C), dtype=torch.bool)
+        for i, r in enumerate(rows):
+            c = self.completions[r][:C]
+            ids[i, :len(c)] = torch.tensor(c, dtype=torch.long)
+            mask[i, :len(c)] = True
+        return ids, mask
+
+    def full_layout(self, rows: Sequence[int]):
+        """``[left pad][prompt][completion][right pad]`` for a plain forward (no cache).
+
+        Returns:
+            input_ids (B, P + C) int64, attention_mask (B, P + C) int64, completion_mask (B, C) bool, P (int).
+        """
+        import torch
+
+        prompts = [self.prefix + self.suffixes[self.prompt_row[r]] for r in rows]
+        P = max(map(len, prompts))
+        comp, cmask = self.completion_tensors(rows)
+        ids = torch.full((len(rows), P), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), P), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, P - len(p):] = torch.tensor(p, dtype=torch.long)
+            attn[i, P - len(p):] = 1
+        return torch.cat([ids, comp], 1), torch.cat([attn, cmask.long()], 1), cmask, P
+
+
+def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> PackedRollouts:
+    """Tokenize prompts (chat template, generation prompt) and completions as at sampling time.
+
+    A completion keeps at most ``max_seq_len // 2`` tokens; a prompt is left-truncated so that it fits
+    ``max_seq_len`` with the longest completion that shares it. Identical prompts share one row.
+    """
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    prompts, comps = [], []
+    rows: dict[str, int] = {}
+    prompt_row, comps = [], []
     for s in samples:
-        p = tok(tok.apply_chat_template(s.example.messages, tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+        text = tok.apply_chat_template(s.example.messages, tokenize=False, add_generation_prompt=True)
+        prompt_row.append(rows.setdefault(text, len(rows)))
         c = tok(s.example.completion, add_special_tokens=False)["input_ids"] + ([] if s.truncated else [tok.eos_token_id])
-        c = c[: max_seq_len // 2]
-        prompts.append(p[-(max_seq_len - len(c)):])
-        comps.append(c)
-    P, C = max(map(len, prompts)), max(max(map(len, comps)), 1)
-    ids = torch.full((len(samples), P + C), pad, dtype=torch.long)
-    attn = torch.zeros((len(samples), P + C), dtype=torch.long)
-    cmask = torch.zeros((len(samples), C), dtype=torch.bool)
-    for i, (p, c) in enumerate(zip(prompts, comps)):
-        ids[i, P - len(p):P] = torch.tensor(p)
-        ids[i, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
-        attn[i, P - len(p):P + len(c)] = 1
-        cmask[i, :len(c)] = True
+        comps.append(c[: max_seq_len // 2])
+    longest = [0] * len(rows)
+    for r, c in zip(prompt_row, comps):
+        longest[r] = max(longest[r], len(c))
+    prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
+    prompts = [p[-(max_seq_len - longest[r]):] for r, p in enumerate(prompts)]
+    plen = len(os.path.commonprefix(prompts))
+    plen = min(plen, min(map(len, prompts)) - 1)  # every row keeps >= 1 token of its own: its last hidden state
+    return PackedRollouts(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, comps, pad)
+
+
+def _tokenize(tok, samples: Sequence[GRPOSample], max_seq_len: int):
+    """Plain left-padded layout of ``samples`` (see ``PackedRollouts.full_layout``): ids, mask, completion ids, mask, P."""
+    packed = pack_rollouts(tok, samples, max_seq_len)
+    ids, attn, cmask, P = packed.full_layout(range(len(samples)))
     return ids, attn, ids[:, P:], cmask, P
 
 
 def completion_logprobs(model, input_ids, attention_mask, P: int, temperature: float, with_entropy: bool = False):
-    """Per-token log-probs (and entropy) of the completion under ``model``.
+    """Per-token log-probs (and entropy) of the completion under ``model``, from one plain forward.
 
     Positions come from the attention mask, so left-padded prompts get the positions they had at
-    generation time.
+    generation time. Logits are computed only where a completion token is predicted.
 
     Returns:
         logprobs (B, C) float32 and entropy (B, C) float32 or None.
     """
     from loop.losses import entropy_from_logits, token_logprobs
 
+    C = input_ids.shape[1] - P
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + C)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits[:, P - 1:-1]  # (B, C, V)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   use_cache=False, logits_to_keep=C + 1).logits[:, :-1]  # (B, C, V)
     lp = token_logprobs(logits, input_ids[:, P:], temperature)
+    ent = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
+    return lp, ent
+
+
+def rollout_logprobs(model, packed: PackedRollouts, rows: Sequence[int], temperature: float, *,
+                     with_entropy: bool = False, shared: bool = True):
+    """Per-token log-probs (and entropy) of the completions ``rows``, prompts computed once.
+
+    With ``shared``: the common prefix runs once, each distinct prompt's suffix once on top of it,
+    and the G completions of a group attend to that prompt's KV cache, selected per row (the cache
+    keeps the graph, so gradients flow back through the shared prompt and sum over its rows). The
+    sequence layout is ``[prefix][pad][suffix][completion]`` with positions from the mask, which is
+    the same computation as the plain left-padded forward (``completion_logprobs``; a test checks
+    values and gradients), with ~2.4x fewer tokens for G = 4 and the demo's prompts. ``shared=False``
+    runs that plain forward (needed under gradient checkpointing, which drops the cache).
+
+    Returns:
+        logprobs (B, C) float32 and entropy (B, C) float32 or None; C = longest completion in ``rows``.
+    """
+    import torch
+
+    from loop.losses import entropy_from_logits, token_logprobs
+
+    dev = next(model.parameters()).device
+    if not shared:
+        ids, attn, _, P = packed.full_layout(rows)
+        return completion_logprobs(model, ids.to(dev), attn.to(dev), P, temperature, with_entropy)
+    prompt_rows = sorted({packed.prompt_row[r] for r in rows})
+    where = {g: i for i, g in enumerate(prompt_rows)}
+    plen, cache = len(packed.prefix), None
+    if plen:
+        cache = model(input_ids=torch.tensor([packed.prefix], device=dev), use_cache=True, logits_to_keep=1).past_key_values
+        cache.batch_select_indices(torch.zeros(len(prompt_rows), dtype=torch.long, device=dev))  # (G_rows, ..., plen, d)
+    S = max(len(packed.suffixes[g]) for g in prompt_rows)
+    suf = torch.full((len(prompt_rows), S), packed.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompt_rows), plen + S), dtype=torch.long)
+    mask[:, :plen] = 1
+    for i, g in enumerate(prompt_rows):
+        t = packed.suffixes[g]
+        suf[i, S - len(t):] = torch.tensor(t, dtype=torch.long)
+        mask[i, plen + S - len(t):] = 1
+    suf, mask = suf.to(dev), mask.to(dev)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, plen:]  # (G_rows, S)
+    out = model(input_ids=suf, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    sel = torch.tensor([where[packed.prompt_row[r]] for r in rows], dtype=torch.long, device=dev)  # (B,)
+    first = out.logits[:, -1][sel]  # (B, V): predicts each completion's first token
+    cache = out.past_key_values
+    cache.batch_select_indices(sel)  # (B, ..., plen + S, d)
+    comp, cmask = packed.completion_tensors(rows)
+    comp, cmask = comp.to(dev), cmask.to(dev)
+    full = torch.cat([mask[sel], cmask.long()], 1)  # (B, plen + S + C)
+    pos = (full.cumsum(-1) - 1).clamp(min=0)[:, plen + S:]  # (B, C)
+    out = model(input_ids=comp, attention_mask=full, position_ids=pos, past_key_values=cache, use_cache=True)
+    logits = torch.cat([first.unsqueeze(1), out.logits[:, :-1]], 1)  # (B, C, V)
+    lp = token_logprobs(logits, comp, temperature)
     ent = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
     return lp, ent
 
@@ -144,14 +256,46 @@ def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_samp
     return out, sorted(kept), int(zero.sum())
 
 
+def _load_policy(init_dir, s: GRPOSettings, dtype: str):
+    """The trainable policy: full weights, or LoRA adapters (peft) on frozen weights; optional gradient checkpointing."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    policy = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
+    if s.lora_r:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError as e:
+            raise ImportError("grpo.lora_r > 0 needs peft; pip install 'ratchet[lora]' (or set grpo.lora_r = 0)") from e
+        policy = get_peft_model(policy, LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=0.0,
+                                                   target_modules=list(s.lora_target_modules), task_type="CAUSAL_LM"))
+    if s.gradient_checkpointing:
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if s.lora_r:
+            policy.enable_input_require_grads()
+    return policy
+
+
+def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int]:
+    """Row indices shuffled by prompt (a group's completions stay adjacent, so micro-batches share prompts)."""
+    by_prompt: dict[int, list[int]] = {}
+    for i in range(n):
+        by_prompt.setdefault(packed.prompt_row[i], []).append(i)
+    groups = list(by_prompt.values())
+    rng.shuffle(groups)
+    return [i for g in groups for i in g]
+
+
 def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str | Path, s: GRPOSettings, *,
                ref_dir: str | Path | None = None, dtype: str = "float32", on_step: StepFn | None = None) -> GRPOResult:
     """One GRPO-family pass from the checkpoint at ``init_dir``; saves the policy to ``out_dir``.
 
+    With LoRA the adapters are merged before saving, so every checkpoint is a plain model directory.
     Returns ``checkpoint_dir=None`` (nothing saved) when dynamic sampling leaves no group with signal.
 
     Raises:
         ValueError: bad groups or settings. FloatingPointError: a NaN/inf loss or gradient norm.
+        ImportError: ``lora_r > 0`` without peft installed.
     """
     import torch
     from accelerate import Accelerator
@@ -173,64 +317,74 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
                                          kl_estimator=s.kl_estimator, max_completion_length=s.max_completion_length)
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     tok = AutoTokenizer.from_pretrained(init_dir)
-    policy = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
+    policy = _load_policy(init_dir, s, dtype)
     batch = [samples[i] for i in kept]
-    ids, attn, comp_ids, cmask, P = _tokenize(tok, batch, s.max_seq_len)
+    packed = pack_rollouts(tok, batch, s.max_seq_len)
+    _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss
         cmask = mask_truncated(cmask, torch.tensor([x.truncated for x in batch]))
     advantages = adv[kept]  # (N,)
-    opt = torch.optim.AdamW(policy.parameters(), lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
     policy, opt = accelerator.prepare(policy, opt)
     dev = accelerator.device
-    ids, attn, cmask, advantages = ids.to(dev), attn.to(dev), cmask.to(dev), advantages.to(dev)
+    cmask, advantages = cmask.to(dev), advantages.to(dev)
+    C = cmask.shape[1]
+    shared = s.shared_prompt and not s.gradient_checkpointing
+    rng = random.Random(s.seed)
+    order = _group_order(packed, len(batch), rng)
 
-    def _no_grad_logprobs(model) -> torch.Tensor:
-        out = []
+    def logprobs(model, rows, with_entropy=False):
+        lp, ent = rollout_logprobs(model, packed, rows, s.temperature, with_entropy=with_entropy, shared=shared)
+        pad = (0, C - lp.shape[1])  # back to the pass's width (B, C)
+        return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
+
+    def no_grad_logprobs(model) -> torch.Tensor:
+        out = torch.zeros((len(batch), C), dtype=torch.float32, device=dev)
         with torch.no_grad():
-            for a in range(0, len(batch), s.micro_batch_size):
-                sl = slice(a, a + s.micro_batch_size)
-                out.append(completion_logprobs(model, ids[sl], attn[sl], P, s.temperature)[0])
-        return torch.cat(out)  # (N, C) float32
+            for a in range(0, len(order), s.micro_batch_size):
+                rows = order[a:a + s.micro_batch_size]
+                out[torch.tensor(rows, device=dev)] = logprobs(model, rows)[0]
+        return out  # (N, C) float32
 
     policy.eval()
-    old_lp = _no_grad_logprobs(policy)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
+    old_lp = no_grad_logprobs(policy)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
     # The reference's log-probs are computed even with beta = 0: KL to the reference is a guard
-    # metric the gate can halt on. With ref_dir None the starting policy is the reference.
+    # metric the gate can halt on. With ref_dir None (or the init checkpoint) the starting policy is it.
     if ref_dir is None or Path(ref_dir).resolve() == Path(init_dir).resolve():
         ref_lp = old_lp
     else:
         ref = AutoModelForCausalLM.from_pretrained(ref_dir, dtype=getattr(torch, dtype)).to(dev).eval()
-        ref_lp = _no_grad_logprobs(ref)
+        ref_lp = no_grad_logprobs(ref)
         del ref
     policy.train()
-    rng = random.Random(s.seed)
     steps_per_epoch = math.ceil(len(batch) / s.mini_batch_size)
     total = steps_per_epoch * s.ppo_epochs
     step_metrics: list[dict] = []
-    for _ in range(s.ppo_epochs):
-        order = list(range(len(batch)))
-        rng.shuffle(order)
+    for epoch in range(s.ppo_epochs):
+        if epoch:
+            order = _group_order(packed, len(batch), rng)
         for k in range(steps_per_epoch):
             mini = order[k * s.mini_batch_size:(k + 1) * s.mini_batch_size]
             n_tok = float(cmask[mini].sum())
             acc: dict[str, float] = {}
             for a in range(0, len(mini), s.micro_batch_size):
-                mb = torch.tensor(mini[a:a + s.micro_batch_size], device=dev)
-                lp, ent = completion_logprobs(policy, ids[mb], attn[mb], P, s.temperature, with_entropy=True)
+                rows = mini[a:a + s.micro_batch_size]
+                mb = torch.tensor(rows, device=dev)
+                lp, ent = logprobs(policy, rows, with_entropy=True)
                 loss, m = policy_loss(lp, old_lp[mb], advantages[mb], cmask[mb], loss_cfg,
                                       ref_logprobs=ref_lp[mb], entropy=ent,
                                       global_num_tokens=n_tok, world_size=1)
                 # seq-mean modes average within the micro-batch: weight by its share of the mini-batch;
                 # token-mean already divides by the mini-batch's token count.
-                scale = 1.0 if loss_cfg.aggregation == "token-mean" else len(mb) / len(mini)
+                scale = 1.0 if loss_cfg.aggregation == "token-mean" else len(rows) / len(mini)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"GRPO loss is {loss.item()} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
                                              "— the incumbent is untouched and nothing was saved")
                 accelerator.backward(loss * scale)
                 for name, v in m.items():
-                    acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + float(v) * len(mb) / len(mini)
-            gnorm = float(accelerator.clip_grad_norm_(policy.parameters(), s.max_grad_norm))
+                    acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + float(v) * len(rows) / len(mini)
+            gnorm = float(accelerator.clip_grad_norm_([p for p in policy.parameters() if p.requires_grad], s.max_grad_norm))
             if not math.isfinite(gnorm):
                 raise FloatingPointError(f"gradient norm is {gnorm} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
                                          "— the incumbent is untouched and nothing was saved")
@@ -241,9 +395,18 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
             if on_step:
                 on_step(len(step_metrics), total, acc)
     out_dir = Path(out_dir)
-    accelerator.unwrap_model(policy).save_pretrained(out_dir)
+    final = accelerator.unwrap_model(policy)
+    if s.lora_r:
+        final = final.merge_and_unload()
+    if s.gradient_checkpointing:
+        final.gradient_checkpointing_disable()
+    final.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
     p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
+    last = step_metrics[-1]
     summary = {**base, "train/completion_len_mean": float(lengths.mean()), "train/completion_len_p90": p90,
-               **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]}}
+               **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
+               # what the gate's guards read: where the policy ended up, not the pass average
+               "train/kl_last": last.get("train/kl/is_mean", 0.0), "train/entropy_last": last.get("train/entropy/mean", 0.0),
+               "train/seconds": time.perf_counter() - t0}
     return GRPOResult(out_dir, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept)

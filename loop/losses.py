@@ -401,7 +401,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
 
     Returns:
         (loss, metrics): loss is 0-d float32; metrics maps names ("loss/policy", "ratio/mean",
-        "clip/low_frac", "clip/high_frac", "clip/region_frac", "kl/mean", "entropy/mean") to detached
+        "clip/low_frac", "clip/high_frac", "clip/region_frac", "kl/mean", "kl/is_mean", "entropy/mean") to detached
         0-d float32 tensors (prefix them with the split, e.g. ``train/``).
 
     Raises:
@@ -428,6 +428,13 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     if ref_logprobs is not None:
         kl = kl_divergence(logprobs, torch.where(m, ref_logprobs, 0.0), config.kl_estimator)  # (B, T)
         metrics["kl/mean"] = masked_mean(kl.detach(), m)
+        # The raw estimator averages over tokens sampled from pi_old. Once the policy has moved, a
+        # token it now rejects (pi -> 0) makes k3 = pi_ref/pi - log(pi_ref/pi) - 1 explode, so one
+        # token can dominate the mean. Weighting each token by pi/pi_old gives an unbiased estimate
+        # of KL(pi || pi_ref) under pi itself (DeepSeek-V3.2, 2025, "unbiased KL estimate"), bounded
+        # where the raw one is not: this is the value a KL guard should read.
+        w_tok = torch.exp(torch.where(m, logprobs - old_logprobs, 0.0)).detach()  # (B, T)
+        metrics["kl/is_mean"] = masked_mean(w_tok * kl.detach(), m)
         if kl_in_loss:
             per_token = per_token + config.beta * (kl * ratio if config.kl_ratio_correction else kl)
     loss = aggregate_loss(per_token, m, config.aggregation, max_completion_length=config.max_completion_length,

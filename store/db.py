@@ -93,11 +93,32 @@ def ddl_statements() -> list[str]:
     return stmts
 
 
+def migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``ALTER TABLE ... ADD COLUMN`` for every schema column an existing store lacks.
+
+    Columns added after a store was created must be nullable; older rows read NULL for them.
+    """
+    from duckdb_engine import Dialect
+
+    dialect = Dialect()
+    out = []
+    for t in TABLES:
+        have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                                          [t.__tablename__]).fetchall()}
+        for col in t.__table__.columns:
+            if have and col.name not in have:
+                out.append(f"ALTER TABLE {t.__tablename__} ADD COLUMN {col.name} {col.type.compile(dialect=dialect)}")
+    return out
+
+
 def init_db(path: str | Path) -> None:
-    """Create the schema if absent (idempotent). Raises StoreError as ``connect`` does."""
+    """Create the schema if absent and add columns a store made by an older Ratchet lacks (idempotent).
+
+    Raises StoreError as ``connect`` does.
+    """
     with connect(path) as con:
         con.execute("BEGIN")
-        for stmt in ddl_statements():
+        for stmt in migrations(con) + ddl_statements():
             con.execute(stmt)
         con.execute("COMMIT")
 

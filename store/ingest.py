@@ -55,7 +55,9 @@ def ingest_parquet(con: duckdb.DuckDBPyConnection, table: str, paths: Iterable[s
     files = [str(p) for p in paths if pq.read_metadata(p).num_rows > 0]
     if not files:
         return 0
-    cols = ", ".join(columns(table))
+    # Files written before a nullable column was added to the schema lack it: those rows read NULL.
+    present = {name for f in files for name in pq.read_schema(f).names}
+    cols = ", ".join(c for c in columns(table) if c in present)
     before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     con.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM read_parquet(?, union_by_name=true)", [files])
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before

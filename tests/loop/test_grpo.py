@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from loop.grpo import GRPOSample, GRPOSettings, completion_logprobs, group_advantages, train_grpo, _tokenize
+from loop.grpo import (GRPOSample, GRPOSettings, completion_logprobs, group_advantages, pack_rollouts, rollout_logprobs,
+                       train_grpo, _tokenize)
 from loop.sft import SFTExample
 from loop.tasks import chat_messages
 
@@ -80,3 +81,52 @@ def test_nan_aborts_before_saving(tiny_model_dir, tmp_path):
     with pytest.raises(FloatingPointError, match="nothing was saved"):
         train_grpo(tiny_model_dir, samples([[1.0, 0.0, 0.0, 1.0]] * 3), tmp_path / "o", st)
     assert not (tmp_path / "o").exists()
+
+
+def _fewshot_groups():
+    """Three groups of uneven completions behind one long shared system/few-shot prefix (as in a round)."""
+    shots = [("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4"), ("What is 3 * 3?", "3 * 3 = 9\nAnswer: 9")]
+    out = []
+    for g, q in enumerate(["What is 1 + 6?", "What is 12 + 30?", "What is 5 * 5?"]):
+        for i, text in enumerate(["Answer: 7", f"1 + {g} = {g + 1}. Answer: {g + 1}", "7", "Answer: 70 and some more words"]):
+            out.append(GRPOSample(g, SFTExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text), float(i == 0),
+                                  truncated=(i == 3)))
+    return out
+
+
+def test_shared_prompt_forward_equals_plain_forward(tiny_model_dir):
+    """Prefix once, each prompt once, completions on the selected cache: same log-probs AND same gradients."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    batch = _fewshot_groups()
+    packed = pack_rollouts(tok, batch, 256)
+    assert len(packed.suffixes) == 3 and len(packed.prefix) > 20  # system prompt and shots are shared
+    rows = [5, 0, 9, 1, 2, 11, 6]  # mixed groups, any order
+    grads = []
+    for shared in (True, False):
+        model.zero_grad()
+        lp, ent = rollout_logprobs(model, packed, rows, 0.8, with_entropy=True, shared=shared)
+        _, cmask = packed.completion_tensors(rows)
+        (lp * cmask).sum().backward()
+        grads.append(([p.grad.clone() for p in model.parameters()], lp.detach(), ent, cmask))
+    (g1, lp1, e1, m), (g2, lp2, e2, _) = grads
+    assert torch.allclose(lp1[m], lp2[m], atol=1e-10) and torch.allclose(e1[m], e2[m], atol=1e-10)
+    for a, b in zip(g1, g2):  # float64: ~2e-8 of the largest entry (summation order); a wrong position gives ~1e-2
+        assert float((a - b).abs().max()) <= 1e-6 * float(b.abs().max()) + 1e-12
+
+
+def test_lora_and_gradient_checkpointing_pass_saves_a_plain_checkpoint(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    st = GRPOSettings(lr=1e-2, ppo_epochs=1, mini_batch_size=12, micro_batch_size=4, temperature=1.0, lora_r=4,
+                      lora_alpha=8, gradient_checkpointing=True)
+    res = train_grpo(tiny_model_dir, samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]]),
+                     tmp_path / "out", st)
+    assert res.steps == 1 and "train/kl_last" in res.metrics
+    merged = AutoModelForCausalLM.from_pretrained(res.checkpoint_dir)  # no adapter files needed
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert not any("lora" in k for k in merged.state_dict())
+    moved = [k for k, v in merged.state_dict().items() if not torch.equal(v, base.state_dict()[k])]
+    assert moved and all("proj" in k for k in moved)  # only the adapted projections changed

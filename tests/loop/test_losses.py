@@ -322,6 +322,21 @@ def test_metrics_keys_and_entropy():
     entropy = torch.full(logp.shape, 2.0)
     _, m = policy_loss(logp, old, adv, mask, PolicyLossConfig(beta=0.04), ref_logprobs=ref, entropy=entropy)
     assert set(m) == {"loss/policy", "ratio/mean", "clip/low_frac", "clip/high_frac", "clip/region_frac", "kl/mean",
-                      "entropy/mean"}
+                      "kl/is_mean", "entropy/mean"}
     assert m["entropy/mean"].item() == pytest.approx(2.0)
     assert all(v.ndim == 0 and not v.requires_grad for v in m.values())
+
+
+def test_importance_weighted_kl_is_bounded_where_k3_explodes():
+    """A token the policy pushed from p_old = p_ref = e^-1 down to e^-30: raw k3 ~ e^29, the guard value stays ~1."""
+    ref = torch.tensor([[-1.0, -1.0, -1.0, -1.0]])
+    old = ref.clone()
+    logp = torch.tensor([[-1.0, -1.0, -1.0, -30.0]])
+    mask = torch.ones_like(logp, dtype=torch.bool)
+    _, m = policy_loss(logp, old, torch.tensor([1.0]), mask, PolicyLossConfig(), ref_logprobs=ref)
+    assert m["kl/mean"].item() > 1e11
+    # w * k3 = (p/p_ref) * (p_ref/p - log(p_ref/p) - 1) = 1 - e^-29 * (29 + 1) per the moved token; 0 elsewhere
+    assert m["kl/is_mean"].item() == pytest.approx(0.25, rel=1e-6)
+    # on-policy (old = current) the weights are 1 and both estimates agree
+    _, m2 = policy_loss(logp, logp, torch.tensor([1.0]), mask, PolicyLossConfig(), ref_logprobs=ref)
+    assert m2["kl/is_mean"].item() == pytest.approx(m2["kl/mean"].item())
