@@ -8,7 +8,14 @@ backends gives the share of prompts whose completions are token-identical. Print
 as its LAST line, a JSON object::
 
     {"hf_tokens_per_s", "vllm_tokens_per_s", "raw_vllm_tokens_per_s", "greedy_match_rate",
-     "adapter_overhead": 1 - vllm / raw (target <= 0.03), ...}
+     "adapter_overhead": 1 - vllm / raw (target <= 0.03), per-pass lists, ...,
+     "adapter_overhead_vs_engine_only": 1 - vllm / engine}
+
+"raw" is what a vLLM user writes: chat-templated text in, vLLM tokenizing and detokenizing. Ratchet's
+adapter hands vLLM token ids and skips vLLM's incremental detokenizing (it decodes each finished
+completion once with the HF tokenizer), which on 2 CPU cores makes it faster than raw (negative
+overhead). "engine only" (pre-tokenized ids, no detokenizing, outputs untouched) isolates the
+adapter's own cost.
 
 Run (vLLM lives in its own environment): ``/work/vllm-venv/bin/python benchmarks/generation_bench.py``.
 """
@@ -51,6 +58,21 @@ def raw_generate(backend, msgs, params) -> tuple[float, int]:
     return dt, sum(len(c.token_ids) for o in outs for c in o.outputs)
 
 
+def engine_generate(backend, msgs, params) -> tuple[float, int]:
+    """The engine alone: pre-tokenized prompts, one shared ``SamplingParams``, no detokenizing, nothing built
+    from the outputs. ``1 - adapter / engine`` is what Ratchet's adapter itself costs (rendering, tokenizing,
+    decoding with the HF tokenizer, building records): (seconds, tokens)."""
+    from vllm import SamplingParams as VSP
+
+    ids = backend.tokenizer([backend.render(m) for m in msgs])["input_ids"]  # outside the timing
+    sp = VSP(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
+             stop_token_ids=sorted(backend.eos_ids), detokenize=False)
+    t0 = time.perf_counter()
+    outs = backend.llm.generate([{"prompt_token_ids": row} for row in ids], sp, use_tqdm=False)
+    dt = time.perf_counter() - t0
+    return dt, sum(len(c.token_ids) for o in outs for c in o.outputs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=32)
@@ -81,13 +103,16 @@ def main() -> None:
     print(f"vllm engine loaded in {vb.load_s:.1f} s", flush=True)
     vb.generate(msgs[:4], SamplingParams(n=2, max_new_tokens=8))  # warm-up: first steps allocate buffers
     v_greedy = vb.generate(msgs, greedy)
-    ours, raw = [], []
+    ours, raw, engine = [], [], []
     for r in range(args.repeats):
         _, s, tps = timed_generate(vb, msgs, sample)
         ours.append(tps)
         dt, ntok = raw_generate(vb, msgs, sample)
         raw.append(ntok / dt)
-        print(f"pass {r}: adapter {tps:.1f} tokens/s ({s:.1f} s), raw {raw[-1]:.1f} tokens/s ({dt:.1f} s)", flush=True)
+        edt, entok = engine_generate(vb, msgs, sample)
+        engine.append(entok / edt)
+        print(f"pass {r}: adapter {tps:.1f} tokens/s ({s:.1f} s), raw {raw[-1]:.1f} tokens/s ({dt:.1f} s), "
+              f"engine only {engine[-1]:.1f} tokens/s ({edt:.1f} s)", flush=True)
     vb.close()
 
     match = sum(a.token_ids == b.token_ids for a, b in zip(v_greedy, hf_greedy)) / len(msgs)
@@ -96,6 +121,11 @@ def main() -> None:
         "hf_tokens_per_s": round(hf_tps, 1), "vllm_tokens_per_s": round(vllm_tps, 1),
         "raw_vllm_tokens_per_s": round(raw_tps, 1), "greedy_match_rate": round(match, 4),
         "adapter_overhead": round(1 - vllm_tps / raw_tps, 4), "vllm_load_s": round(vb.load_s, 1),
+        "vllm_tokens_per_s_passes": [round(x, 1) for x in ours], "raw_vllm_tokens_per_s_passes": [round(x, 1) for x in raw],
+        "adapter_overhead_passes": [round(1 - a / r, 4) for a, r in zip(ours, raw)],
+        "engine_only_tokens_per_s": round(statistics.median(engine), 1),
+        "engine_only_tokens_per_s_passes": [round(x, 1) for x in engine],
+        "adapter_overhead_vs_engine_only": round(1 - vllm_tps / statistics.median(engine), 4),
         "prompts": len(msgs), "n": args.n, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         "repeats": args.repeats,
     }))

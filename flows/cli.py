@@ -1,4 +1,4 @@
-"""The ``ratchet`` command line: demo, run, status, sql, model pull, audit."""
+"""The ``ratchet`` command line: demo, run, status, report, sql, model pull, audit; up, init, schedule (``flows.cli_daemon``)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def print_rounds(db: str, campaign: str) -> None:
 def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
          campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
          rounds: int = typer.Option(3, help="Improvement rounds to run."),
-         algorithm: str = typer.Option("rft", help="Training algorithm: rft."),
+         algorithm: str = typer.Option("rft", help="Training algorithm: rft (rejection-sampling fine-tuning) or grpo (GRPO-family RL, settings in [grpo])."),
          verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal.")) -> None:
     """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic, on CPU."""
     configure_prefect(quiet_console=not verbose)
@@ -120,13 +120,14 @@ def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
 @app.command()
 def run(config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
         db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+        campaign: Optional[str] = typer.Option(None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."),
         verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
     from loop.config import ConfigError, load_config
 
     try:
-        cfg = load_config(config, db=str(db) if db else None)
+        cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         _fail(str(e))
     _run(cfg)
@@ -144,7 +145,11 @@ def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP)
             names, rounds = status_rows(con)
     except StoreError as e:
         _fail(str(e))
-    doc = {"campaigns": [{"name": name, "next_run": None, "rounds": [
+    from flows.schedules import next_run_by_campaign
+
+    configure_prefect()
+    nxt = next_run_by_campaign(timeout_s=1.0)  # {} without a reachable daemon API
+    doc = {"campaigns": [{"name": name, "next_run": nxt.get(name), "rounds": [
         {"index": r["round_index"], "state": r["status"], "decision": r["decision"], "reason": r["reason"],
          "candidate_pass1": r["candidate_pass1"], "incumbent_pass1": r["incumbent_pass1"]}
         for r in rounds if r["campaign"] == name]} for name in names]}
@@ -159,6 +164,30 @@ def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP)
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
             t.add_row(c["name"], str(r["index"]), r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"]))
     console.print(t)
+    for c in doc["campaigns"]:
+        if c["next_run"]:
+            console.print(f"{c['name']}: next scheduled run {c['next_run']}", highlight=False)
+
+
+@app.command()
+def report(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+           campaign: Optional[str] = typer.Option(None, "--campaign", help="Only this campaign (default: every campaign)."),
+           out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write.")) -> None:
+    """Write one self-contained HTML page: pass@1 plots, rounds, gate decisions, metrics, verifier reasons."""
+    from flows.report import ReportError, write_report
+    from store.db import StoreError
+
+    try:
+        with console.status("querying the store and drawing plots…"):
+            res = write_report(db, out, campaign)
+    except (StoreError, ReportError) as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write {out} ({e.strerror}); pass a writable --out PATH")
+    if res["campaigns"] == 0:
+        console.print(f"no campaigns in {db} yet; wrote {res['path']} saying so", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"wrote {res['path']}: {res['campaigns']} campaign(s), {res['rounds']} round(s)", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -246,6 +275,11 @@ def audit(cases: Path = typer.Argument(..., help="JSONL of labelled verifier cas
         _fail(str(e))
     print(render_audit(report, "json" if format == "json" else "table"))
     raise typer.Exit(audit_exit_code(report))
+
+
+from flows.cli_daemon import register as _register_daemon_commands  # noqa: E402 - up, init, schedule
+
+_register_daemon_commands(app)
 
 
 def main() -> None:

@@ -41,6 +41,20 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def process_owner() -> str:
+    """``'<host>:<pid>'`` of this process, recorded on the round it runs (``ratchet up`` marks it crashed once dead)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def current_flow_run_id() -> str | None:
+    """The enclosing Prefect flow run's id, or None outside a flow run."""
+    from prefect.runtime import flow_run
+
+    return flow_run.id
+
+
 def short_hash(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:16]
 
@@ -53,6 +67,7 @@ def campaign_id_of(name: str) -> str:
 class Ctx:
     cfg: RatchetConfig
     round_index: int = 0
+    step: int = 0  # on-policy step inside the round (grpo.steps_per_round); 0 for one-step rounds
 
     @property
     def db(self) -> Path:
@@ -71,7 +86,17 @@ class Ctx:
         return f"{self.campaign_id}-r{self.round_index}"
 
     def stage_dir(self, stage: str) -> Path:
-        return self.campaign_dir / f"round-{self.round_index}" / stage
+        """``<campaign>/round-<n>/<stage>``; steps after the first of a multi-step round: ``round-<n>/step-<s>/<stage>``."""
+        round_dir = self.campaign_dir / f"round-{self.round_index}"
+        return round_dir / stage if self.step == 0 else round_dir / f"step-{self.step}" / stage
+
+    def at_step(self, step: int) -> "Ctx":
+        return Ctx(self.cfg, self.round_index, step)
+
+    @property
+    def steps(self) -> int:
+        """On-policy steps of a round: grpo.steps_per_round for GRPO, 1 for rejection-sampling fine-tuning."""
+        return self.cfg.grpo.steps_per_round if self.cfg.algorithm == "grpo" else 1
 
     @property
     def checkpoints_dir(self) -> Path:
@@ -93,7 +118,10 @@ class Ctx:
         return self._heldout  # drawn once per context: sympy computes every gold answer
 
     def train_prompts(self) -> list[Prompt]:
-        return self.source.draw(self.cfg.tasks.train_prompts_per_round, "train", seed=self.cfg.tasks.seed * 1_000_003 + self.round_index)
+        """This step's share of the round's train prompts (all of them in a one-step round)."""
+        drawn = self.source.draw(self.cfg.tasks.train_prompts_per_round, "train", seed=self.cfg.tasks.seed * 1_000_003 + self.round_index)
+        n, k = len(drawn), self.steps
+        return drawn[self.step * n // k:(self.step + 1) * n // k]
 
     def eval_set_id(self) -> str:
         e, t = self.cfg.eval, self.cfg.tasks
@@ -103,8 +131,8 @@ class Ctx:
         return eval_set_id([p.prompt_id for p in self.heldout()], settings)
 
 
-def load_ctx(config_path: str | Path, round_index: int = 0) -> Ctx:
-    return Ctx(RatchetConfig.model_validate_json(Path(config_path).read_text()), round_index)
+def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ctx:
+    return Ctx(RatchetConfig.model_validate_json(Path(config_path).read_text()), round_index, step)
 
 
 def save_config(cfg: RatchetConfig) -> Path:

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.context import Ctx, load_ctx, now, read_marker, run_logger
+from flows.context import Ctx, current_flow_run_id, load_ctx, now, process_owner, read_marker, run_logger
 from loop.config import RatchetConfig
 from flows.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from loop.gate import decide
 from loop.models import read_checkpoint_id, resolve_model
 from store.db import connect, init_db, transaction
 from store.ingest import insert_rows
-from store.queries import (campaign_by_name, campaign_state, eval_outcomes, evaluations_of, gate_decision, round_incumbent,
+from store.queries import (campaign_by_name, claim_round, campaign_state, eval_outcomes, gate_decision, round_incumbent,
                            set_round_status, training_metrics, verifier_stats)
 from verifiers.reward import VERSION as VERIFIER_VERSION
 
@@ -43,8 +44,10 @@ def preflight(cfg: RatchetConfig) -> None:
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
     existing = campaign_by_name(con, cfg.campaign)
     settings = cfg.campaign_settings()
-    if existing is not None and existing["config"] != settings:
-        diff = sorted(k for k in settings if settings[k] != existing["config"].get(k))
+    # Keys a store recorded that today's settings no longer define (e.g. an unused trainer section)
+    # are not a conflict; a key whose value differs is.
+    diff = sorted(k for k in settings if existing is not None and settings[k] != existing["config"].get(k))
+    if diff:
         raise CampaignConflict(f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
                                "use --campaign NEW_NAME, or the original settings to continue it")
 
@@ -78,6 +81,7 @@ def start_round(config_path: str, round_index: int) -> str:
                                          started_at=now(), finished_at=None, stage_seconds_json=None)])
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
+        claim_round(con, ctx.round_id, process_owner(), current_flow_run_id())  # `ratchet up` spots it if this process dies
         return round_incumbent(con, ctx.round_id)
 
 
@@ -88,17 +92,26 @@ def _training_guards(con, ctx: Ctx) -> list[str]:
         return []
     g = ctx.cfg.grpo
     out = []
-    if m.get("train/kl/mean", 0.0) > g.max_kl:
-        out.append(f"guard: KL to the reference {m['train/kl/mean']:.3f} > grpo.max_kl {g.max_kl}")
-    if "train/entropy/mean" in m and m["train/entropy/mean"] < g.min_entropy:
-        out.append(f"guard: token entropy {m['train/entropy/mean']:.4f} < grpo.min_entropy {g.min_entropy} (collapse)")
+    # Where the policy ended up (last optimizer step), with the importance-weighted KL estimate: the raw
+    # k3 mean over tokens sampled before the update is dominated by the few tokens the update pushed down.
+    kl, ent = m.get("train/kl_last", m.get("train/kl/mean", 0.0)), m.get("train/entropy_last", m.get("train/entropy/mean"))
+    if kl > g.max_kl:
+        out.append(f"guard: KL to the reference {kl:.3f} > grpo.max_kl {g.max_kl}")
+    if ent is not None and ent < g.min_entropy:
+        out.append(f"guard: token entropy {ent:.4f} < grpo.min_entropy {g.min_entropy} (collapse)")
     return out
+
+
+def drop_optimizer_states(ctx: Ctx) -> None:
+    """Delete the AdamW moments the round's on-policy steps handed on (~2x the weights each); training is over."""
+    for k in range(ctx.steps):
+        ctx.at_step(k).stage_dir("train").joinpath("optimizer.pt").unlink(missing_ok=True)
 
 
 def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     """Compute seconds per stage of this round, from the stage markers (reused evaluations count 0)."""
-    sec = lambda stage: (read_marker(ctx.stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
-    out = {s: sec(s) for s in ("generate", "verify", "filter", "train")}
+    sec = lambda stage, step=0: (read_marker(ctx.at_step(step).stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
+    out = {s: sum(sec(s, k) for k in range(ctx.steps)) for s in ("generate", "verify", "filter", "train")}
     out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c)
     return out
 
@@ -144,40 +157,63 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     return {"decision": row["decision"], "reason": row["reason"]}
 
 
+def artifact_key(ctx: Ctx, what: str) -> str:
+    """Prefect artifact key of one of a round's artifacts (lowercase letters, digits and dashes only)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", f"{ctx.cfg.campaign}-round-{ctx.round_index}-{what}".lower())
+    return re.sub(r"-{2,}", "-", slug).strip("-")
+
+
 def _publish(ctx: Ctx, row: dict) -> None:
-    """The round's metrics, verifier statistics and gate decision as Prefect artifacts (visible in the UI)."""
-    key = f"{ctx.cfg.campaign}-round-{ctx.round_index}".lower().replace("_", "-")
-    ckpts = [c for c in (row["incumbent_checkpoint_id"], row["candidate_checkpoint_id"]) if c]
+    """Write the campaign's held-out pass@1 plot under the round's run dir, and, inside a Prefect run, publish
+    the round's metrics, verifier statistics and gate decision (with the plot embedded) as artifacts.
+
+    Artifacts: ``<campaign>-round-<n>-metrics`` (table, ``flows.report.metrics_rows``),
+    ``<campaign>-round-<n>-verifier`` (table, reward and verdict reasons per task and purpose) and
+    ``<campaign>-round-<n>-gate`` (markdown). A task's ``.fn`` called outside a run publishes nothing.
+    """
+    from flows.progress import in_run_context
+    from flows.report import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
+
     with connect(ctx.db, read_only=True) as con:
-        evals = evaluations_of(con, ctx.eval_set_id(), ckpts)
+        plot = write_pass1_plot(con, ctx.cfg.campaign, ctx.campaign_dir / f"round-{ctx.round_index}" / "report" / PLOT_NAME)
+        if not in_run_context():
+            return
+        metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
         stats = verifier_stats(con, ctx.round_id)
-        train = training_metrics(con, ctx.round_id)
-    role = {row["incumbent_checkpoint_id"]: "incumbent", row["candidate_checkpoint_id"]: "candidate"}
-    metrics = [{"metric": m, "checkpoint": f"{role[c]} {c}", "value": round(v, 4)} for m, c, v in sorted(evals)]
-    metrics += [{"metric": m, "checkpoint": "training", "value": round(v, 4)} for m, v in (train or {}).items()
-                if isinstance(v, (int, float))]
-    create_table_artifact(key=f"{key}-metrics", table=metrics or [{"metric": "-", "checkpoint": "-", "value": None}],
-                          description=f"Round {ctx.round_index}: held-out and training metrics")
-    create_table_artifact(key=f"{key}-verifier", table=stats or [{"task": "-", "n": 0}],
+    create_table_artifact(key=artifact_key(ctx, "metrics"), table=metrics or [{"metric": "-", "scope": "-", "value": None}],
+                          description=f"Round {ctx.round_index}: held-out, rollout and training metrics")
+    create_table_artifact(key=artifact_key(ctx, "verifier"), table=stats or [{"task": "-", "n": 0}],
                           description=f"Round {ctx.round_index}: reward mean/variance and verdict reasons per task")
     fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-    create_markdown_artifact(key=f"{key}-gate", description=f"Round {ctx.round_index} gate decision", markdown=(
+    figure = (f"![held-out pass@1 across rounds]({data_uri(plot.read_bytes())})\n\nPlot file: `{plot}`" if plot
+              else "No held-out pass@1 to plot yet.")
+    create_markdown_artifact(key=artifact_key(ctx, "gate"), description=f"Round {ctx.round_index} gate decision", markdown=(
         f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
         f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
         f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
         f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-        f"tolerance {row['tolerance']}"))
+        f"tolerance {row['tolerance']}\n\n### Held-out pass@1 across rounds\n\n{figure}\n"))
 
 
 @flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
 def improvement_round(config_path: str, round_index: int) -> dict:
-    """generate -> verify -> filter -> train -> evaluate (incumbent, candidate) -> gate."""
+    """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
+
+    A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
+    round's prompts and sampling from the policy the previous step trained; the last policy is the
+    round's candidate. Every other round has one step.
+    """
     incumbent = start_round(config_path, round_index)
     try:
-        generate(config_path, round_index)
-        verify(config_path, round_index)
-        filter_trajectories(config_path, round_index)
-        candidate = train(config_path, round_index)
+        policy, candidate = incumbent, None
+        for step in range(load_ctx(config_path, round_index).steps):
+            generate(config_path, round_index, step, policy)
+            verify(config_path, round_index, step)
+            filter_trajectories(config_path, round_index, step)
+            trained = train(config_path, round_index, step, policy)
+            if trained is not None:
+                policy = candidate = trained
+        drop_optimizer_states(load_ctx(config_path, round_index))
         evaluate(config_path, round_index, incumbent)
         if candidate is not None:
             evaluate(config_path, round_index, candidate)

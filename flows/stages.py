@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
+from flows import pool
 from flows.context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, run_logger, short_hash, write_marker
 from flows.progress import bar
 from loop.evaluation import PromptOutcome, summarize
-from loop.generation import Completion, SamplingParams, make_backend
+from loop.generation import Completion, SamplingParams
 from loop.models import write_manifest
 from loop.grpo import GRPOSample, GRPOSettings, train_grpo
 from loop.sft import SFTExample, train_sft
@@ -48,11 +49,13 @@ def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
 
 def trajectory_rows(ctx: Ctx, prompts: list[Prompt], comps: list[Completion], checkpoint_id: str, purpose: str,
                     params: SamplingParams, backend: str, eval_set: str | None = None) -> list[dict]:
-    """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index)."""
+    """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0])."""
     scope = eval_set if eval_set else ctx.round_id
+    step = None if eval_set else ctx.step
+    extra = (ctx.step,) if step else ()
     ts = now()
     return [dict(
-        trajectory_id=short_hash(scope, prompts[c.prompt_index].prompt_id, checkpoint_id, purpose, c.sample_index),
+        trajectory_id=short_hash(scope, prompts[c.prompt_index].prompt_id, checkpoint_id, purpose, c.sample_index, *extra), step=step,
         round_id=ctx.round_id, prompt_id=prompts[c.prompt_index].prompt_id, checkpoint_id=checkpoint_id, purpose=purpose,
         eval_set_id=eval_set, sample_index=c.sample_index, completion=c.text, prompt_tokens=c.prompt_tokens,
         completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, backend=backend, temperature=params.temperature,
@@ -70,38 +73,37 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) ->
                  format_ok=vd.format_ok, latency_s=float(vd.latency_s), created_at=ts) for t, vd in zip(trajs, verdicts)]
 
 
-def _backend(ctx: Ctx, ckpt_dir: Path):
-    g = ctx.cfg.generation
-    return make_backend(g.backend, ckpt_dir, dtype=ctx.cfg.model.dtype, batch_size=g.batch_size)
-
-
-def _generate(ctx: Ctx, backend, prompts: list[Prompt], params: SamplingParams, desc: str) -> list[Completion]:
-    return backend.generate([ctx.messages(p) for p in prompts], params, progress=bar(f"{ctx.round_id}-{desc}", desc))
+def _generate(ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], calls: dict[str, tuple[SamplingParams, str]], out: Path,
+              stage: str) -> dict[str, list[Completion]]:
+    """Generate ``calls`` (name -> (params, progress description)) in the device pool's worker processes
+    (one engine per device, each on a shard of the jobs; ``flows.pool``); shard files go under ``out/shards``."""
+    bars = {name: bar(f"{ctx.round_id}-{desc}", desc) for name, (_, desc) in calls.items()}
+    return pool.generate(ckpt_dir, [ctx.messages(p) for p in prompts], [pool.GenCall(n, p) for n, (p, _) in calls.items()],
+                         out / "shards", gen=ctx.cfg.generation, compute=ctx.cfg.compute, dtype=ctx.cfg.model.dtype,
+                         stage=stage, log=run_logger(), progress=lambda name, done, total: bars[name](done, total))
 
 
 # --- stages ---------------------------------------------------------------------------------------
 
 @task(name="generate", cache_policy=NONE)
-def generate(config_path: str, round_index: int) -> str:
-    """Sample this round's train prompts and G rollouts each from the incumbent; ingest both."""
-    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
+def generate(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str:
+    """Sample this step's train prompts and G rollouts each from ``policy`` (default: the incumbent); ingest both."""
+    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
     out = ctx.stage_dir("generate")
     files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
     if (marker := read_marker(out)) is None:
-        with connect(ctx.db, read_only=True) as con:
-            incumbent = round_incumbent(con, ctx.round_id)
+        if policy is None:
+            with connect(ctx.db, read_only=True) as con:
+                policy = round_incumbent(con, ctx.round_id)
         prompts = ctx.train_prompts()
         g = ctx.cfg.generation
         params = SamplingParams(n=g.group_size, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-                                seed=g.seed * 1_000_003 + round_index)
+                                seed=g.seed * 1_000_003 + round_index + 7919 * step)
+        desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
         with timer.compute():
-            backend = _backend(ctx, checkpoint_path(ctx, incumbent))
-            try:
-                comps = _generate(ctx, backend, prompts, params, f"round {round_index}: rollouts")
-            finally:
-                backend.close()
+            comps = _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")["rollouts"]
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-        write_parquet(trajectory_rows(ctx, prompts, comps, incumbent, "rollout", params, g.backend), files["trajectories"], "trajectories")
+        write_parquet(trajectory_rows(ctx, prompts, comps, policy, "rollout", params, g.backend), files["trajectories"], "trajectories")
         ntok = sum(c.completion_tokens for c in comps)
         marker = write_marker(out, {"n": len(comps), "tokens": ntok, **timer.summary(),
                                     "tokens_per_s": ntok / max(timer.compute_s, 1e-9)})
@@ -113,9 +115,9 @@ def generate(config_path: str, round_index: int) -> str:
 
 
 @task(name="verify", cache_policy=NONE)
-def verify(config_path: str, round_index: int) -> str:
-    """Score every rollout of the round; ingest the verdicts."""
-    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
+def verify(config_path: str, round_index: int, step: int = 0) -> str:
+    """Score every rollout of the round's step; ingest the verdicts."""
+    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
     out = ctx.stage_dir("verify")
     path = out / "part-0.parquet"
     if read_marker(out) is None:
@@ -136,16 +138,16 @@ def verify(config_path: str, round_index: int) -> str:
 
 
 @task(name="filter", cache_policy=NONE)
-def filter_trajectories(config_path: str, round_index: int) -> str:
+def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> str:
     """Select the training data with a store query: verified-correct, deduplicated, per-prompt-capped train
-    trajectories (rft), or every train-split group with its rewards (grpo)."""
-    ctx, timer = load_ctx(config_path, round_index), Timer()
+    trajectories (rft), or every train-split group of this step with its rewards (grpo)."""
+    ctx, timer = load_ctx(config_path, round_index, step), Timer()
     out = ctx.stage_dir("filter")
     path = out / "examples.parquet"
     if read_marker(out) is None:
         with connect(ctx.db, read_only=True) as con:
             if ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
-                rows = rollout_groups(con, ctx.round_id, VERIFIER_VERSION)
+                rows = rollout_groups(con, ctx.round_id, VERIFIER_VERSION, step)
             else:
                 rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt)
         write_parquet(rows or [], path)
@@ -154,9 +156,10 @@ def filter_trajectories(config_path: str, round_index: int) -> str:
 
 
 @task(name="train", cache_policy=NONE)
-def train(config_path: str, round_index: int) -> str | None:
-    """Fine-tune (rft) or run a GRPO-family pass (grpo); returns the candidate checkpoint id (None if nothing to learn)."""
-    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
+def train(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str | None:
+    """Fine-tune (rft) or run a GRPO-family pass (grpo) from ``policy`` (default: the incumbent) on this step's
+    groups; returns the new checkpoint id (None if nothing to learn)."""
+    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
     out = ctx.stage_dir("train")
     if (marker := read_marker(out)) is not None:
         return marker["checkpoint_id"]
@@ -165,21 +168,22 @@ def train(config_path: str, round_index: int) -> str | None:
     with connect(ctx.db, read_only=True) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         incumbent = round_incumbent(con, ctx.round_id)
-    init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else incumbent
+    init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else (policy or incumbent)
     algo_cfg = cfg.sft if cfg.algorithm == "rft" else cfg.grpo
     run_id = short_hash(cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json())
     tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
     shutil.rmtree(tmp, ignore_errors=True)
     started = now()
-    progress = bar(f"{ctx.round_id}-train", f"round {round_index}: {cfg.algorithm}")
+    progress = bar(f"{ctx.round_id}-train-{step}", f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""))
+    ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
     with timer.compute():
         if not examples:
             saved, metrics, consumed = None, {}, []
-        elif cfg.algorithm == "rft":
-            saved, metrics, consumed = _train_rft(ctx, init_id, examples, tmp, progress)
-        else:
-            ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
-            saved, metrics, consumed = _train_grpo(ctx, init_id, ref_id, examples, tmp, progress)
+        else:  # train_compute runs in a child process over compute.devices, killed after compute.train_timeout_s
+            res = pool.train(config_path, round_index, init_id, ref_id if cfg.algorithm == "grpo" else None, tmp,
+                             out / f"worker-result-{run_id}.json", compute=cfg.compute, log=log,
+                             progress=lambda _bar, done, total: progress(done, total), step=step)
+            saved, metrics, consumed = res["saved"], res["metrics"], res["consumed"]
         ckpt_id = write_manifest(tmp) if saved else None
     if ckpt_id is None:
         log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
@@ -196,11 +200,22 @@ def train(config_path: str, round_index: int) -> str | None:
         insert_rows(con, "training_runs", [dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm,
                                                 input_checkpoint_id=init_id, output_checkpoint_id=ckpt_id, num_examples=len(consumed),
                                                 config_json=algo_cfg.model_dump_json(), metrics_json=json.dumps(metrics),
-                                                started_at=started, finished_at=now())])
+                                                started_at=started, finished_at=now(), step=step)])
         insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=t) for t in consumed])
     write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
     log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id
+
+
+def train_compute(ctx: Ctx, init_id: str, ref_id: str | None, examples: list[dict], out: Path,
+                  progress) -> tuple[Path | None, dict, list[str]]:
+    """The round's training pass into ``out``: (saved checkpoint dir or None, metrics, consumed trajectory ids).
+
+    Runs inside the training worker process (``python -m flows.worker train``, started by ``train`` via ``flows.pool``).
+    """
+    if ctx.cfg.algorithm == "rft":
+        return _train_rft(ctx, init_id, examples, out, progress)
+    return _train_grpo(ctx, init_id, ref_id, examples, out, progress)
 
 
 def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
@@ -222,9 +237,19 @@ def _train_grpo(ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path
                             dynamic_sampling=g.dynamic_sampling, mask_truncated=g.mask_truncated, lr=g.lr, ppo_epochs=g.ppo_epochs,
                             mini_batch_size=g.mini_batch_size, micro_batch_size=g.micro_batch_size, max_grad_norm=g.max_grad_norm,
                             temperature=gen.temperature, max_completion_length=gen.max_new_tokens, max_seq_len=ctx.cfg.sft.max_seq_len,
-                            seed=gen.seed + ctx.round_index)
+                            seed=gen.seed + 1009 * ctx.round_index + ctx.step, shared_prompt=g.shared_prompt,
+                            gradient_checkpointing=g.gradient_checkpointing, lora_r=g.lora_r, lora_alpha=g.lora_alpha)
+    # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
+    # step that trained left behind (copied, so a re-run of this step starts from the same state).
+    opt_state = ctx.stage_dir("train") / "optimizer.pt"
+    opt_state.parent.mkdir(parents=True, exist_ok=True)
+    prev = [p for p in (ctx.at_step(s).stage_dir("train") / "optimizer.pt" for s in range(ctx.step - 1, -1, -1)) if p.is_file()]
+    if prev:
+        shutil.copyfile(prev[0], opt_state)
+    else:
+        opt_state.unlink(missing_ok=True)
     res = train_grpo(checkpoint_path(ctx, init_id), samples, out, settings, ref_dir=checkpoint_path(ctx, ref_id),
-                     dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _m: progress(s, n))
+                     dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _m: progress(s, n), optimizer_state=opt_state)
     metrics = {**res.metrics, "steps": res.step_metrics}
     return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
 
@@ -251,13 +276,12 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens)
         sampled = SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed) \
             if e.num_samples else None
-        with timer.compute():
-            backend = _backend(ctx, ckpt_dir)
-            try:
-                comps = _generate(ctx, backend, prompts, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
-                scomps = _generate(ctx, backend, prompts, sampled, f"round {round_index}: eval samples") if sampled else []
-            finally:
-                backend.close()
+        calls = {"greedy": (greedy, f"round {round_index}: eval {checkpoint_id[:8]}")}
+        if sampled:
+            calls["samples"] = (sampled, f"round {round_index}: eval samples")
+        with timer.compute():  # one worker process per device runs both calls on one loaded engine
+            got = _generate(ctx, ckpt_dir, prompts, calls, out, f"evaluate {checkpoint_id}")
+        comps, scomps = got["greedy"], got.get("samples", [])
         trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
         samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
         with timer.compute():

@@ -72,6 +72,67 @@ class GenerationConfig(_Frozen):
         32, ge=1, description="Sequences per forward batch. On 2 CPU cores 32-48 is fastest; 192 was 3x slower per token."
     )
     seed: int = Field(0, description="Base sampling seed; each round and batch derives its own.")
+    # vLLM engine settings (backend = "vllm" only; dtype is model.dtype). Resource knobs: not campaign settings.
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="vLLM: GPUs one engine shards the model over; compute.devices is split into engines of this many.")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0.0, le=1.0, description="vLLM: share of each GPU's memory the engine may take for weights and KV cache.")
+    max_model_len: int | None = Field(
+        None, ge=16, description="vLLM: longest prompt + completion in tokens (bounds KV cache per sequence); None = the model's limit.")
+
+
+# Generation settings that size the engine rather than decide what is sampled (excluded from campaign_settings()).
+ENGINE_ONLY_GENERATION_FIELDS = frozenset({"tensor_parallel_size", "gpu_memory_utilization", "max_model_len"})
+
+
+class ComputeConfig(_Frozen):
+    """Where generation and training run: a pool of devices, each stage's work in child processes with a time limit."""
+
+    devices: tuple[str, ...] = Field(
+        ("cpu",),
+        description="Device pool: 'cpu', or a list such as ['cuda:0', 'cuda:1'] (one generation worker per device, or per "
+        "generation.tensor_parallel_size devices; training under `accelerate launch` over all of them), or ['cpu', 'cpu'] "
+        "for two CPU generation workers. A single string is a one-device pool.",
+    )
+    generate_timeout_s: float = Field(
+        3600.0, gt=0.0, description="Wall-clock limit of each generation worker (model load included), seconds; then it is killed.")
+    train_timeout_s: float = Field(
+        7200.0, gt=0.0, description="Wall-clock limit of the training process (model load and save included), seconds.")
+    device_slots: bool = Field(
+        True, description="Bound each device to one stage at a time across flows with Prefect global concurrency limits "
+        "named 'ratchet-device-<device>' (only against a Prefect server, PREFECT_API_URL set; see README).")
+    slot_wait_timeout_s: float | None = Field(
+        None, gt=0.0, description="Longest wait for a busy device's slot, seconds (None: wait until it is free).")
+    cpu_threads_per_worker: int | None = Field(
+        None, ge=1, description="torch threads per CPU worker; None = the CPUs this process may use divided among the CPU "
+        "workers (each is pinned to its own share when there are several). OMP_NUM_THREADS in the environment wins.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_device_string(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("devices"), str):
+            data = {**data, "devices": (data["devices"],)}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "ComputeConfig":
+        import re
+
+        if not self.devices:
+            raise ValueError("compute.devices is empty; set compute.devices = \"cpu\" or a list like [\"cuda:0\", \"cuda:1\"]")
+        bad = [d for d in self.devices if d != "cpu" and not re.fullmatch(r"cuda:\d+", d)]
+        if bad:
+            raise ValueError(f"compute.devices has {bad[0]!r}: each device must be 'cpu' or 'cuda:<index>' (e.g. 'cuda:0')")
+        if len({d == "cpu" for d in self.devices}) > 1:
+            raise ValueError(f"compute.devices {list(self.devices)} mixes cpu and cuda devices; list only GPUs or only 'cpu' entries")
+        gpus = [d for d in self.devices if d != "cpu"]
+        if len(set(gpus)) != len(gpus):
+            raise ValueError(f"compute.devices {list(self.devices)} lists a GPU twice; list each cuda:<index> once")
+        return self
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.devices[0] != "cpu"
 
 
 class VerifierConfig(_Frozen):
@@ -111,16 +172,35 @@ class GRPOConfig(_Frozen):
     epsilon_high: float = Field(0.2, ge=0.0, description="Upper clip range; DAPO clip-higher recommends 0.28.")
     beta: float = Field(0.0, ge=0.0, description="KL coefficient to the reference (GRPO paper 0.04; DAPO, Dr. GRPO 0).")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
-    reference: Literal["base", "incumbent"] = Field("base", description="Frozen reference model for the KL anchor.")
+    reference: Literal["base", "incumbent"] = Field(
+        "incumbent", description="Frozen reference for the KL anchor and guard: the round's incumbent (the anchor moves with "
+        "each promotion, like TRL's sync_ref_model; guards bound each round's drift) or the base model (bounds total drift).")
     dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal (DAPO dynamic sampling).")
     mask_truncated: bool = Field(True, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
-    lr: float = Field(1e-5, gt=0.0, description="AdamW learning rate.")
-    ppo_epochs: int = Field(2, ge=1, description="Passes over the round's groups; old log-probs are fixed per pass.")
+    lr: float = Field(
+        6e-6, gt=0.0, description="AdamW learning rate. SmolLM2-135M: 1e-5 moved KL(policy || incumbent) to 0.5 nats/token "
+        "in 4 optimizer steps; 6e-6 keeps a round near 0.2.")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each step's groups; old log-probs are fixed per pass.")
     mini_batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
     micro_batch_size: int = Field(8, ge=1, description="Sequences per forward/backward (gradient accumulation inside a step).")
     max_grad_norm: float = Field(1.0, gt=0.0)
-    max_kl: float = Field(0.5, gt=0.0, description="Gate halts when the pass's mean KL to the reference exceeds this.")
-    min_entropy: float = Field(0.01, ge=0.0, description="Gate halts when the mean token entropy falls below this (collapse).")
+    steps_per_round: int = Field(
+        2, ge=1, description="On-policy iterations per round: the round's prompts are split into this many chunks and each "
+        "runs generate -> verify -> update from the previous step's policy (stored with its step index).")
+    lora_r: int = Field(0, ge=0, description="LoRA rank (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every "
+                        "weight. Adapters are merged into each saved checkpoint.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in backward: less memory for large models, ~30% slower; turns off the "
+        "shared-prompt forward (it needs the KV cache).")
+    shared_prompt: bool = Field(
+        True, description="Compute each group's prompt once and its G completions on that KV cache (same values and "
+        "gradients as the plain forward, ~2x fewer tokens for the demo).")
+    max_kl: float = Field(
+        0.5, gt=0.0, description="Gate halts when KL(policy || reference) at the round's last optimizer step exceeds this "
+        "(nats/token; importance-weighted k-estimator, DeepSeek-V3.2).")
+    min_entropy: float = Field(
+        0.01, ge=0.0, description="Gate halts when the token entropy at the round's last optimizer step falls below this (collapse).")
 
     @model_validator(mode="after")
     def _check(self) -> "GRPOConfig":
@@ -160,6 +240,39 @@ class GateConfig(_Frozen):
     bootstrap_samples: int = Field(2000, ge=100)
 
 
+class ScheduleConfig(_Frozen):
+    """When `ratchet up` starts the campaign (each run continues it up to max_rounds); not part of its identity."""
+
+    cron: str = Field("0 2 * * *", description="Cron expression (minute hour day month weekday), e.g. '0 2 * * *' = nightly at 02:00.")
+    interval_s: float | None = Field(
+        None, gt=0.0, description="Run every this many seconds instead of the cron (for trials); `ratchet up --interval-s N` sets it for every campaign.")
+    timezone: str | None = Field(None, description="IANA zone of the cron, e.g. 'Europe/Berlin'; unset = this machine's local zone.")
+    active: bool = Field(True, description="false: the deployment is served but its schedule starts paused (`ratchet schedule resume` starts it).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScheduleConfig":
+        if len(self.cron.split()) != 5:
+            raise ValueError(f"schedule.cron {self.cron!r} must have 5 fields (minute hour day month weekday); e.g. '0 2 * * *'")
+        if self.timezone is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"schedule.timezone {self.timezone!r} is not an IANA time zone; use e.g. 'UTC' or 'Europe/Berlin'") from None
+        return self
+
+
+class PrefectConfig(_Frozen):
+    """The Prefect server `ratchet up` starts (ignored when PREFECT_API_URL points at a running one)."""
+
+    host: str = Field("127.0.0.1", description="Address the server and its UI listen on.")
+    port: int = Field(4200, ge=1, le=65535, description="Port of the API and UI (http://host:port); `ratchet up --port` overrides it.")
+    database_url: str | None = Field(
+        None, description="Server database; unset = SQLite under $RATCHET_HOME/prefect (or env PREFECT_API_DATABASE_CONNECTION_URL). "
+        "PostgreSQL: 'postgresql+asyncpg://user:pass@host:5432/prefect'.")
+
+
 class RatchetConfig(_Frozen):
     campaign: str = Field("demo", description="Campaign name; rounds of one campaign share a held-out set and an incumbent.")
     max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
@@ -175,41 +288,109 @@ class RatchetConfig(_Frozen):
     grpo: GRPOConfig = GRPOConfig()
     eval: EvalConfig = EvalConfig()
     gate: GateConfig = GateConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    compute: ComputeConfig = ComputeConfig()
 
     @model_validator(mode="after")
     def _check(self) -> "RatchetConfig":
         if self.algorithm == "grpo" and self.generation.group_size < 2:
             raise ValueError(f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "
                              "set generation.group_size >= 2")
+        if self.algorithm == "grpo" and self.tasks.train_prompts_per_round < self.grpo.steps_per_round:
+            raise ValueError(f"tasks.train_prompts_per_round ({self.tasks.train_prompts_per_round}) must be >= "
+                             f"grpo.steps_per_round ({self.grpo.steps_per_round}): each step needs its own prompts; "
+                             "raise train_prompts_per_round or lower steps_per_round")
+        tp, devices = self.generation.tensor_parallel_size, self.compute.devices
+        if tp > 1 and (not self.compute.on_gpu or len(devices) % tp):
+            raise ValueError(f"generation.tensor_parallel_size ({tp}) must divide the number of GPUs in compute.devices "
+                             f"({list(devices)}); list a multiple of {tp} cuda devices or lower tensor_parallel_size")
         return self
 
     def resolved_run_dir(self) -> Path:
         return Path(self.run_dir) if self.run_dir else Path(self.db).with_suffix(".runs")
 
     def campaign_settings(self) -> dict:
-        """The settings that define a campaign (a rerun with different ones must use a new name)."""
-        return self.model_dump(mode="json", exclude={"db", "run_dir", "max_rounds"})
+        """The settings that define a campaign (a rerun with different ones must use a new name).
+
+        The trainer section the algorithm does not use (``grpo`` for rft, ``sft`` for grpo) is left
+        out, so a change there (or to its defaults) never turns an existing campaign into a conflict.
+        """
+        unused = "grpo" if self.algorithm == "rft" else "sft"
+        return self.model_dump(mode="json", exclude={"db": True, "run_dir": True, "max_rounds": True, "schedule": True, unused: True,
+                                                      "compute": True, "generation": set(ENGINE_ONLY_GENERATION_FIELDS)})
 
 
 class ConfigError(ValueError):
     """A config file or value is invalid; the message says what and how to fix it."""
 
 
+def _read_toml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist; create one with `ratchet init --path {p}` or drop --config")
+    try:
+        return tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p} is not valid TOML ({e}); fix the syntax at that line") from e
+
+
+def _merged(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``, tables merged key by key (a campaign inherits the top-level defaults)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _campaign_tables(data: dict, where: str) -> list[dict]:
+    """One dict per campaign: the top-level keys, each ``[[campaigns]]`` entry merged over them."""
+    defaults = {k: v for k, v in data.items() if k not in ("campaigns", "prefect")}
+    entries = data.get("campaigns")
+    if entries is None:
+        return [defaults]
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{where}: 'campaigns' must be a non-empty array of tables ([[campaigns]] sections)")
+    tables = [_merged(defaults, e) for e in entries]
+    names = [t.get("campaign", RatchetConfig.model_fields["campaign"].default) for t in tables]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"{where}: campaign names must be unique, {dup} appear more than once; give each [[campaigns]] its own campaign = '...'")
+    return tables
+
+
+def _validate(model: type[BaseModel], data: dict, prefix: str = ""):
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in (prefix, *first["loc"]) if x != "")
+        msg = first["msg"].removeprefix("Value error, ")
+        where = f"config value {loc}: {msg} (got {first.get('input')!r})" if loc else f"config: {msg}"
+        raise ConfigError(f"{where}; see README 'Config reference'") from e
+
+
 def load_config(path: str | Path | None = None, **overrides: object) -> RatchetConfig:
     """Load ``ratchet.toml`` (or defaults) and apply dotted overrides like ``{"sft.lr": 1e-5}``.
 
+    A file with several ``[[campaigns]]`` needs the ``campaign`` override to pick one (unless it
+    holds exactly one); its ``[prefect]`` section is for ``ratchet up`` and ignored here.
+
     Raises:
-        ConfigError: the file is missing, is not valid TOML, or a value breaks a rule.
+        ConfigError: the file is missing, is not valid TOML, names no / an unknown campaign, or a
+            value breaks a rule.
     """
     data: dict = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist; create one (see README 'Config reference') or drop --config")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{p} is not valid TOML ({e}); fix the syntax at that line") from e
+        tables = _campaign_tables(_read_toml(path), str(path))
+        if len(tables) == 1:
+            data = tables[0]
+        else:
+            names = [t.get("campaign", "demo") for t in tables]
+            want = overrides.get("campaign")
+            if want not in names:
+                raise ConfigError(f"{path} declares campaigns {names}; pick one with --campaign NAME"
+                                  + (f" ({want!r} is not among them)" if want else ""))
+            data = tables[names.index(want)]
     for key, value in overrides.items():
         if value is None:
             continue
@@ -218,11 +399,30 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    try:
-        return RatchetConfig.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        msg = first["msg"].removeprefix("Value error, ")
-        where = f"config value {loc}: {msg} (got {first.get('input')!r})" if loc else f"config: {msg}"
-        raise ConfigError(f"{where}; see README 'Config reference'") from e
+    return _validate(RatchetConfig, data)
+
+
+class DaemonConfig(_Frozen):
+    """What `ratchet up` serves: the Prefect server settings and every campaign of the file."""
+
+    prefect: PrefectConfig = PrefectConfig()
+    campaigns: tuple[RatchetConfig, ...]
+
+
+def load_daemon_config(path: str | Path | None = None, *, interval_s: float | None = None) -> DaemonConfig:
+    """Every campaign of ``ratchet.toml`` (the top level alone, or each ``[[campaigns]]`` over it) and ``[prefect]``.
+
+    ``interval_s`` (seconds), when given, replaces every campaign's schedule with that interval.
+
+    Raises:
+        ConfigError: as ``load_config``, or ``interval_s`` <= 0.
+    """
+    data = _read_toml(path) if path is not None else {}
+    if interval_s is not None and interval_s <= 0:
+        raise ConfigError(f"--interval-s {interval_s} must be > 0 seconds; e.g. --interval-s 60")
+    campaigns = []
+    for i, table in enumerate(_campaign_tables(data, str(path))):
+        if interval_s is not None:
+            table = _merged(table, {"schedule": {"interval_s": interval_s}})
+        campaigns.append(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else ""))
+    return DaemonConfig(prefect=_validate(PrefectConfig, data.get("prefect", {}), "prefect"), campaigns=tuple(campaigns))

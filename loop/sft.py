@@ -143,8 +143,11 @@ def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str
     out_dir = Path(out_dir)
     unwrapped = accelerator.unwrap_model(model)
     unwrapped.config.use_cache = True
-    unwrapped.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
+        unwrapped.save_pretrained(out_dir)
+        tok.save_pretrained(out_dir)
+    accelerator.wait_for_everyone()
     dt = time.perf_counter() - t0
     metrics = {"train/loss_first": losses[0], "train/loss_last": losses[-1], "train/loss_mean": sum(losses) / len(losses),
                "train/examples": len(data), "perf/train_tokens_per_s": tokens / dt}

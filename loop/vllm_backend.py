@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from loop.generation import Completion, ProgressFn, SamplingParams
+from loop.generation import Completion, ProgressFn, SamplingParams, check_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -95,41 +95,52 @@ class VLLMBackend:
         """The chat as prompt text, exactly as ``TransformersBackend.render`` writes it."""
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def sampling_params(self, params: SamplingParams, n_prompts: int) -> list[Any]:
-        """One ``vllm.SamplingParams`` per prompt (they differ only in the per-request seed, GPU only)."""
+    def sampling_params(self, params: SamplingParams, prompt_indices: range) -> Any:
+        """``vllm.SamplingParams`` for the prompts ``prompt_indices``: one shared object, or on GPU with sampling
+        one per prompt whose request seed ``params.seed * 100_003 + prompt_index`` uses the global prompt index
+        (so a shard of the prompts samples what the whole call would)."""
         kw = dict(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
                   stop_token_ids=sorted(self.eos_ids), detokenize=False)  # we decode with the HF tokenizer
         if self.on_cpu or params.temperature == 0:
-            return [self._vllm.SamplingParams(**kw)] * n_prompts
-        return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in range(n_prompts)]
+            return self._vllm.SamplingParams(**kw)
+        return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in prompt_indices]
 
     def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None) -> list[Completion]:
-        """Generate ``params.n`` completions for each chat in ``messages`` in one continuous batch.
+                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]:
+        """Generate ``params.n`` completions for each chat in ``messages`` (or one shard's) in one continuous batch.
+
+        ``jobs`` selects a contiguous range of the flattened (prompt_index, sample_index) jobs whose bounds
+        are multiples of ``params.n`` (whole prompts; see ``loop.generation.shard_jobs``); indices in the
+        output stay global. On CPU, where only the engine is seeded, a shard's samples differ from the
+        whole call's (greedy outputs do not).
 
         ``token_ids`` end with the EOS token when the completion stopped on it (vLLM returns it; it is
         appended if a version does not) and ``finish_reason`` is ``stop`` exactly when they do, the same
         rule ``TransformersBackend`` uses.
 
         Returns:
-            ``len(messages) * params.n`` completions ordered by (prompt_index, sample_index).
+            the selected completions (all: ``len(messages) * params.n``) ordered by (prompt_index, sample_index).
 
         Raises:
             RuntimeError: vLLM finished a request for another reason (aborted, error).
+            ValueError: ``jobs`` does not cover whole prompts inside the job list.
         """
-        if not messages:
+        sel = check_jobs(jobs, len(messages) * params.n, params.n)
+        if not sel:
             return []
-        ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
+        chosen = range(sel.start // params.n, -(-sel.stop // params.n))
+        ids = self.tokenizer([self.render(messages[i]) for i in chosen])["input_ids"]
         prompts = [{"prompt_token_ids": row} for row in ids]
-        bar = _progress_bar(progress, len(messages) * params.n) if progress else False
-        outs = self.llm.generate(prompts, self.sampling_params(params, len(prompts)), use_tqdm=bar)
+        bar = _progress_bar(progress, len(sel)) if progress else False
+        outs = self.llm.generate(prompts, self.sampling_params(params, chosen), use_tqdm=bar)
         out: list[Completion] = []
-        for pi, req in enumerate(outs):
+        for k, req in enumerate(outs):
+            pi = chosen[k]
             for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
                 tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
                 stopped = bool(tok_ids) and tok_ids[-1] in self.eos_ids
                 out.append(Completion(pi, si, self.tokenizer.decode(tok_ids, skip_special_tokens=True), tuple(tok_ids),
-                                      len(ids[pi]), "stop" if stopped else "length"))
+                                      len(ids[k]), "stop" if stopped else "length"))
         return out
 
     def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:

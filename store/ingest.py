@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from store.schema import TABLES
 
 _COLUMNS = {t.__tablename__: [c.name for c in t.__table__.columns] for t in TABLES}
+_NULLABLE = {t.__tablename__: {c.name: bool(c.nullable) for c in t.__table__.columns} for t in TABLES}
 
 
 def columns(table: str) -> list[str]:
@@ -31,7 +32,7 @@ def columns(table: str) -> list[str]:
 def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str | None = None) -> Path:
     """Atomically write rows (dicts or an Arrow table) to ``path``; returns the path.
 
-    When ``table`` is given, the rows must carry exactly that table's columns.
+    When ``table`` is given, the rows must carry that table's columns (nullable ones may be left out).
 
     Raises:
         ValueError: a column is missing or unexpected for ``table``.
@@ -40,7 +41,9 @@ def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str 
     path.parent.mkdir(parents=True, exist_ok=True)
     tbl = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows))
     if table is not None and tbl.num_rows:
+        # Nullable columns may be left out (they load as NULL, see ``ingest_parquet``); all others are required.
         want, have = set(columns(table)), set(tbl.column_names)
+        want -= {c for c in want - have if _NULLABLE[table][c]}
         if want != have:
             raise ValueError(f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
                              f"(missing {sorted(want - have)}, extra {sorted(have - want)})")

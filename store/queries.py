@@ -43,8 +43,8 @@ def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
     return _rows(cur)
 
 
-def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str) -> list[dict]:
-    """All train-split rollouts of a round with their rewards, grouped by prompt (for GRPO).
+def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, step: int = 0) -> list[dict]:
+    """The train-split rollouts of one on-policy step of a round with their rewards, grouped by prompt (for GRPO).
 
     Rows ``{trajectory_id, prompt_id, question, completion, finish_reason, reward}`` ordered by
     (prompt_id, sample_index). Held-out prompts are excluded like in ``training_set``.
@@ -53,7 +53,8 @@ def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_versi
         """SELECT t.trajectory_id, t.prompt_id, p.question, t.completion, t.finish_reason, v.reward
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
-           ORDER BY t.prompt_id, t.sample_index""", [round_id, verifier_version])
+             AND coalesce(t.step, 0) = ?
+           ORDER BY t.prompt_id, t.sample_index""", [round_id, verifier_version, step])
     return _rows(cur)
 
 
@@ -174,8 +175,9 @@ def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str | 
 
 
 def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
-    """The round's training-run metrics (``metrics_json`` decoded), or None when it trained nothing."""
-    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ?", [round_id]).fetchone()
+    """The round's training-run metrics (``metrics_json`` decoded; its last on-policy step's), or None when it trained nothing."""
+    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ? ORDER BY coalesce(step, 0) DESC LIMIT 1",
+                      [round_id]).fetchone()
     return None if row is None else json.loads(row[0])
 
 
@@ -208,3 +210,158 @@ def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
                                   FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
                                   ORDER BY c.name, r.round_index"""))
     return names, rounds
+
+
+# --- round report: the metrics behind the UI's round artifacts and `ratchet report` ---------------
+
+# The verdict each trajectory is reported with: of `verifier_version` when given, else its newest one.
+_VERDICT_CTE = """
+v AS (SELECT * FROM verdicts WHERE CAST($verifier_version AS VARCHAR) IS NULL OR verifier_version = $verifier_version
+      QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1)"""
+
+ROLLOUT_METRICS_SQL = f"""
+WITH {_VERDICT_CTE},
+r AS (SELECT p.task, t.prompt_id, t.completion_tokens, t.finish_reason, v.correct, v.reward, v.format_ok, v.reason
+      FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
+      WHERE t.round_id = $round_id AND t.purpose = 'rollout'),
+per_prompt AS (SELECT task, prompt_id, count(*) AS n, count(*) FILTER (WHERE correct) AS c FROM r GROUP BY ALL),
+by_prompt AS (SELECT coalesce(task, 'all') AS task, count(*) AS prompts, min(n) AS k, avg((c > 0)::INT) AS pass_at_k
+              FROM per_prompt GROUP BY GROUPING SETS ((task), ())),
+by_traj AS (SELECT coalesce(task, 'all') AS task, count(*) AS rollouts, avg(correct::INT) AS pass_at_1,
+                   avg(reward) AS reward_mean, avg((NOT format_ok)::INT) AS format_error_rate,
+                   avg((finish_reason = 'length')::INT) AS truncated_rate,
+                   quantile_cont(completion_tokens, 0.9) AS completion_tokens_p90, histogram(reason) AS reasons
+            FROM r GROUP BY GROUPING SETS ((task), ()))
+SELECT task, prompts, rollouts, k, pass_at_1, pass_at_k, reward_mean, format_error_rate, truncated_rate,
+       completion_tokens_p90, reasons
+FROM by_traj JOIN by_prompt USING (task) WHERE rollouts > 0 ORDER BY task = 'all', task
+"""
+
+
+def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Per task of a round's rollouts, then one ``task = 'all'`` row (none when the round has no scored rollouts).
+
+    Each row: ``prompts``, ``rollouts``, ``k`` (the smallest group size), ``pass_at_1`` (mean correct,
+    the unbiased pass@1), ``pass_at_k`` (share of prompts with at least one correct rollout),
+    ``reward_mean``, ``format_error_rate`` (share with ``format_ok`` false; NULL if unchecked),
+    ``truncated_rate`` (share cut at ``max_new_tokens``), ``completion_tokens_p90`` (tokens, linear
+    interpolation as ``torch.quantile``) and ``reasons`` (``{verdict reason: count}``). Verdicts are
+    those of ``verifier_version``, or each trajectory's newest verdict when it is None.
+    """
+    return _rows(con.execute(ROLLOUT_METRICS_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
+
+
+# The round's incumbent and candidate (from its gate decision, else the output of its last on-policy
+# step's training run: steps run in order, so the last to finish; `step` itself is absent from stores
+# made before multi-step rounds, which `ratchet report` reads without migrating), and the eval sets
+# its campaign evaluated on.
+_ROUND_CKPTS_CTE = """
+last_run AS (SELECT output_checkpoint_id FROM training_runs WHERE round_id = $round_id ORDER BY finished_at DESC LIMIT 1),
+rc AS (SELECT r.round_id, r.campaign_id, coalesce(r.finished_at, now()) AS as_of, x.role, x.checkpoint_id
+       FROM rounds r LEFT JOIN gate_decisions g USING (round_id),
+            LATERAL (VALUES ('incumbent', r.incumbent_checkpoint_id),
+                            ('candidate', coalesce(g.candidate_checkpoint_id, (SELECT output_checkpoint_id FROM last_run))))
+              x(role, checkpoint_id)
+       WHERE r.round_id = $round_id AND x.checkpoint_id IS NOT NULL),
+sets AS (SELECT DISTINCT t.eval_set_id FROM trajectories t JOIN rounds r USING (round_id)
+         WHERE r.campaign_id = (SELECT any_value(campaign_id) FROM rc) AND t.eval_set_id IS NOT NULL)"""
+
+
+def round_evaluations(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
+    """Held-out metrics of a round's incumbent and candidate: rows ``{role, checkpoint_id, metric, value, num_prompts}``.
+
+    An evaluation stored by an earlier round is reused (the gate does the same). If the campaign
+    evaluated on several eval sets (a verifier upgrade changes the set's id), each metric is the one
+    stored last before the round finished.
+    """
+    return _rows(con.execute(f"""
+        WITH {_ROUND_CKPTS_CTE}
+        SELECT rc.role, rc.checkpoint_id, e.metric, e.value, e.num_prompts
+        FROM rc JOIN evaluations e ON e.checkpoint_id = rc.checkpoint_id AND e.eval_set_id IN (SELECT eval_set_id FROM sets)
+        QUALIFY row_number() OVER (PARTITION BY rc.role, e.metric ORDER BY e.created_at <= rc.as_of DESC, e.created_at DESC) = 1
+        ORDER BY rc.role = 'candidate', e.metric""", {"round_id": round_id}))
+
+
+def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Held-out completions (greedy and sampled) of a round's incumbent and candidate, one row per role.
+
+    Each row: ``role``, ``checkpoint_id``, ``completions``, ``completion_tokens_p90`` (tokens),
+    ``format_error_rate``, ``truncated_rate``, ``reasons`` (``{verdict reason: count}``), over the
+    campaign's eval sets; verdicts chosen as in ``rollout_metrics``.
+    """
+    return _rows(con.execute(f"""
+        WITH {_VERDICT_CTE}, {_ROUND_CKPTS_CTE}
+        SELECT rc.role, rc.checkpoint_id, count(*) AS completions,
+               quantile_cont(t.completion_tokens, 0.9) AS completion_tokens_p90,
+               avg((NOT v.format_ok)::INT) AS format_error_rate, avg((t.finish_reason = 'length')::INT) AS truncated_rate,
+               histogram(v.reason) AS reasons
+        FROM rc JOIN trajectories t ON t.checkpoint_id = rc.checkpoint_id AND t.eval_set_id IN (SELECT eval_set_id FROM sets)
+        JOIN v USING (trajectory_id)
+        GROUP BY rc.role, rc.checkpoint_id ORDER BY rc.role = 'candidate'""",
+                             {"round_id": round_id, "verifier_version": verifier_version}))
+
+
+def round_training(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
+    """The round's training: ``{algorithm, steps, num_examples, kl_mean, entropy_mean, metrics}``, or None.
+
+    A round of several on-policy steps (``grpo.steps_per_round``) has a training run per step:
+    ``steps`` counts them, ``num_examples`` sums them, and the metrics are the last step's (those the
+    gate's guards read). ``kl_mean`` (mean KL to the reference over optimizer steps) and
+    ``entropy_mean`` (nats per token) are read from them when the algorithm is grpo, else NULL;
+    ``metrics`` holds every scalar training metric (``{name: value}``; per-step lists left out).
+    """
+    rows = _rows(con.execute("""
+        SELECT algorithm, count(*) OVER () AS steps, sum(num_examples) OVER () AS num_examples,
+               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/kl/mean"') AS DOUBLE) END AS kl_mean,
+               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/entropy/mean"') AS DOUBLE) END
+                 AS entropy_mean,
+               (SELECT map_from_entries(list(struct_pack(k := key, v := TRY_CAST(value AS DOUBLE))))
+                  FROM json_each(metrics_json) WHERE json_type(value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')) AS metrics
+        FROM training_runs WHERE round_id = ? ORDER BY finished_at DESC LIMIT 1""", [round_id]))
+    return rows[0] if rows else None
+
+
+def pass1_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Held-out pass@1 across a campaign's rounds, for the plot: one row per round in index order.
+
+    Each row: ``round_index``, ``status``, ``decision`` (NULL before the gate), ``incumbent_pass1``,
+    ``candidate_pass1`` and ``kept_pass1`` (the pass@1 of the checkpoint the round ends with: the
+    candidate's when promoted, else the incumbent's).
+    """
+    return _rows(con.execute("""
+        SELECT r.round_index, r.status, g.decision, g.incumbent_pass1, g.candidate_pass1,
+               CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1
+        FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+        WHERE c.name = ? ORDER BY r.round_index""", [campaign]))
+
+
+def report_campaigns(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict]:
+    """Campaigns (oldest first, or only ``campaign``): ``{name, campaign_id, algorithm, base_checkpoint_id, created_at, rounds}``."""
+    return _rows(con.execute("""
+        SELECT c.name, c.campaign_id, json_extract_string(c.config_json, '$.algorithm') AS algorithm, c.base_checkpoint_id,
+               c.created_at, (SELECT count(*) FROM rounds r WHERE r.campaign_id = c.campaign_id) AS rounds
+        FROM campaigns c WHERE CAST(? AS VARCHAR) IS NULL OR c.name = ? ORDER BY c.created_at, c.name""", [campaign, campaign]))
+
+
+# --- crash detection: which process runs a round ---------------------------------------------------
+
+def claim_round(con: duckdb.DuckDBPyConnection, round_id: str, owner: str, flow_run_id: str | None) -> None:
+    """Record the ``'<host>:<pid>'`` process (and Prefect flow run) now running a round."""
+    con.execute("UPDATE rounds SET owner = ?, flow_run_id = ? WHERE round_id = ?", [owner, flow_run_id, round_id])
+
+
+def running_rounds(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """Rounds in state ``running``: ``{round_id, campaign, round_index, owner, flow_run_id}``."""
+    return _rows(con.execute("""SELECT r.round_id, c.name AS campaign, r.round_index, r.owner, r.flow_run_id
+                                FROM rounds r JOIN campaigns c USING (campaign_id)
+                                WHERE r.status = 'running' ORDER BY r.round_id"""))
+
+
+def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], finished_at) -> int:
+    """Move these rounds from ``running`` to ``crashed``; returns how many changed."""
+    if not round_ids:
+        return 0
+    changed = con.execute("""UPDATE rounds SET status = 'crashed', finished_at = coalesce(finished_at, ?)
+                             WHERE status = 'running' AND list_contains(?, round_id) RETURNING round_id""",
+                          [finished_at, round_ids]).fetchall()
+    return len(changed)

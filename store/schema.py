@@ -32,10 +32,12 @@ class Round(SQLModel, table=True):
     campaign_id: str
     round_index: int = Field(description="1-based; round 0 is the base evaluation")
     incumbent_checkpoint_id: str = Field(description="Policy that generated this round's rollouts")
-    status: str = Field(description="running | completed | failed")
+    status: str = Field(description="running | completed | failed | crashed (its process died while running)")
     started_at: datetime
     finished_at: datetime | None = None
     stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")
+    owner: str | None = Field(None, description="'<host>:<pid>' of the process that last ran the round (to detect crashes)")
+    flow_run_id: str | None = Field(None, description="Prefect flow run of the round's last attempt")
 
 
 class Checkpoint(SQLModel, table=True):
@@ -77,6 +79,8 @@ class Trajectory(SQLModel, table=True):
     max_new_tokens: int
     seed: int
     created_at: datetime
+    step: int | None = Field(None, description="On-policy step of the round that sampled it (grpo.steps_per_round); 0 for rollouts of "
+                             "one-step rounds, NULL for evaluations")
 
 
 class VerdictRow(SQLModel, table=True):
@@ -105,6 +109,7 @@ class TrainingRun(SQLModel, table=True):
     metrics_json: str
     started_at: datetime
     finished_at: datetime
+    step: int | None = Field(None, description="On-policy step of the round (grpo.steps_per_round); 0 for one-step rounds")
 
 
 class TrainingExample(SQLModel, table=True):

@@ -120,7 +120,8 @@ def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
     cfg = load_ctx(tiny_config).cfg
     grpo_cfg = save_config(cfg.model_copy(update={
         "campaign": "tiny-grpo", "algorithm": "grpo", "max_rounds": 1,
-        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 12, "micro_batch_size": 6, "lr": 1e-4})}))
+        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 12, "micro_batch_size": 6, "lr": 1e-4,
+                                            "ppo_epochs": 2, "steps_per_round": 1})}))
     decisions = run_campaign(grpo_cfg)
     db = load_ctx(grpo_cfg).db
     assert decisions[0]["decision"] in ("promote", "reject", "halt")
@@ -130,4 +131,35 @@ def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
     assert {"train/kl/mean", "train/entropy/mean", "train/clip/region_frac", "train/grad_norm"} <= set(m["steps"][0]) | set(m)
     # GRPO consumes wrong completions too (negative advantages), but never held-out prompts.
     for what in ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples"):
+        assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
+
+
+def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
+    """steps_per_round = 3: each step samples its own prompts from the policy the previous step trained,
+    every row carries its step, and the round's candidate is the last step's policy."""
+    from flows.round import run_campaign
+
+    cfg = load_ctx(tiny_config).cfg
+    grpo_cfg = save_config(cfg.model_copy(update={
+        "campaign": "tiny-steps", "algorithm": "grpo", "max_rounds": 1,
+        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 8, "micro_batch_size": 4, "lr": 1e-3,
+                                            "ppo_epochs": 1, "steps_per_round": 3})}))
+    decisions = run_campaign(grpo_cfg)
+    ctx = load_ctx(grpo_cfg, 1)
+    db = ctx.db
+    per_step = query(db, """SELECT step, count(*), count(DISTINCT prompt_id), count(DISTINCT checkpoint_id) FROM trajectories
+                            WHERE purpose = 'rollout' GROUP BY step ORDER BY step""")[1]
+    assert per_step == [(0, 8, 4, 1), (1, 8, 4, 1), (2, 8, 4, 1)]  # 12 prompts / 3 steps, G = 2
+    assert query(db, "SELECT count(DISTINCT prompt_id) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 12
+    runs = query(db, "SELECT step, input_checkpoint_id, output_checkpoint_id FROM training_runs ORDER BY step")[1]
+    assert [r[0] for r in runs] == [0, 1, 2]
+    # Step k+1 samples from (and trains) the checkpoint step k produced: a chain from the incumbent.
+    sampled_by = dict(query(db, "SELECT step, any_value(checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY step")[1])
+    for (k, inp, out), (k2, inp2, _) in zip(runs, runs[1:]):
+        assert inp2 == out and sampled_by[k2] == out
+    assert query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0] == runs[-1][2]
+    assert decisions[0]["decision"] in ("promote", "reject", "halt")
+    assert not list(ctx.campaign_dir.rglob("optimizer.pt"))  # AdamW moments dropped once the round trained
+    for what in ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples",
+                 "training run whose output checkpoint is missing"):
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what

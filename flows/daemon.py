@@ -1,0 +1,350 @@
+"""``ratchet up``: one long-lived process that serves every campaign of a config on its schedule.
+
+Start: take the daemon locks (one per ``$PREFECT_HOME`` and one per DuckDB store, ``flock``), check
+each campaign like ``ratchet run`` does, mark rounds left ``running`` by a dead process as
+``crashed``, start (or connect to) the Prefect server, mark flow runs left Running as Crashed, then
+serve one deployment per campaign with a Prefect ``Runner`` (each flow run is a child process in
+its own process group).
+
+Stop (SIGINT or SIGTERM): the runner stops polling and cancels in-flight flow runs (killing their
+process groups); rounds and flow runs they left running are marked crashed; the server's process
+group is terminated; the locks are released. A second signal during shutdown is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loop.config import DaemonConfig, RatchetConfig
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_STATES = ("RUNNING", "PENDING", "CANCELLING")
+
+
+class DaemonError(RuntimeError):
+    """``ratchet up`` cannot start (another daemon holds the store); the message says what to do."""
+
+
+# --- locks ------------------------------------------------------------------------------------------
+
+@dataclass
+class Lock:
+    path: Path
+    fd: int
+
+    def write(self, info: dict) -> None:
+        """Replace the lock file's JSON (who holds it; read by the CLI)."""
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(info).encode(), 0)
+
+    def release(self) -> None:
+        os.ftruncate(self.fd, 0)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def acquire_lock(path: Path, info: dict, what: str) -> Lock:
+    """Hold an exclusive ``flock`` on ``path`` (created if absent) for this process's lifetime.
+
+    The kernel drops the lock when the process dies, so a killed daemon never leaves a stale lock.
+
+    Raises:
+        DaemonError: another process holds it; the message names its pid.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    for _ in range(10):  # a CLI probing the lock holds it shared for microseconds
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            time.sleep(0.1)
+    else:
+        os.close(fd)
+        try:
+            holder = json.loads(path.read_text() or "{}").get("pid", "?")
+        except (OSError, ValueError):
+            holder = "?"
+        raise DaemonError(f"another `ratchet up` (pid {holder}) is already serving {what} (lock {path}); stop it first "
+                          f"(kill -TERM {holder}), or give this one its own RATCHET_HOME and db")
+    lock = Lock(path, fd)
+    lock.write(info)
+    return lock
+
+
+def store_lock_path(db: str | Path) -> Path:
+    return Path(f"{Path(db).resolve()}.ratchet-up.lock")
+
+
+# --- crash marking ----------------------------------------------------------------------------------
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the ``'<host>:<pid>'`` that ran a round still lives (zombies count as dead).
+
+    A round owned by another host is assumed alive (its process cannot be checked from here).
+    """
+    import psutil
+
+    if not owner:
+        return False  # written by a Ratchet that did not record owners: no process of it is still running
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict]:
+    """Mark rounds left ``running`` by a dead process as ``crashed`` in each store; returns those rows.
+
+    ``wait_s``: give owners up to this many seconds to exit first (at shutdown, after killing them).
+    Raises StoreError as ``store.db.connect`` does.
+    """
+    from flows.context import now
+    from store.db import init_db, transaction
+    from store.queries import mark_rounds_crashed, running_rounds
+
+    marked = []
+    for db in dict.fromkeys(str(Path(d).resolve()) for d in dbs):
+        if not Path(db).exists():
+            continue
+        init_db(db)  # adds the owner / flow_run_id columns to an older store
+        with transaction(db) as con:
+            rows = running_rounds(con)
+        deadline = time.monotonic() + wait_s
+        while any(owner_alive(r["owner"]) for r in rows) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        dead = [r for r in rows if not owner_alive(r["owner"])]
+        with transaction(db) as con:
+            mark_rounds_crashed(con, [r["round_id"] for r in dead], now())
+        for r in dead:
+            logger.warning("round %d of campaign %s was left running by %s (gone): marked crashed",
+                           r["round_index"], r["campaign"], r["owner"] or "an unknown process")
+        marked += dead
+    return marked
+
+
+def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, everything: bool, message: str) -> list[str]:
+    """Set flow runs still Running/Pending/Cancelling to Crashed (forced); returns their ids.
+
+    Those crashed: the ones in ``flow_run_ids`` (recorded on crashed rounds), the ones of
+    ``deployment_ids`` (this daemon's deployments) and, with ``everything``, all of them (only safe
+    on a server this daemon started, so that no other process can be using it).
+    """
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+        type=FlowRunFilterStateType(any_=[StateType[s] for s in ACTIVE_STATES]))), limit=200)
+    out = []
+    for r in runs:
+        if everything or str(r.id) in flow_run_ids or r.deployment_id in deployment_ids:
+            client.set_flow_run_state(r.id, Crashed(message=message), force=True)
+            out.append(str(r.id))
+    return out
+
+
+def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float = 0.0) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.schedules import ratchet_deployments
+
+    rounds = mark_crashed_rounds(dbs, wait_s=wait_s)
+    with get_client(sync_client=True) as client:
+        ids = crash_flow_runs(client, flow_run_ids={r["flow_run_id"] for r in rounds if r["flow_run_id"]},
+                              deployment_ids={d.id for d in ratchet_deployments(client)}, everything=everything, message=message)
+    for i in ids:
+        logger.warning("flow run %s was left running: marked Crashed", i)
+
+
+# --- serving ------------------------------------------------------------------------------------------
+
+def check_schedule(cfg: RatchetConfig) -> None:
+    """Build the campaign's Prefect schedule once, so a bad cron fails before any server starts.
+
+    Raises:
+        ConfigError: Prefect rejects the cron expression.
+    """
+    from flows.schedules import prefect_schedule
+    from loop.config import ConfigError
+
+    try:
+        prefect_schedule(cfg.schedule)
+    except ValueError as e:
+        raise ConfigError(f"campaign {cfg.campaign!r}: schedule.cron {cfg.schedule.cron!r} is not valid ({e}); "
+                          "use 5 fields such as '0 2 * * *' (02:00 daily)") from None
+
+
+def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
+    """Each campaign with absolute store paths, checked like ``ratchet run`` and saved where its flow reads it.
+
+    Raises:
+        ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``flows.round.preflight``.
+    """
+    from flows.context import save_config
+    from flows.round import preflight
+
+    out = []
+    for cfg in dcfg.campaigns:
+        check_schedule(cfg)
+        cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
+        preflight(cfg)
+        out.append((cfg, save_config(cfg)))
+    return out
+
+
+def _drain_prefect_workers() -> None:
+    """Send the run logs and events still queued in this process before the server goes away."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=5)
+
+
+def _stop_descendants(known: list, spare_pgids: list[int], grace_s: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace_s`` seconds, every process in ``known`` or below this one; returns their pids.
+
+    ``known`` is a snapshot taken when the stop began, so grandchildren that lost their parent
+    (reparented to init) are still found. Processes in ``spare_pgids`` (the server) are left alone.
+    """
+    import psutil
+
+    def doomed(p) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) not in spare_pgids
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            return False
+
+    procs = {p.pid: p for p in [*known, *psutil.Process().children(recursive=True)]}
+    alive = [p for p in procs.values() if doomed(p)]
+    for p in alive:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, still = psutil.wait_procs(alive, timeout=grace_s)
+    for p in still:
+        logger.warning("process %d (%s) ignored SIGTERM for %.0f s: killing it", p.pid, " ".join(p.cmdline()[:3]), grace_s)
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(still, timeout=5)
+    return [p.pid for p in alive]
+
+
+async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list[str], tree: list) -> None:
+    """Register one deployment per campaign and run the Prefect runner until SIGINT/SIGTERM."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+    from prefect.runner import Runner
+
+    from flows.round import campaign as campaign_flow
+    from flows.schedules import TAG, describe, prefect_schedule
+
+    runner = Runner(name="ratchet-up", pause_on_shutdown=False)
+    registering = True
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum, frame=None) -> None:
+        if stop_signals:
+            logger.warning("already stopping; waiting for flow runs to be cancelled and the server to stop")
+            return
+        stop_signals.append(signal.Signals(signum).name)
+        import psutil
+
+        tree.extend(psutil.Process().children(recursive=True))  # before the runner kills flow runs, orphaning their children
+        logger.warning("%s received: stopping (cancelling in-flight runs, then the server)", stop_signals[0])
+        loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
+
+    async def stop() -> None:
+        for _ in range(600):
+            if runner.started:
+                await runner.astop()
+                return
+            if registering:  # _serve returns by itself once registration ends
+                return
+            await asyncio.sleep(0.1)  # between registration and the runner's start
+
+    runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
+    signal.signal(signal.SIGINT, on_signal)
+    for cfg, path in campaigns:
+        dep = await campaign_flow.ato_deployment(
+            name=cfg.campaign, schedule=prefect_schedule(cfg.schedule), paused=not cfg.schedule.active,
+            parameters={"config_path": str(path), "campaign_name": cfg.campaign}, tags=[TAG],
+            description=f"Ratchet campaign {cfg.campaign}: rounds up to max_rounds={cfg.max_rounds}, store {cfg.db}",
+            # one run of a campaign at a time: a tick that fires while the previous run is still going is cancelled
+            concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW))
+        await runner.aadd_deployment(dep)
+        logger.warning("serving campaign %s: %s", cfg.campaign, describe(dep.schedules[0]) if dep.schedules else "no schedule")
+    if stop_signals:  # a signal arrived while registering
+        return
+    registering = False
+    await runner.start()
+
+
+def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
+    """Serve every campaign of ``dcfg`` until SIGINT/SIGTERM; returns the name of the signal that stopped it.
+
+    ``on_ready(api_url)`` is called once the server is healthy and deployments are about to be served.
+
+    Raises:
+        DaemonError: another daemon holds this PREFECT_HOME or one of the stores.
+        ServerError: the Prefect server cannot start or be reached.
+        ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: a campaign is invalid.
+    """
+    from flows.schedules import state_path
+    from flows.server import prefect_server
+
+    stop_signals: list[str] = []
+    tree: list = []  # this process's descendants when the stop began
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serving: SIGTERM unwinds like Ctrl-C (server stopped)
+    p = dcfg.prefect
+    prior_url = os.environ.get("PREFECT_API_URL")
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "api_url": None, "started_at": time.time()}
+    locks = [acquire_lock(state_path(), info, f"PREFECT_HOME {state_path().parent}")]
+    try:
+        for db in dict.fromkeys(str(Path(c.db).resolve()) for c in dcfg.campaigns):
+            locks.append(acquire_lock(store_lock_path(db), info, f"store {db}"))
+        campaigns = prepare_campaigns(dcfg)
+        dbs = [c.db for c, _ in campaigns]
+        mark_crashed_rounds(dbs)
+        server_pid: list[int] = []
+        with prefect_server(p.port, host=p.host, home=state_path().parent, database_url=p.database_url, pid_out=server_pid) as url:
+            from prefect.settings import PREFECT_API_URL, temporary_settings
+
+            os.environ["PREFECT_API_URL"] = url  # flow-run child processes inherit it
+            locks[0].write({**info, "api_url": url})
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                _crash_orphans(dbs, everything=not prior_url, message="found Running when `ratchet up` started: its process is gone")
+                if on_ready:
+                    on_ready(url)
+                try:
+                    asyncio.run(_serve(campaigns, stop_signals, tree))
+                finally:
+                    for s in (signal.SIGINT, signal.SIGTERM):
+                        signal.signal(s, lambda *_: logger.warning("already stopping"))
+                    _stop_descendants(tree, spare_pgids=server_pid)
+                    _crash_orphans(dbs, everything=not prior_url, wait_s=15.0,
+                                   message=f"`ratchet up` stopped ({stop_signals[0] if stop_signals else 'exit'}) while it ran")
+                    _drain_prefect_workers()
+        _stop_descendants(tree, spare_pgids=[])  # the server's group is gone; anything else left of ours goes too
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+        if prior_url is None:
+            os.environ.pop("PREFECT_API_URL", None)
+    return stop_signals[0] if stop_signals else None

@@ -1,0 +1,249 @@
+"""What a person reads about rounds: the metrics table, the held-out pass@1 plot, and ``ratchet report``.
+
+The same rows feed the round's Prefect table artifact (``flows.round._publish``) and the HTML page
+``ratchet report`` writes; every number comes from a query in ``store.queries``. This module only
+arranges and draws them.
+
+Plots are PNG from matplotlib's Agg canvas (no display, no pyplot state). Prefect 3.9's UI renders
+a markdown artifact's ``![...](data:image/png;base64,...)`` inline: checked with headless Chromium
+on the artifact's page (the image loads at its full 800 px width; tests/e2e/test_ui_browser.py keeps
+checking it), so the gate artifact embeds the plot and also names the PNG file on disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import jinja2
+
+from store.db import connect
+from store.queries import (campaign_table, heldout_completion_metrics, pass1_history, report_campaigns, rollout_metrics,
+                           round_evaluations, round_training)
+
+PLOT_NAME = "heldout_pass1.png"
+DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728"}
+
+
+class ReportError(ValueError):
+    """The report cannot be made as asked (e.g. an unknown campaign); the message says what to pass instead."""
+
+
+def _num(x: float | int | None) -> float | int | None:
+    return round(x, 4) if isinstance(x, float) else x
+
+
+def _reasons(h: dict | None) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted((h or {}).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """The round's metrics as ``{metric, scope, value}`` rows (names ``split/name``; the table artifact and the report).
+
+    Held-out: every stored evaluation metric (pass@1, sampled pass@k, no-answer rate) of the
+    incumbent and the candidate, and their completions' length P90 (tokens), format error rate,
+    truncation rate and verdict reasons. Rollouts, per task and overall: pass@1, pass@k (k = group
+    size), reward mean, format error rate, truncation rate, length P90 (tokens), verdict reasons.
+    Training: KL to the reference (grpo only) and every scalar training metric.
+    """
+    rows: list[dict] = []
+    add = lambda metric, scope, value: rows.append({"metric": metric, "scope": scope, "value": _num(value)})  # noqa: E731
+    for e in round_evaluations(con, round_id):
+        add(e["metric"], f"{e['role']} {e['checkpoint_id'][:12]}", e["value"])
+    for h in heldout_completion_metrics(con, round_id, verifier_version):
+        scope = f"{h['role']} {h['checkpoint_id'][:12]}"
+        for name in ("completion_tokens_p90", "format_error_rate", "truncated_rate"):
+            add(f"heldout/{name}", scope, h[name])
+        add("heldout/reasons", scope, _reasons(h["reasons"]))
+    for r in rollout_metrics(con, round_id, verifier_version):
+        scope = "rollouts, all tasks" if r["task"] == "all" else f"rollouts, task {r['task']}"
+        add("rollout/pass@1", scope, r["pass_at_1"])
+        add(f"rollout/pass@{r['k']}", scope, r["pass_at_k"])
+        for name in ("reward_mean", "format_error_rate", "truncated_rate", "completion_tokens_p90"):
+            add(f"rollout/{name}", scope, r[name])
+        add("rollout/reasons", scope, _reasons(r["reasons"]))
+    if (t := round_training(con, round_id)) is not None:
+        steps = f", last of {t['steps']} steps" if t["steps"] > 1 else ""
+        scope = f"training ({t['algorithm']}, {t['num_examples']} examples{steps})"
+        if t["kl_mean"] is not None:
+            add("train/kl", scope, t["kl_mean"])
+        for name, value in sorted((t["metrics"] or {}).items()):
+            if name != "train/kl/mean" or t["kl_mean"] is None:
+                add(name, scope, value)
+    return rows
+
+
+def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
+    """PNG (bytes) of a campaign's held-out pass@1 across rounds, or None when the campaign has no rounds yet.
+
+    x: round index (0 = the base model); line: pass@1 of the checkpoint each round ends with;
+    points: each round's candidate, coloured by the gate's decision; failed or unfinished rounds
+    are marked on the axis.
+    """
+    from matplotlib.figure import Figure
+
+    base, _ = campaign_table(con, campaign)
+    hist = pass1_history(con, campaign)
+    if not hist:
+        return None
+    kept = ([(0, base)] if base is not None else []) + [(h["round_index"], h["kept_pass1"]) for h in hist if h["kept_pass1"] is not None]
+    fig = Figure(figsize=(8, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.step([x for x, _ in kept], [y for _, y in kept], where="post", color="#1f77b4", marker="o", label="kept (incumbent after gate)")
+    for decision, color in DECISION_COLORS.items():
+        pts = [(h["round_index"], h["candidate_pass1"]) for h in hist if h["decision"] == decision and h["candidate_pass1"] is not None]
+        if pts:
+            ax.scatter([x for x, _ in pts], [y for _, y in pts], color=color, marker="D", zorder=3, label=f"candidate: {decision}")
+    undecided = [h["round_index"] for h in hist if h["decision"] is None]
+    if undecided:
+        ax.scatter(undecided, [0.0] * len(undecided), color="#7f7f7f", marker="x", zorder=3, label="no gate (failed / running)")
+    last = max(h["round_index"] for h in hist)
+    ax.set(xlim=(-0.5, last + 0.5), ylim=(-0.03, 1.03), xlabel="round (0 = base)", ylabel="held-out pass@1 (greedy)",
+           title=f"campaign {campaign}: held-out pass@1 across rounds")
+    ax.set_xticks(range(0, last + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def write_pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str, path: str | Path) -> Path | None:
+    """Write the pass@1 plot to ``path`` (atomically); returns the path, or None when there is nothing to plot."""
+    png = pass1_plot(con, campaign)
+    if png is None:
+        return None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(png)
+    tmp.replace(path)
+    return path
+
+
+def data_uri(png: bytes) -> str:
+    """``data:image/png;base64,...`` for inline embedding (markdown artifacts, the HTML report)."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+# --- ratchet report --------------------------------------------------------------------------------
+
+_TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string("""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Ratchet report: {{ db }}</title>
+<style>
+ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+ .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; }
+ .halt, .failed, .crashed { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
+ details { margin: 0.3em 0 1em; } summary { cursor: pointer; font-weight: 600; }
+</style></head><body>
+<h1>Ratchet report</h1>
+<p>Store <code>{{ db }}</code>, written {{ generated }}.</p>
+{% if not campaigns %}
+<p class="empty">{{ empty_message }}</p>
+{% endif %}
+{% for c in campaigns %}
+<h2>Campaign {{ c.name }}</h2>
+<p>algorithm <b>{{ c.algorithm }}</b>, base checkpoint <code>{{ c.base_checkpoint_id }}</code>, created {{ c.created_at }},
+ base held-out pass@1 {{ fmt(c.base_pass1) }}.</p>
+{% if not c.rounds %}
+<p class="empty">No rounds yet in campaign {{ c.name }}: run <code>ratchet run</code> (or wait for its schedule).</p>
+{% else %}
+{% if c.plot %}<img alt="held-out pass@1 across rounds of {{ c.name }}" src="{{ c.plot }}">{% endif %}
+<h3>Rounds and gate decisions</h3>
+<table><tr><th>round</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
+<th>&Delta;</th><th>p(worse)</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
+{% for r in c.rounds %}
+<tr><td class="num">{{ r.round_index }}</td><td class="{{ r.status }}">{{ r.status }}</td>
+<td><code>{{ (r.incumbent_checkpoint_id or '')[:12] }}</code></td><td><code>{{ (r.candidate_checkpoint_id or '—')[:12] }}</code></td>
+<td class="num">{{ fmt(r.incumbent_pass1) }}</td><td class="num">{{ fmt(r.candidate_pass1) }}</td>
+<td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.p_value, '.3g') }}</td>
+<td class="num">{{ r.rollouts }}</td><td class="num">{{ r.verified_correct }}</td><td class="num">{{ r.training_examples }}</td>
+<td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
+{% endfor %}
+</table>
+{% for r in c.rounds %}
+<details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
+ metrics and verifier reasons</summary>
+{% if r.verifier %}
+<table><tr><th>task</th><th>prompts</th><th>rollouts</th><th>pass@1</th><th>pass@k</th><th>k</th><th>reward mean</th>
+<th>format errors</th><th>truncated</th><th>length P90 (tokens)</th><th>verdict reasons</th></tr>
+{% for v in r.verifier %}
+<tr><td>{{ v.task }}</td><td class="num">{{ v.prompts }}</td><td class="num">{{ v.rollouts }}</td><td class="num">{{ fmt(v.pass_at_1) }}</td>
+<td class="num">{{ fmt(v.pass_at_k) }}</td><td class="num">{{ v.k }}</td><td class="num">{{ fmt(v.reward_mean) }}</td>
+<td class="num">{{ fmt(v.format_error_rate) }}</td><td class="num">{{ fmt(v.truncated_rate) }}</td>
+<td class="num">{{ fmt(v.completion_tokens_p90, '.1f') }}</td><td>{{ v.reasons_text }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if r.metrics %}
+<table><tr><th>metric</th><th>scope</th><th>value</th></tr>
+{% for m in r.metrics %}<tr><td>{{ m.metric }}</td><td>{{ m.scope }}</td><td class="num">{{ m.value if m.value is not none else '—' }}</td></tr>
+{% endfor %}
+</table>
+{% else %}<p class="empty">No metrics stored for this round (it stopped before verifying its rollouts).</p>{% endif %}
+</details>
+{% endfor %}
+{% endif %}
+{% endfor %}
+</body></html>
+""")
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
+    """Everything the page shows about one campaign (a row of ``report_campaigns``)."""
+    base, rounds = campaign_table(con, campaign["name"])
+    for r in rounds:
+        r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
+        r["metrics"] = metrics_rows(con, r["round_id"])
+    png = pass1_plot(con, campaign["name"]) if rounds else None
+    return {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None}
+
+
+def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:
+    """``campaign_report`` of every campaign in the store (oldest first), or only of ``campaign``.
+
+    Raises:
+        StoreError: the store cannot be opened (see ``store.db.connect``).
+        ReportError: ``campaign`` is not in the store (the message lists the names that are).
+    """
+    with connect(db, read_only=True) as con:
+        campaigns = report_campaigns(con, campaign)
+        if campaign is not None and not campaigns:
+            names = [c["name"] for c in report_campaigns(con)]
+            raise ReportError(f"campaign {campaign!r} is not in {db}; campaigns there: {', '.join(names) or 'none'} "
+                              "(pass one of them to --campaign, or leave --campaign out)")
+        return [campaign_report(con, c) for c in campaigns]
+
+
+def render_report(db: str | Path, pages: list[dict]) -> str:
+    """One self-contained HTML page (plots inline as base64 PNG) from ``report_pages``."""
+    return _TEMPLATE.render(db=str(db), generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), campaigns=pages,
+                            fmt=_fmt, empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.")
+
+
+def write_report(db: str | Path, out: str | Path, campaign: str | None = None) -> dict:
+    """Write the HTML report of the store (or of one campaign) to ``out``, atomically.
+
+    Returns:
+        ``{"path", "campaigns", "rounds"}``: where it went and how many campaigns and rounds it shows.
+    Raises:
+        StoreError, ReportError: as ``report_pages``; OSError: ``out`` cannot be written.
+    """
+    pages = report_pages(db, campaign)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(render_report(db, pages), encoding="utf-8")
+    tmp.replace(out)
+    return {"path": str(out), "campaigns": len(pages), "rounds": sum(len(p["rounds"]) for p in pages)}

