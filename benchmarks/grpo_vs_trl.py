@@ -90,6 +90,7 @@ def run_ours(args, out: Path) -> dict:
         comps = b.generate([render(p.question) for p in prompts],
                            SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step))
         b.close()
+        t_gen = time.perf_counter() - t0
         rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
         samples = [GRPOSample(c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length")
                    for c, r in zip(comps, rewards)]
@@ -97,7 +98,8 @@ def run_ours(args, out: Path) -> dict:
         if res.checkpoint_dir is not None:
             policy = res.checkpoint_dir
         times.append(time.perf_counter() - t0)
-        print(f"ours step {step}: {times[-1]:.1f} s, reward mean {sum(rewards) / len(rewards):.3f}", flush=True)
+        print(f"ours step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
+              f"reward mean {sum(rewards) / len(rewards):.3f}", flush=True)
     return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(policy, heldout, render, cfg)}
 
 

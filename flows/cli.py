@@ -27,7 +27,9 @@ Fmt = Literal["table", "csv", "json"]
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -36,9 +38,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from loop.config import ConfigError
     from loop.models import ModelError
     from loop.tasks import TaskDataError
+    from flows.pool import StageTimeout, WorkerFailed
     from store.db import StoreError
 
-    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict)
+    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict, WorkerFailed, StageTimeout)
 
 
 class RichReporter:
@@ -137,11 +140,14 @@ def run(config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help
 def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
            format: str = typer.Option("table", "--format", help="table | json")) -> None:
     """Campaigns, their rounds, states and gate decisions."""
-    from store.db import StoreError, connect
+    from store.db import StoreError, connect, require_store
     from store.queries import status_rows
 
+    if format not in ("table", "json"):
+        _fail(f"--format {format!r} is not one of table, json")
     try:
         with connect(db, read_only=True) as con:
+            require_store(con, db)
             names, rounds = status_rows(con)
     except StoreError as e:
         _fail(str(e))
@@ -201,6 +207,8 @@ def sql(query_text: str = typer.Argument(..., metavar="QUERY", help="SQL to run 
 
     if format not in ("table", "csv", "json"):
         _fail(f"--format {format!r} is not one of table, csv, json")
+    if not query_text.strip().rstrip(";").strip():
+        _fail("the query is empty; pass a SQL statement, e.g. \"SELECT * FROM round_summary\"")
     try:
         cols, rows = query(db, query_text)
     except StoreError as e:

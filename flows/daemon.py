@@ -330,6 +330,10 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
             locks[0].write({**info, "api_url": url})
             with temporary_settings(updates={PREFECT_API_URL: url}):
                 _crash_orphans(dbs, everything=not prior_url, message="found Running when `ratchet up` started: its process is gone")
+                if not prior_url:  # our own server: no run is in flight yet, so any taken device slot is stale
+                    from flows.pool import reset_device_slots
+
+                    reset_device_slots(tuple(dict.fromkeys(d for c, _ in campaigns for d in c.compute.devices)))
                 if on_ready:
                     on_ready(url)
                 try:

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import jinja2
 
-from store.db import connect
+from store.db import connect, require_store
 from store.queries import (campaign_table, heldout_completion_metrics, pass1_history, report_campaigns, rollout_metrics,
                            round_evaluations, round_training)
 
@@ -218,6 +218,7 @@ def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:
         ReportError: ``campaign`` is not in the store (the message lists the names that are).
     """
     with connect(db, read_only=True) as con:
+        require_store(con, db)
         campaigns = report_campaigns(con, campaign)
         if campaign is not None and not campaigns:
             names = [c["name"] for c in report_campaigns(con)]
@@ -242,6 +243,9 @@ def write_report(db: str | Path, out: str | Path, campaign: str | None = None) -
     """
     pages = report_pages(db, campaign)
     out = Path(out)
+    store = Path(db).resolve()
+    if out.resolve() in (store, store.with_name(store.name + ".wal")) or (out.exists() and not out.is_file()):
+        raise ReportError(f"--out {out} is the store itself or not a regular file; write the report to a new .html path")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(render_report(db, pages), encoding="utf-8")

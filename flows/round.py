@@ -33,10 +33,10 @@ def preflight(cfg: RatchetConfig) -> None:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
     """
     ctx = Ctx(cfg)
-    init_db(ctx.db)
     resolve_model(cfg.model.name_or_path)
     ctx.heldout()
     ctx.train_prompts()
+    init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
 

@@ -274,7 +274,9 @@ class PrefectConfig(_Frozen):
 
 
 class RatchetConfig(_Frozen):
-    campaign: str = Field("demo", description="Campaign name; rounds of one campaign share a held-out set and an incumbent.")
+    campaign: str = Field("demo", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+                          description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
+                          "campaign share a held-out set and an incumbent.")
     max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
     algorithm: Literal["rft", "grpo"] = Field(
         "rft", description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.")
@@ -329,7 +331,9 @@ def _read_toml(path: str | Path) -> dict:
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist; create one with `ratchet init --path {p}` or drop --config")
     try:
-        return tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, OSError) as e:
+        raise ConfigError(f"cannot read {p} as UTF-8 text ({e}); point --config at a TOML file") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p} is not valid TOML ({e}); fix the syntax at that line") from e
 
@@ -381,7 +385,12 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
     """
     data: dict = {}
     if path is not None:
-        tables = _campaign_tables(_read_toml(path), str(path))
+        raw = _read_toml(path)
+        tables = _campaign_tables(raw, str(path))
+        declared = [t.get("campaign", "demo") for t in tables] if "campaigns" in raw else []
+        if declared and overrides.get("campaign") is not None and overrides["campaign"] not in declared:
+            raise ConfigError(f"{path} declares campaigns {declared}; --campaign {overrides['campaign']!r} is not among them "
+                              "(check the spelling, or add a [[campaigns]] table for it)")
         if len(tables) == 1:
             data = tables[0]
         else:

@@ -54,7 +54,9 @@ def connect(path: str | Path, *, read_only: bool = False, timeout_s: float = 120
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.IOException as e:
-            if not _is_lock_error(e) or time.monotonic() > deadline:
+            if not _is_lock_error(e):
+                raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from e
+            if time.monotonic() > deadline:
                 raise StoreError(f"cannot open {path}: {e}; if another long-lived program holds it, close that program") from e
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 1.6, 0.5)
@@ -111,12 +113,22 @@ def migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
     return out
 
 
+def require_store(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
+    """Raise StoreError unless the open file is a Ratchet store (it has the ``campaigns`` table)."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "campaigns" not in tables:
+        what = f"a DuckDB file with other tables ({', '.join(sorted(tables)[:5])})" if tables else "an empty DuckDB file"
+        raise StoreError(f"{path} is {what}, not a Ratchet store; pass the --db of a Ratchet store (or a new path)")
+
+
 def init_db(path: str | Path) -> None:
     """Create the schema if absent and add columns a store made by an older Ratchet lacks (idempotent).
 
     Raises StoreError as ``connect`` does.
     """
     with connect(path) as con:
+        if con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]:
+            require_store(con, path)  # never write our schema into someone else's database
         con.execute("BEGIN")
         for stmt in migrations(con) + ddl_statements():
             con.execute(stmt)
@@ -131,7 +143,7 @@ def query(path: str | Path, sql: str, params: list | None = None, *, read_only: 
     """
     with connect(path, read_only=read_only, timeout_s=timeout_s) as con:
         cur = con.execute(sql, params or [])
-        if cur.description is None:
+        if cur is None or cur.description is None:
             return [], []
         return [d[0] for d in cur.description], cur.fetchall()
 

@@ -106,6 +106,8 @@ def test_store_made_before_owner_columns_gets_them(tmp_path):
         con.execute("CREATE TABLE rounds (round_id VARCHAR PRIMARY KEY, campaign_id VARCHAR, round_index INTEGER, "
                     "incumbent_checkpoint_id VARCHAR, status VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, stage_seconds_json VARCHAR)")
         con.execute("INSERT INTO rounds VALUES ('c-r1', 'c', 1, 'b', 'running', now(), NULL, NULL)")
+        con.execute("CREATE TABLE campaigns (campaign_id VARCHAR PRIMARY KEY, name VARCHAR, base_checkpoint_id VARCHAR, "
+                    "config_json VARCHAR, created_at TIMESTAMP)")
     init_db(db)
     assert query(db, "SELECT owner, flow_run_id FROM rounds")[1] == [(None, None)]
 

@@ -128,7 +128,31 @@ def test_report_errors_are_one_line(tmp_path):
     init_db(db)
     (tmp_path / "dir.html").mkdir()
     r = runner.invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "dir.html")])
-    assert r.exit_code == 2 and "cannot write" in r.stderr
+    assert r.exit_code == 2 and "not a regular file" in r.stderr
+    # The report never replaces the store it reads (nor a device node).
+    before = db.read_bytes()
+    r = runner.invoke(app, ["report", "--db", str(db), "--out", str(db)])
+    assert r.exit_code == 2 and "the store itself" in r.stderr and db.read_bytes() == before
+
+
+def test_store_commands_refuse_a_foreign_duckdb_file(tmp_path):
+    """status / report / run never treat (or turn) someone else's DuckDB file into a Ratchet store."""
+    import duckdb
+
+    from store.db import StoreError
+
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE mine (x INT)")
+    con.close()
+    for args in (["status", "--db", str(other)], ["report", "--db", str(other), "--out", str(tmp_path / "r.html")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "not a Ratchet store" in r.stderr
+    with pytest.raises(StoreError, match="not a Ratchet store"):
+        init_db(other)
+    con = duckdb.connect(str(other), read_only=True)
+    assert [t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["mine"]
+    con.close()
 
 
 def test_report_reads_a_store_made_before_multi_step_rounds(db, tmp_path):
