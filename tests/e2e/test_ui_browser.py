@@ -5,8 +5,12 @@ absent. Screenshots go under the test's tmp dir and, when /work/notes exists, to
 /work/notes/ui-screenshot.png (artifacts tab) and /work/notes/ui-screenshot-gate.png (gate artifact).
 """
 
+import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,11 +61,15 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.round import run_campaign
-
     cfg = tiny_config_file(tmp_path, tiny_model_dir, campaign="tiny-ui", algorithm="rft", **{"sft.epochs": 1, "sft.lr": 1e-4})
+    # The round runs in its own process, as under `ratchet up`: Prefect's in-process log and event
+    # workers then never outlive this server (they would retry it from later tests' harness).
+    code = "import json, sys; from flows.round import run_campaign; print(json.dumps(run_campaign(sys.argv[1])))"
+    proc = subprocess.run([sys.executable, "-c", code, str(cfg)], env={**os.environ, "PREFECT_API_URL": prefect_server_url},
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (decision,) = [d["decision"] for d in json.loads(proc.stdout.strip().splitlines()[-1])]
     with temporary_settings(updates={PREFECT_API_URL: prefect_server_url}):
-        (decision,) = [d["decision"] for d in run_campaign(cfg)]
         with get_client(sync_client=True) as client:
             (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["round-1"])))
     ui = prefect_server_url.removesuffix("/api")
