@@ -114,38 +114,39 @@ def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config,
         prepare_campaign.fn(str(other))
 
 
-def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
+# GRPO consumes wrong completions too (negative advantages), so only these lineage checks apply to it.
+GRPO_LINEAGE = ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples",
+                "training run whose output checkpoint is missing")
+
+
+def run_grpo_campaign(tiny_config, campaign: str, **grpo):
+    """One GRPO round of the tiny campaign with these grpo settings (every group kept); returns (decisions, round-1 ctx)."""
     from flows.round import run_campaign
 
     cfg = load_ctx(tiny_config).cfg
-    grpo_cfg = save_config(cfg.model_copy(update={
-        "campaign": "tiny-grpo", "algorithm": "grpo", "max_rounds": 1,
-        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 12, "micro_batch_size": 6, "lr": 1e-4,
-                                            "ppo_epochs": 2, "steps_per_round": 1})}))
-    decisions = run_campaign(grpo_cfg)
-    db = load_ctx(grpo_cfg).db
+    path = save_config(cfg.model_copy(update={"campaign": campaign, "algorithm": "grpo", "max_rounds": 1,
+                                              "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, **grpo})}))
+    return run_campaign(path), load_ctx(path, 1)
+
+
+def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
+    decisions, ctx = run_grpo_campaign(tiny_config, "tiny-grpo", mini_batch_size=12, micro_batch_size=6, lr=1e-4, ppo_epochs=2,
+                                       steps_per_round=1)
+    db = ctx.db
     assert decisions[0]["decision"] in ("promote", "reject", "halt")
     (algo, n, metrics), = query(db, "SELECT algorithm, num_examples, metrics_json FROM training_runs")[1]
     m = json.loads(metrics)
     assert algo == "grpo" and n == 24 and len(m["steps"]) == 2 * 2  # ppo_epochs x (24 / 12) optimizer steps
     assert {"train/kl/mean", "train/entropy/mean", "train/clip/region_frac", "train/grad_norm"} <= set(m["steps"][0]) | set(m)
-    # GRPO consumes wrong completions too (negative advantages), but never held-out prompts.
-    for what in ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples"):
+    for what in GRPO_LINEAGE:
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
 
 
 def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     """steps_per_round = 3: each step samples its own prompts from the policy the previous step trained,
     every row carries its step, and the round's candidate is the last step's policy."""
-    from flows.round import run_campaign
-
-    cfg = load_ctx(tiny_config).cfg
-    grpo_cfg = save_config(cfg.model_copy(update={
-        "campaign": "tiny-steps", "algorithm": "grpo", "max_rounds": 1,
-        "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, "mini_batch_size": 8, "micro_batch_size": 4, "lr": 1e-3,
-                                            "ppo_epochs": 1, "steps_per_round": 3})}))
-    decisions = run_campaign(grpo_cfg)
-    ctx = load_ctx(grpo_cfg, 1)
+    decisions, ctx = run_grpo_campaign(tiny_config, "tiny-steps", mini_batch_size=8, micro_batch_size=4, lr=1e-3, ppo_epochs=1,
+                                       steps_per_round=3)
     db = ctx.db
     per_step = query(db, """SELECT step, count(*), count(DISTINCT prompt_id), count(DISTINCT checkpoint_id) FROM trajectories
                             WHERE purpose = 'rollout' GROUP BY step ORDER BY step""")[1]
@@ -160,6 +161,5 @@ def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     assert query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0] == runs[-1][2]
     assert decisions[0]["decision"] in ("promote", "reject", "halt")
     assert not list(ctx.campaign_dir.rglob("optimizer.pt"))  # AdamW moments dropped once the round trained
-    for what in ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples",
-                 "training run whose output checkpoint is missing"):
+    for what in GRPO_LINEAGE:
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
