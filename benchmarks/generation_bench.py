@@ -40,7 +40,7 @@ SYSTEM = "Solve the arithmetic problem. Show the calculation, then give the fina
 
 def chats(n: int, seed: int) -> list[list[dict[str, str]]]:
     """``n`` held-out arithmetic prompts as the demo renders them."""
-    from loop.tasks import ArithmeticTasks, chat_messages
+    from ratchet.loop.tasks import ArithmeticTasks, chat_messages
 
     src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
     return [chat_messages(SYSTEM, src.fewshot(2), p.question) for p in src.draw(n, "heldout", seed)]
@@ -65,8 +65,14 @@ def engine_generate(backend, msgs, params) -> tuple[float, int]:
     from vllm import SamplingParams as VSP
 
     ids = backend.tokenizer([backend.render(m) for m in msgs])["input_ids"]  # outside the timing
-    sp = VSP(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
-             stop_token_ids=sorted(backend.eos_ids), detokenize=False)
+    sp = VSP(
+        n=params.n,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_tokens=params.max_new_tokens,
+        stop_token_ids=sorted(backend.eos_ids),
+        detokenize=False,
+    )
     t0 = time.perf_counter()
     outs = backend.llm.generate([{"prompt_token_ids": row} for row in ids], sp, use_tqdm=False)
     dt = time.perf_counter() - t0
@@ -84,9 +90,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args()
 
-    from loop.generation import SamplingParams, TransformersBackend, timed_generate
-    from loop.models import resolve_model
-    from loop.vllm_backend import VLLMBackend
+    from ratchet.loop.generation import SamplingParams, TransformersBackend, timed_generate
+    from ratchet.loop.models import resolve_model
+    from ratchet.loop.vllm_backend import VLLMBackend
 
     model = resolve_model("smollm2-135m-instruct")
     msgs = chats(args.prompts, args.seed)
@@ -111,24 +117,38 @@ def main() -> None:
         raw.append(ntok / dt)
         edt, entok = engine_generate(vb, msgs, sample)
         engine.append(entok / edt)
-        print(f"pass {r}: adapter {tps:.1f} tokens/s ({s:.1f} s), raw {raw[-1]:.1f} tokens/s ({dt:.1f} s), "
-              f"engine only {engine[-1]:.1f} tokens/s ({edt:.1f} s)", flush=True)
+        print(
+            f"pass {r}: adapter {tps:.1f} tokens/s ({s:.1f} s), raw {raw[-1]:.1f} tokens/s ({dt:.1f} s), "
+            f"engine only {engine[-1]:.1f} tokens/s ({edt:.1f} s)",
+            flush=True,
+        )
     vb.close()
 
     match = sum(a.token_ids == b.token_ids for a, b in zip(v_greedy, hf_greedy)) / len(msgs)
     vllm_tps, raw_tps = statistics.median(ours), statistics.median(raw)
-    print(json.dumps({
-        "hf_tokens_per_s": round(hf_tps, 1), "vllm_tokens_per_s": round(vllm_tps, 1),
-        "raw_vllm_tokens_per_s": round(raw_tps, 1), "greedy_match_rate": round(match, 4),
-        "adapter_overhead": round(1 - vllm_tps / raw_tps, 4), "vllm_load_s": round(vb.load_s, 1),
-        "vllm_tokens_per_s_passes": [round(x, 1) for x in ours], "raw_vllm_tokens_per_s_passes": [round(x, 1) for x in raw],
-        "adapter_overhead_passes": [round(1 - a / r, 4) for a, r in zip(ours, raw)],
-        "engine_only_tokens_per_s": round(statistics.median(engine), 1),
-        "engine_only_tokens_per_s_passes": [round(x, 1) for x in engine],
-        "adapter_overhead_vs_engine_only": round(1 - vllm_tps / statistics.median(engine), 4),
-        "prompts": len(msgs), "n": args.n, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-        "repeats": args.repeats,
-    }))
+    print(
+        json.dumps(
+            {
+                "hf_tokens_per_s": round(hf_tps, 1),
+                "vllm_tokens_per_s": round(vllm_tps, 1),
+                "raw_vllm_tokens_per_s": round(raw_tps, 1),
+                "greedy_match_rate": round(match, 4),
+                "adapter_overhead": round(1 - vllm_tps / raw_tps, 4),
+                "vllm_load_s": round(vb.load_s, 1),
+                "vllm_tokens_per_s_passes": [round(x, 1) for x in ours],
+                "raw_vllm_tokens_per_s_passes": [round(x, 1) for x in raw],
+                "adapter_overhead_passes": [round(1 - a / r, 4) for a, r in zip(ours, raw)],
+                "engine_only_tokens_per_s": round(statistics.median(engine), 1),
+                "engine_only_tokens_per_s_passes": [round(x, 1) for x in engine],
+                "adapter_overhead_vs_engine_only": round(1 - vllm_tps / statistics.median(engine), 4),
+                "prompts": len(msgs),
+                "n": args.n,
+                "max_new_tokens": args.max_new_tokens,
+                "temperature": args.temperature,
+                "repeats": args.repeats,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 def _setup(args):
     """Model dir, train prompts (one chunk per step), held-out prompts and the chat renderer, as the demo builds them."""
-    from loop.config import RatchetConfig
-    from loop.models import resolve_model
-    from loop.tasks import chat_messages, make_task_source
+    from ratchet.loop.config import RatchetConfig
+    from ratchet.loop.models import resolve_model
+    from ratchet.loop.tasks import chat_messages, make_task_source
 
     cfg = RatchetConfig()
     t = cfg.tasks
@@ -54,52 +54,84 @@ def _setup(args):
 
 
 def _rewards(completions: list[str], golds: list[str], cfg) -> list[float]:
-    from verifiers.reward import score_batch
+    from ratchet.verifiers.reward import score_batch
 
     v = cfg.verifier
-    return [float(x.reward) for x in score_batch(completions, golds, kind="math", format_template=v.format_template,
-                                                 format_weight=v.format_weight, timeout_s=v.timeout_s)]
+    return [
+        float(x.reward)
+        for x in score_batch(
+            completions,
+            golds,
+            kind="math",
+            format_template=v.format_template,
+            format_weight=v.format_weight,
+            timeout_s=v.timeout_s,
+        )
+    ]
 
 
 def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
     """Greedy held-out pass@1 with Ratchet's backend and verifier (the gate's metric)."""
-    from loop.generation import SamplingParams, TransformersBackend
-    from verifiers.reward import score_batch
+    from ratchet.loop.generation import SamplingParams, TransformersBackend
+    from ratchet.verifiers.reward import score_batch
 
     b = TransformersBackend(model_dir, batch_size=cfg.generation.batch_size)
-    comps = b.generate([render(p.question) for p in heldout], SamplingParams(n=1, temperature=0.0, max_new_tokens=cfg.generation.max_new_tokens))
+    comps = b.generate(
+        [render(p.question) for p in heldout], SamplingParams(n=1, temperature=0.0, max_new_tokens=cfg.generation.max_new_tokens)
+    )
     b.close()
-    v = score_batch([c.text for c in comps], [p.answer for p in heldout], kind="math", format_template=cfg.verifier.format_template)
+    v = score_batch(
+        [c.text for c in comps], [p.answer for p in heldout], kind="math", format_template=cfg.verifier.format_template
+    )
     return sum(x.correct for x in v) / len(v)
 
 
 def run_ours(args, out: Path) -> dict:
-    from loop.generation import SamplingParams, TransformersBackend
-    from loop.grpo import GRPOSample, GRPOSettings, train_grpo
-    from loop.sft import SFTExample
+    from ratchet.loop.config import GRPOConfig
+    from ratchet.loop.generation import SamplingParams, TransformersBackend
+    from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
+    from ratchet.loop.sft import SFTExample
 
     base, train, heldout, render, cfg = _setup(args)
-    st = GRPOSettings(advantage="grpo", loss_type="grpo", beta=0.0, dynamic_sampling=False, mask_truncated=True, lr=args.lr,
-                      ppo_epochs=1, mini_batch_size=args.prompts_per_step * args.group_size, micro_batch_size=8,
-                      temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
+    st = GRPOConfig(
+        advantage="grpo",
+        loss_type="grpo",
+        beta=0.0,
+        dynamic_sampling=False,
+        mask_truncated=True,
+        lr=args.lr,
+        ppo_epochs=1,
+        mini_batch_size=args.prompts_per_step * args.group_size,
+        micro_batch_size=8,
+    )
+    run = GRPORun(temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
     policy, times = base, []
     for step in range(args.steps):
         t0 = time.perf_counter()
-        prompts = train[step * args.prompts_per_step:(step + 1) * args.prompts_per_step]
+        prompts = train[step * args.prompts_per_step : (step + 1) * args.prompts_per_step]
         b = TransformersBackend(policy, batch_size=cfg.generation.batch_size)
-        comps = b.generate([render(p.question) for p in prompts],
-                           SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step))
+        comps = b.generate(
+            [render(p.question) for p in prompts],
+            SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step),
+        )
         b.close()
         t_gen = time.perf_counter() - t0
         rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
-        samples = [GRPOSample(c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length")
-                   for c, r in zip(comps, rewards)]
-        res = train_grpo(policy, samples, out / f"step-{step}", st, ref_dir=base, optimizer_state=out / "optimizer.pt")
+        samples = [
+            GRPOSample(
+                c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length"
+            )
+            for c, r in zip(comps, rewards)
+        ]
+        res = train_grpo(policy, samples, out / f"step-{step}", st, run, ref_dir=base, optimizer_state=out / "optimizer.pt")
         if res.checkpoint_dir is not None:
             policy = res.checkpoint_dir
         times.append(time.perf_counter() - t0)
-        print(f"ours step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
-              f"reward mean {sum(rewards) / len(rewards):.3f}", flush=True)
+        print(
+            f"ours step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
+            f"reward mean {sum(rewards) / len(rewards):.3f}",
+            flush=True,
+        )
     return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(policy, heldout, render, cfg)}
 
 
@@ -124,13 +156,36 @@ def run_trl(args, out: Path) -> dict:
             times.append(time.perf_counter() - self.t0)
             print(f"trl step {len(times) - 1}: {times[-1]:.1f} s", flush=True)
 
-    targs = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=args.prompts_per_step * args.group_size,
-                       num_generations=args.group_size, max_completion_length=args.max_new_tokens, learning_rate=args.lr,
-                       lr_scheduler_type="constant", adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
-                       loss_type="grpo", scale_rewards="group", epsilon=0.2, num_iterations=1, temperature=0.8, top_p=1.0,
-                       top_k=0, mask_truncated_completions=True, max_steps=args.steps, logging_steps=1, report_to=[],
-                       save_strategy="no", use_cpu=True, bf16=False, seed=args.seed, shuffle_dataset=False,
-                       disable_tqdm=True, dataloader_num_workers=0)
+    targs = GRPOConfig(
+        output_dir=str(out / "trl"),
+        per_device_train_batch_size=args.prompts_per_step * args.group_size,
+        num_generations=args.group_size,
+        max_completion_length=args.max_new_tokens,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        adam_beta2=0.99,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        beta=0.0,
+        loss_type="grpo",
+        scale_rewards="group",
+        epsilon=0.2,
+        num_iterations=1,
+        temperature=0.8,
+        top_p=1.0,
+        top_k=0,
+        mask_truncated_completions=True,
+        max_steps=args.steps,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=args.seed,
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     trainer = GRPOTrainer(model=str(base), reward_funcs=reward, args=targs, train_dataset=ds, callbacks=[Clock()])
     trainer.train()
     final = out / "trl-final"
@@ -163,8 +218,9 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="grpo-bench-") as tmp:
         for side in ("base", "ours", "trl"):
-            cmd = [sys.executable, __file__, "--side", side, "--out", tmp] + [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                                                                             if k not in ("side", "out")]
+            cmd = [sys.executable, __file__, "--side", side, "--out", tmp] + [
+                f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("side", "out")
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = proc.stdout.splitlines()
             for line in lines:
@@ -174,11 +230,22 @@ def main() -> None:
                 sys.exit(f"{side} side failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
             results[side] = json.loads(next(l for l in lines if l.startswith("RESULT "))[7:])
     ours, trl = results["ours"], results["trl"]
-    print(json.dumps({"ours_s_per_step": round(ours["s_per_step"], 2), "trl_s_per_step": round(trl["s_per_step"], 2),
-                      "ratio": round(ours["s_per_step"] / trl["s_per_step"], 3), "ours_peak_mb": round(ours["peak_mb"]),
-                      "trl_peak_mb": round(trl["peak_mb"]), "ours_heldout_pass1": ours["heldout_pass1"],
-                      "trl_heldout_pass1": trl["heldout_pass1"], "base_heldout_pass1": results["base"]["heldout_pass1"],
-                      "steps": args.steps, "sequences_per_step": args.prompts_per_step * args.group_size}))
+    print(
+        json.dumps(
+            {
+                "ours_s_per_step": round(ours["s_per_step"], 2),
+                "trl_s_per_step": round(trl["s_per_step"], 2),
+                "ratio": round(ours["s_per_step"] / trl["s_per_step"], 3),
+                "ours_peak_mb": round(ours["peak_mb"]),
+                "trl_peak_mb": round(trl["peak_mb"]),
+                "ours_heldout_pass1": ours["heldout_pass1"],
+                "trl_heldout_pass1": trl["heldout_pass1"],
+                "base_heldout_pass1": results["base"]["heldout_pass1"],
+                "steps": args.steps,
+                "sequences_per_step": args.prompts_per_step * args.group_size,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

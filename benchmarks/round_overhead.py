@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flows.settings import configure_prefect  # noqa: E402
+from ratchet.flows.settings import configure_prefect  # noqa: E402
 
 
 def main() -> None:
@@ -29,13 +29,18 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16, help="train prompts (and held-out prompts) in the round")
     args = ap.parse_args()
     configure_prefect()
-    from flows.context import load_ctx, read_marker, save_config
-    from flows.round import improvement_round, preflight, prepare_campaign
-    from loop.config import load_config
+    from ratchet.flows.rounds.campaign import improvement_round, preflight, prepare_campaign
+    from ratchet.loop.config import load_config
+    from ratchet.loop.round_context import load_ctx, read_marker, save_config
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(None, db=f"{tmp}/bench.duckdb", campaign="bench", max_rounds=1,
-                          **{"tasks.train_prompts_per_round": args.prompts, "tasks.heldout_prompts": args.prompts})
+        cfg = load_config(
+            None,
+            db=f"{tmp}/bench.duckdb",
+            campaign="bench",
+            max_rounds=1,
+            **{"tasks.train_prompts_per_round": args.prompts, "tasks.heldout_prompts": args.prompts},
+        )
         preflight(cfg)
         path = save_config(cfg)
         prepare_campaign(str(path))
@@ -51,8 +56,16 @@ def main() -> None:
                 stages[key] = stages.get(key, 0.0) + m["compute_s"]
     compute = sum(stages.values())
     print(f"round wall {wall:.1f} s, compute {compute:.1f} s", file=sys.stderr)
-    print(json.dumps({"overhead_fraction": round((wall - compute) / wall, 4), "round_wall_s": round(wall, 2),
-                      "compute_s": round(compute, 2), "stage_compute_s": {k: round(v, 2) for k, v in stages.items()}}))
+    print(
+        json.dumps(
+            {
+                "overhead_fraction": round((wall - compute) / wall, 4),
+                "round_wall_s": round(wall, 2),
+                "compute_s": round(compute, 2),
+                "stage_compute_s": {k: round(v, 2) for k, v in stages.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

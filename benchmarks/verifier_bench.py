@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verifiers.math import shutdown_pool, verify_math_batch  # noqa: E402
+from ratchet.verifiers.math import shutdown_pool, verify_math_batch  # noqa: E402
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "cases" / "verifier_cases.jsonl"
 WRAPPERS = [r"So the result is $\boxed{%s}$.", "Reasoning...\nAnswer: %s", "<think>tried 1</think><answer>%s</answer>"]
@@ -56,7 +56,7 @@ def generate(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
     while len(out) < n:
         kind = rng.randrange(10)
         if kind == 0:  # integers
-            v = rng.randint(-10**6, 10**6)
+            v = rng.randint(-(10**6), 10**6)
             add(str(v), str(v), True)
             add(str(v), str(v + rng.choice([-1, 1, 10])), False)
             if v >= 1000:
@@ -92,7 +92,7 @@ def generate(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:
             if rng.random() < 0.3:
                 k = rng.choice([2, 3, 5, 6, 7])
                 add(rf"\frac{{\sqrt{{{k}}}}}{{{k}}}", rf"\frac{{1}}{{\sqrt{{{k}}}}}", True)
-                add(rf"\sqrt{{{k}}}", f"{k ** 0.5:.2f}", False)
+                add(rf"\sqrt{{{k}}}", f"{k**0.5:.2f}", False)
         elif kind == 8:  # hedges and multiple answers
             v = rng.randint(1, 100)
             out.append((str(v), rf"It is $\boxed{{{v}}}$ or $\boxed{{{v + 1}}}$.", False))
@@ -134,10 +134,12 @@ def run_math_verify(pairs: list[tuple[str, str, bool]]) -> tuple[list[bool], flo
 
 def summarize(got: list[bool], pairs: list[tuple[str, str, bool]], seconds: float) -> dict[str, float]:
     labels = [e for _, _, e in pairs]
-    return {"accuracy": round(sum(a == b for a, b in zip(got, labels)) / len(labels), 4),
-            "false_positives": sum(a and not b for a, b in zip(got, labels)),
-            "false_negatives": sum(b and not a for a, b in zip(got, labels)),
-            "verifications_per_s": round(len(labels) / seconds, 1)}
+    return {
+        "accuracy": round(sum(a == b for a, b in zip(got, labels)) / len(labels), 4),
+        "false_positives": sum(a and not b for a, b in zip(got, labels)),
+        "false_negatives": sum(b and not a for a, b in zip(got, labels)),
+        "verifications_per_s": round(len(labels) / seconds, 1),
+    }
 
 
 def main() -> None:
@@ -157,8 +159,16 @@ def main() -> None:
             print(f"ratchet miss: gold={g!r} pred={p!r} expected={e}", file=sys.stderr)
     shutdown_pool()
     r, m = summarize(ours, pairs, t_ours), summarize(theirs, pairs, t_theirs)
-    print(json.dumps({"ratchet": r, "math_verify": m, "pairs": len(pairs),
-                      "throughput_ratio": round(r["verifications_per_s"] / m["verifications_per_s"], 2)}))
+    print(
+        json.dumps(
+            {
+                "ratchet": r,
+                "math_verify": m,
+                "pairs": len(pairs),
+                "throughput_ratio": round(r["verifications_per_s"] / m["verifications_per_s"], 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

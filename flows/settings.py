@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loop.models import ratchet_home
+from ratchet.loop.models import ratchet_home
 
 
 def configure_prefect(quiet_console: bool = True) -> None:

@@ -11,7 +11,7 @@ them through ``compute_advantages(name, rewards)`` so a config string picks one.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -25,8 +25,10 @@ def _check_rewards(rewards: torch.Tensor) -> None:
         ValueError: wrong rank, non-float dtype, G < 2, or a non-finite reward.
     """
     if rewards.ndim != 2:
-        raise ValueError(f"rewards has shape {tuple(rewards.shape)}; it must be 2-D (num_groups, group_size); "
-                         "reshape a flat reward vector with rewards.view(-1, group_size)")
+        raise ValueError(
+            f"rewards has shape {tuple(rewards.shape)}; it must be 2-D (num_groups, group_size); "
+            "reshape a flat reward vector with rewards.view(-1, group_size)"
+        )
     if not rewards.is_floating_point():
         raise ValueError(f"rewards has dtype {rewards.dtype}; it must be floating point; pass rewards.float()")
     group_size = rewards.shape[1]
@@ -34,8 +36,10 @@ def _check_rewards(rewards: torch.Tensor) -> None:
         raise ValueError(f"group_size ({group_size}) must be >= 2 for group advantages; set group_size >= 2")
     if not torch.isfinite(rewards).all():
         bad = int((~torch.isfinite(rewards)).sum())
-        raise ValueError(f"rewards holds {bad} non-finite value(s); every completion needs a finite reward; "
-                         "give unscorable completions a reward (e.g. 0.0) or drop their group before this call")
+        raise ValueError(
+            f"rewards holds {bad} non-finite value(s); every completion needs a finite reward; "
+            "give unscorable completions a reward (e.g. 0.0) or drop their group before this call"
+        )
 
 
 def grpo(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:

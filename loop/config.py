@@ -42,21 +42,21 @@ class TaskConfig(_Frozen):
     seed: int = Field(0, description="Seeds the task generator; the held-out set depends only on this.")
     train_prompts_per_round: int = Field(48, ge=1, description="Training-split prompts sampled each round.")
     heldout_prompts: int = Field(48, ge=1, description="Size of the fixed held-out evaluation set.")
-    heldout_fraction: float = Field(
-        0.2, gt=0.0, lt=1.0, description="Share of all prompt ids hashed into the held-out split."
-    )
+    heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="Share of all prompt ids hashed into the held-out split.")
     system_prompt: str = Field(
         "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'.",
         description="System message of every prompt.",
     )
     fewshot: int = Field(
-        2, ge=0, le=8,
+        2,
+        ge=0,
+        le=8,
         description="Worked examples placed before the question as chat turns. Small models follow the "
         "'Answer:' format only with examples (SmolLM2-135M: 0% compliance zero-shot, ~100% with 2).",
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "TaskConfig":
+    def _check(self) -> TaskConfig:
         if self.source == "jsonl" and not self.path:
             raise ValueError("tasks.source = 'jsonl' needs tasks.path; set tasks.path = 'my_tasks.jsonl'")
         return self
@@ -74,11 +74,16 @@ class GenerationConfig(_Frozen):
     seed: int = Field(0, description="Base sampling seed; each round and batch derives its own.")
     # vLLM engine settings (backend = "vllm" only; dtype is model.dtype). Resource knobs: not campaign settings.
     tensor_parallel_size: int = Field(
-        1, ge=1, description="vLLM: GPUs one engine shards the model over; compute.devices is split into engines of this many.")
+        1, ge=1, description="vLLM: GPUs one engine shards the model over; compute.devices is split into engines of this many."
+    )
     gpu_memory_utilization: float = Field(
-        0.9, gt=0.0, le=1.0, description="vLLM: share of each GPU's memory the engine may take for weights and KV cache.")
+        0.9, gt=0.0, le=1.0, description="vLLM: share of each GPU's memory the engine may take for weights and KV cache."
+    )
     max_model_len: int | None = Field(
-        None, ge=16, description="vLLM: longest prompt + completion in tokens (bounds KV cache per sequence); None = the model's limit.")
+        None,
+        ge=16,
+        description="vLLM: longest prompt + completion in tokens (bounds KV cache per sequence); None = the model's limit.",
+    )
 
 
 # Generation settings that size the engine rather than decide what is sampled (excluded from campaign_settings()).
@@ -95,17 +100,27 @@ class ComputeConfig(_Frozen):
         "for two CPU generation workers. A single string is a one-device pool.",
     )
     generate_timeout_s: float = Field(
-        3600.0, gt=0.0, description="Wall-clock limit of each generation worker (model load included), seconds; then it is killed.")
+        3600.0,
+        gt=0.0,
+        description="Wall-clock limit of each generation worker (model load included), seconds; then it is killed.",
+    )
     train_timeout_s: float = Field(
-        7200.0, gt=0.0, description="Wall-clock limit of the training process (model load and save included), seconds.")
+        7200.0, gt=0.0, description="Wall-clock limit of the training process (model load and save included), seconds."
+    )
     device_slots: bool = Field(
-        True, description="Bound each device to one stage at a time across flows with Prefect global concurrency limits "
-        "named 'ratchet-device-<device>' (only against a Prefect server, PREFECT_API_URL set; see README).")
+        True,
+        description="Bound each device to one stage at a time across flows with Prefect global concurrency limits "
+        "named 'ratchet-device-<device>' (only against a Prefect server, PREFECT_API_URL set; see README).",
+    )
     slot_wait_timeout_s: float | None = Field(
-        None, gt=0.0, description="Longest wait for a busy device's slot, seconds (None: wait until it is free).")
+        None, gt=0.0, description="Longest wait for a busy device's slot, seconds (None: wait until it is free)."
+    )
     cpu_threads_per_worker: int | None = Field(
-        None, ge=1, description="torch threads per CPU worker; None = the CPUs this process may use divided among the CPU "
-        "workers (each is pinned to its own share when there are several). OMP_NUM_THREADS in the environment wins.")
+        None,
+        ge=1,
+        description="torch threads per CPU worker; None = the CPUs this process may use divided among the CPU "
+        "workers (each is pinned to its own share when there are several). OMP_NUM_THREADS in the environment wins.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -115,16 +130,18 @@ class ComputeConfig(_Frozen):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "ComputeConfig":
+    def _check(self) -> ComputeConfig:
         import re
 
         if not self.devices:
-            raise ValueError("compute.devices is empty; set compute.devices = \"cpu\" or a list like [\"cuda:0\", \"cuda:1\"]")
+            raise ValueError('compute.devices is empty; set compute.devices = "cpu" or a list like ["cuda:0", "cuda:1"]')
         bad = [d for d in self.devices if d != "cpu" and not re.fullmatch(r"cuda:\d+", d)]
         if bad:
             raise ValueError(f"compute.devices has {bad[0]!r}: each device must be 'cpu' or 'cuda:<index>' (e.g. 'cuda:0')")
         if len({d == "cpu" for d in self.devices}) > 1:
-            raise ValueError(f"compute.devices {list(self.devices)} mixes cpu and cuda devices; list only GPUs or only 'cpu' entries")
+            raise ValueError(
+                f"compute.devices {list(self.devices)} mixes cpu and cuda devices; list only GPUs or only 'cpu' entries"
+            )
         gpus = [d for d in self.devices if d != "cpu"]
         if len(set(gpus)) != len(gpus):
             raise ValueError(f"compute.devices {list(self.devices)} lists a GPU twice; list each cuda:<index> once")
@@ -154,79 +171,118 @@ class SFTConfig(_Frozen):
     warmup_ratio: float = Field(0.1, ge=0.0, lt=1.0, description="Share of steps with linear LR warmup.")
     weight_decay: float = Field(0.0, ge=0.0)
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping threshold (L2 norm).")
-    max_per_prompt: int = Field(2, ge=1, description="Cap on distinct correct completions kept per prompt (avoids over-weighting easy prompts).")
-    max_seq_len: int = Field(256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt.")
+    max_per_prompt: int = Field(
+        2, ge=1, description="Cap on distinct correct completions kept per prompt (avoids over-weighting easy prompts)."
+    )
+    max_seq_len: int = Field(
+        256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt."
+    )
     seed: int = Field(0)
 
 
 class GRPOConfig(_Frozen):
     advantage: Literal["grpo", "dr_grpo", "rloo"] = Field(
-        "grpo", description="Group advantage: grpo (r-mean)/std (Shao et al. 2024), dr_grpo r-mean (Liu et al. 2025), "
-        "rloo leave-one-out (Ahmadian et al. 2024).")
+        "grpo",
+        description="Group advantage: grpo (r-mean)/std (Shao et al. 2024), dr_grpo r-mean (Liu et al. 2025), "
+        "rloo leave-one-out (Ahmadian et al. 2024).",
+    )
     loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field(
-        "grpo", description="Loss aggregation as TRL's loss_type: grpo seq-mean-token-mean, dapo token-mean, "
-        "dr_grpo seq-mean-token-sum-norm.")
+        "grpo",
+        description="Loss aggregation as TRL's loss_type: grpo seq-mean-token-mean, dapo token-mean, "
+        "dr_grpo seq-mean-token-sum-norm.",
+    )
     importance_sampling_level: Literal["token", "sequence"] = Field(
-        "token", description="'sequence' = GSPO (Zheng et al. 2025); use epsilon_low/high ~3e-4/4e-4 with it.")
+        "token", description="'sequence' = GSPO (Zheng et al. 2025); use epsilon_low/high ~3e-4/4e-4 with it."
+    )
     epsilon_low: float = Field(0.2, ge=0.0, lt=1.0, description="Lower clip range of the importance ratio.")
     epsilon_high: float = Field(0.2, ge=0.0, description="Upper clip range; DAPO clip-higher recommends 0.28.")
     beta: float = Field(0.0, ge=0.0, description="KL coefficient to the reference (GRPO paper 0.04; DAPO, Dr. GRPO 0).")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
     reference: Literal["base", "incumbent"] = Field(
-        "incumbent", description="Frozen reference for the KL anchor and guard: the round's incumbent (the anchor moves with "
-        "each promotion, like TRL's sync_ref_model; guards bound each round's drift) or the base model (bounds total drift).")
+        "incumbent",
+        description="Frozen reference for the KL anchor and guard: the round's incumbent (the anchor moves with "
+        "each promotion, like TRL's sync_ref_model; guards bound each round's drift) or the base model (bounds total drift).",
+    )
     dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal (DAPO dynamic sampling).")
     mask_truncated: bool = Field(True, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
     lr: float = Field(
-        6e-6, gt=0.0, description="AdamW learning rate. SmolLM2-135M: 1e-5 moved KL(policy || incumbent) to 0.5 nats/token "
-        "in 4 optimizer steps; 6e-6 keeps a round near 0.2.")
+        6e-6,
+        gt=0.0,
+        description="AdamW learning rate. SmolLM2-135M: 1e-5 moved KL(policy || incumbent) to 0.5 nats/token "
+        "in 4 optimizer steps; 6e-6 keeps a round near 0.2.",
+    )
     ppo_epochs: int = Field(1, ge=1, description="Passes over each step's groups; old log-probs are fixed per pass.")
     mini_batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
     micro_batch_size: int = Field(8, ge=1, description="Sequences per forward/backward (gradient accumulation inside a step).")
     max_grad_norm: float = Field(1.0, gt=0.0)
     steps_per_round: int = Field(
-        2, ge=1, description="On-policy iterations per round: the round's prompts are split into this many chunks and each "
-        "runs generate -> verify -> update from the previous step's policy (stored with its step index).")
-    lora_r: int = Field(0, ge=0, description="LoRA rank (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every "
-                        "weight. Adapters are merged into each saved checkpoint.")
+        2,
+        ge=1,
+        description="On-policy iterations per round: the round's prompts are split into this many chunks and each "
+        "runs generate -> verify -> update from the previous step's policy (stored with its step index).",
+    )
+    lora_r: int = Field(
+        0,
+        ge=0,
+        description="LoRA rank (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every "
+        "weight. Adapters are merged into each saved checkpoint.",
+    )
     lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
+    lora_target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        description="Module names that get LoRA adapters (Llama-style attention and MLP projections).",
+    )
     gradient_checkpointing: bool = Field(
-        False, description="Recompute activations in backward: less memory for large models, ~30% slower; turns off the "
-        "shared-prompt forward (it needs the KV cache).")
+        False,
+        description="Recompute activations in backward: less memory for large models, ~30% slower; turns off the "
+        "shared-prompt forward (it needs the KV cache).",
+    )
     shared_prompt: bool = Field(
-        True, description="Compute each group's prompt once and its G completions on that KV cache (same values and "
-        "gradients as the plain forward, ~2x fewer tokens for the demo).")
+        True,
+        description="Compute each group's prompt once and its G completions on that KV cache (same values and "
+        "gradients as the plain forward, ~2x fewer tokens for the demo).",
+    )
     max_kl: float = Field(
-        0.5, gt=0.0, description="Gate halts when KL(policy || reference) at the round's last optimizer step exceeds this "
-        "(nats/token; importance-weighted k-estimator, DeepSeek-V3.2).")
+        0.5,
+        gt=0.0,
+        description="Gate halts when KL(policy || reference) at the round's last optimizer step exceeds this "
+        "(nats/token; importance-weighted k-estimator, DeepSeek-V3.2).",
+    )
     min_entropy: float = Field(
-        0.01, ge=0.0, description="Gate halts when the token entropy at the round's last optimizer step falls below this (collapse).")
+        0.01,
+        ge=0.0,
+        description="Gate halts when the token entropy at the round's last optimizer step falls below this (collapse).",
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> "GRPOConfig":
+    def _check(self) -> GRPOConfig:
         if self.micro_batch_size > self.mini_batch_size:
-            raise ValueError(f"grpo.micro_batch_size ({self.micro_batch_size}) must be <= grpo.mini_batch_size "
-                             f"({self.mini_batch_size}); lower micro_batch_size")
+            raise ValueError(
+                f"grpo.micro_batch_size ({self.micro_batch_size}) must be <= grpo.mini_batch_size "
+                f"({self.mini_batch_size}); lower micro_batch_size"
+            )
         return self
 
 
 class EvalConfig(_Frozen):
-    num_samples: int = Field(
-        0, ge=0, description="Sampled completions per held-out prompt for pass@k (0: greedy pass@1 only)."
-    )
+    num_samples: int = Field(0, ge=0, description="Sampled completions per held-out prompt for pass@k (0: greedy pass@1 only).")
     ks: tuple[int, ...] = Field((1,), description="k values for unbiased pass@k (Chen et al. 2021); each <= num_samples.")
     temperature: float = Field(0.8, gt=0.0, description="Temperature of the pass@k samples.")
 
     @model_validator(mode="after")
-    def _check(self) -> "EvalConfig":
+    def _check(self) -> EvalConfig:
         if self.num_samples and any(k > self.num_samples or k < 1 for k in self.ks):
-            raise ValueError(f"eval.ks {self.ks} must each be in [1, eval.num_samples={self.num_samples}]; lower ks or raise num_samples")
+            raise ValueError(
+                f"eval.ks {self.ks} must each be in [1, eval.num_samples={self.num_samples}]; lower ks or raise num_samples"
+            )
         return self
 
 
 class GateConfig(_Frozen):
     tolerance: float = Field(
-        0.03, ge=0.0, le=1.0,
+        0.03,
+        ge=0.0,
+        le=1.0,
         description="Largest permitted drop in held-out pass@1 (absolute) vs the incumbent AND vs the best score ever promoted.",
     )
     test: Literal["mcnemar", "bootstrap"] = Field(
@@ -235,7 +291,10 @@ class GateConfig(_Frozen):
     alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Reject when the paired test says 'worse' at this level.")
     max_consecutive_rejections: int = Field(2, ge=1, description="Halt the campaign after this many rejections in a row.")
     max_no_answer_rate: float = Field(
-        0.5, gt=0.0, le=1.0, description="Halt when the candidate gives no parseable answer on more than this share of held-out prompts."
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="Halt when the candidate gives no parseable answer on more than this share of held-out prompts.",
     )
     bootstrap_samples: int = Field(2000, ge=100)
 
@@ -243,14 +302,23 @@ class GateConfig(_Frozen):
 class ScheduleConfig(_Frozen):
     """When `ratchet up` starts the campaign (each run continues it up to max_rounds); not part of its identity."""
 
-    cron: str = Field("0 2 * * *", description="Cron expression (minute hour day month weekday), e.g. '0 2 * * *' = nightly at 02:00.")
+    cron: str = Field(
+        "0 2 * * *", description="Cron expression (minute hour day month weekday), e.g. '0 2 * * *' = nightly at 02:00."
+    )
     interval_s: float | None = Field(
-        None, gt=0.0, description="Run every this many seconds instead of the cron (for trials); `ratchet up --interval-s N` sets it for every campaign.")
-    timezone: str | None = Field(None, description="IANA zone of the cron, e.g. 'Europe/Berlin'; unset = this machine's local zone.")
-    active: bool = Field(True, description="false: the deployment is served but its schedule starts paused (`ratchet schedule resume` starts it).")
+        None,
+        gt=0.0,
+        description="Run every this many seconds instead of the cron (for trials); `ratchet up --interval-s N` sets it for every campaign.",
+    )
+    timezone: str | None = Field(
+        None, description="IANA zone of the cron, e.g. 'Europe/Berlin'; unset = this machine's local zone."
+    )
+    active: bool = Field(
+        True, description="false: the deployment is served but its schedule starts paused (`ratchet schedule resume` starts it)."
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> "ScheduleConfig":
+    def _check(self) -> ScheduleConfig:
         if len(self.cron.split()) != 5:
             raise ValueError(f"schedule.cron {self.cron!r} must have 5 fields (minute hour day month weekday); e.g. '0 2 * * *'")
         if self.timezone is not None:
@@ -259,7 +327,9 @@ class ScheduleConfig(_Frozen):
             try:
                 ZoneInfo(self.timezone)
             except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"schedule.timezone {self.timezone!r} is not an IANA time zone; use e.g. 'UTC' or 'Europe/Berlin'") from None
+                raise ValueError(
+                    f"schedule.timezone {self.timezone!r} is not an IANA time zone; use e.g. 'UTC' or 'Europe/Berlin'"
+                ) from None
         return self
 
 
@@ -267,19 +337,28 @@ class PrefectConfig(_Frozen):
     """The Prefect server `ratchet up` starts (ignored when PREFECT_API_URL points at a running one)."""
 
     host: str = Field("127.0.0.1", description="Address the server and its UI listen on.")
-    port: int = Field(4200, ge=1, le=65535, description="Port of the API and UI (http://host:port); `ratchet up --port` overrides it.")
+    port: int = Field(
+        4200, ge=1, le=65535, description="Port of the API and UI (http://host:port); `ratchet up --port` overrides it."
+    )
     database_url: str | None = Field(
-        None, description="Server database; unset = SQLite under $RATCHET_HOME/prefect (or env PREFECT_API_DATABASE_CONNECTION_URL). "
-        "PostgreSQL: 'postgresql+asyncpg://user:pass@host:5432/prefect'.")
+        None,
+        description="Server database; unset = SQLite under $RATCHET_HOME/prefect (or env PREFECT_API_DATABASE_CONNECTION_URL). "
+        "PostgreSQL: 'postgresql+asyncpg://user:pass@host:5432/prefect'.",
+    )
 
 
 class RatchetConfig(_Frozen):
-    campaign: str = Field("demo", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
-                          description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
-                          "campaign share a held-out set and an incumbent.")
+    campaign: str = Field(
+        "demo",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
+        "campaign share a held-out set and an incumbent.",
+    )
     max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
     algorithm: Literal["rft", "grpo"] = Field(
-        "rft", description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.")
+        "rft",
+        description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.",
+    )
     db: str = Field("ratchet.duckdb", description="DuckDB file of the trajectory store.")
     run_dir: str | None = Field(None, description="Stage outputs (Parquet, checkpoints); default '<db without suffix>.runs'.")
     model: ModelConfig = ModelConfig()
@@ -294,18 +373,24 @@ class RatchetConfig(_Frozen):
     compute: ComputeConfig = ComputeConfig()
 
     @model_validator(mode="after")
-    def _check(self) -> "RatchetConfig":
+    def _check(self) -> RatchetConfig:
         if self.algorithm == "grpo" and self.generation.group_size < 2:
-            raise ValueError(f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "
-                             "set generation.group_size >= 2")
+            raise ValueError(
+                f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "
+                "set generation.group_size >= 2"
+            )
         if self.algorithm == "grpo" and self.tasks.train_prompts_per_round < self.grpo.steps_per_round:
-            raise ValueError(f"tasks.train_prompts_per_round ({self.tasks.train_prompts_per_round}) must be >= "
-                             f"grpo.steps_per_round ({self.grpo.steps_per_round}): each step needs its own prompts; "
-                             "raise train_prompts_per_round or lower steps_per_round")
+            raise ValueError(
+                f"tasks.train_prompts_per_round ({self.tasks.train_prompts_per_round}) must be >= "
+                f"grpo.steps_per_round ({self.grpo.steps_per_round}): each step needs its own prompts; "
+                "raise train_prompts_per_round or lower steps_per_round"
+            )
         tp, devices = self.generation.tensor_parallel_size, self.compute.devices
         if tp > 1 and (not self.compute.on_gpu or len(devices) % tp):
-            raise ValueError(f"generation.tensor_parallel_size ({tp}) must divide the number of GPUs in compute.devices "
-                             f"({list(devices)}); list a multiple of {tp} cuda devices or lower tensor_parallel_size")
+            raise ValueError(
+                f"generation.tensor_parallel_size ({tp}) must divide the number of GPUs in compute.devices "
+                f"({list(devices)}); list a multiple of {tp} cuda devices or lower tensor_parallel_size"
+            )
         return self
 
     def resolved_run_dir(self) -> Path:
@@ -318,8 +403,18 @@ class RatchetConfig(_Frozen):
         out, so a change there (or to its defaults) never turns an existing campaign into a conflict.
         """
         unused = "grpo" if self.algorithm == "rft" else "sft"
-        return self.model_dump(mode="json", exclude={"db": True, "run_dir": True, "max_rounds": True, "schedule": True, unused: True,
-                                                      "compute": True, "generation": set(ENGINE_ONLY_GENERATION_FIELDS)})
+        return self.model_dump(
+            mode="json",
+            exclude={
+                "db": True,
+                "run_dir": True,
+                "max_rounds": True,
+                "schedule": True,
+                unused: True,
+                "compute": True,
+                "generation": set(ENGINE_ONLY_GENERATION_FIELDS),
+            },
+        )
 
 
 class ConfigError(ValueError):
@@ -358,7 +453,9 @@ def _campaign_tables(data: dict, where: str) -> list[dict]:
     names = [t.get("campaign", RatchetConfig.model_fields["campaign"].default) for t in tables]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ConfigError(f"{where}: campaign names must be unique, {dup} appear more than once; give each [[campaigns]] its own campaign = '...'")
+        raise ConfigError(
+            f"{where}: campaign names must be unique, {dup} appear more than once; give each [[campaigns]] its own campaign = '...'"
+        )
     return tables
 
 
@@ -389,16 +486,20 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
         tables = _campaign_tables(raw, str(path))
         declared = [t.get("campaign", "demo") for t in tables] if "campaigns" in raw else []
         if declared and overrides.get("campaign") is not None and overrides["campaign"] not in declared:
-            raise ConfigError(f"{path} declares campaigns {declared}; --campaign {overrides['campaign']!r} is not among them "
-                              "(check the spelling, or add a [[campaigns]] table for it)")
+            raise ConfigError(
+                f"{path} declares campaigns {declared}; --campaign {overrides['campaign']!r} is not among them "
+                "(check the spelling, or add a [[campaigns]] table for it)"
+            )
         if len(tables) == 1:
             data = tables[0]
         else:
             names = [t.get("campaign", "demo") for t in tables]
             want = overrides.get("campaign")
             if want not in names:
-                raise ConfigError(f"{path} declares campaigns {names}; pick one with --campaign NAME"
-                                  + (f" ({want!r} is not among them)" if want else ""))
+                raise ConfigError(
+                    f"{path} declares campaigns {names}; pick one with --campaign NAME"
+                    + (f" ({want!r} is not among them)" if want else "")
+                )
             data = tables[names.index(want)]
     for key, value in overrides.items():
         if value is None:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from loop.config import PrefectConfig, RatchetConfig
+from ratchet.loop.config import PrefectConfig, RatchetConfig
 
 HEADER = """\
 # Ratchet config, written by `ratchet init`: every key with its default and what it does.

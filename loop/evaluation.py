@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

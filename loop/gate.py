@@ -16,8 +16,9 @@ decision is **halt**.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -34,7 +35,9 @@ def mcnemar_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool]) -> flo
         ValueError: the two outcome lists differ in length (they must be paired).
     """
     if len(candidate) != len(incumbent):
-        raise ValueError(f"paired outcomes differ in length ({len(candidate)} vs {len(incumbent)}); evaluate both on the same prompts")
+        raise ValueError(
+            f"paired outcomes differ in length ({len(candidate)} vs {len(incumbent)}); evaluate both on the same prompts"
+        )
     b = sum(1 for x, y in zip(candidate, incumbent) if y and not x)
     c = sum(1 for x, y in zip(candidate, incumbent) if x and not y)
     n = b + c
@@ -70,15 +73,28 @@ class GateResult:
     tolerance: float
 
 
-def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promoted_pass1: float,
-           consecutive_rejections: int, candidate_no_answer_rate: float, tolerance: float, test: str = "mcnemar",
-           alpha: float = 0.05, max_consecutive_rejections: int = 2, max_no_answer_rate: float = 0.5,
-           bootstrap_samples: int = 2000, tripped_guards: Sequence[str] = ()) -> GateResult:
+def decide(
+    candidate: Sequence[bool],
+    incumbent: Sequence[bool],
+    *,
+    best_promoted_pass1: float,
+    consecutive_rejections: int,
+    candidate_no_answer_rate: float,
+    tolerance: float,
+    test: str = "mcnemar",
+    alpha: float = 0.05,
+    max_consecutive_rejections: int = 2,
+    max_no_answer_rate: float = 0.5,
+    bootstrap_samples: int = 2000,
+    tripped_guards: Sequence[str] = (),
+) -> GateResult:
     """Decide on one candidate. ``consecutive_rejections`` counts rejections before this round;
     ``tripped_guards`` are reasons from training guard metrics (KL, entropy) that force a halt."""
     m = len(candidate)
     if m == 0 or m != len(incumbent):
-        raise ValueError(f"gate needs paired non-empty outcomes (got {m} and {len(incumbent)}); evaluate both on the held-out set")
+        raise ValueError(
+            f"gate needs paired non-empty outcomes (got {m} and {len(incumbent)}); evaluate both on the held-out set"
+        )
     cand, inc = sum(candidate) / m, sum(incumbent) / m
     delta = cand - inc
     if test == "mcnemar":
@@ -87,13 +103,24 @@ def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promote
         p = bootstrap_worse_p(candidate, incumbent, samples=bootstrap_samples)
     else:
         raise ValueError(f"unknown gate test {test!r}; choose 'mcnemar' or 'bootstrap'")
-    common = dict(candidate_pass1=cand, incumbent_pass1=inc, best_promoted_pass1=best_promoted_pass1,
-                  delta=delta, p_value=p, test=test, tolerance=tolerance)
+    common = dict(
+        candidate_pass1=cand,
+        incumbent_pass1=inc,
+        best_promoted_pass1=best_promoted_pass1,
+        delta=delta,
+        p_value=p,
+        test=test,
+        tolerance=tolerance,
+    )
     if tripped_guards:
         return GateResult("halt", "; ".join(tripped_guards), **common)
     if candidate_no_answer_rate > max_no_answer_rate:
-        return GateResult("halt", f"guard: candidate gave no parseable answer on {candidate_no_answer_rate:.0%} of held-out "
-                          f"prompts (> {max_no_answer_rate:.0%}); format collapse", **common)
+        return GateResult(
+            "halt",
+            f"guard: candidate gave no parseable answer on {candidate_no_answer_rate:.0%} of held-out "
+            f"prompts (> {max_no_answer_rate:.0%}); format collapse",
+            **common,
+        )
     problems = []
     if cand < inc - tolerance:
         problems.append(f"pass@1 {cand:.3f} < incumbent {inc:.3f} - tolerance {tolerance}")
@@ -104,6 +131,10 @@ def decide(candidate: Sequence[bool], incumbent: Sequence[bool], *, best_promote
     if not problems:
         return GateResult("promote", f"pass@1 {inc:.3f} -> {cand:.3f} ({delta:+.3f}), {test} p(worse)={p:.3g}", **common)
     if consecutive_rejections + 1 >= max_consecutive_rejections:
-        return GateResult("halt", "; ".join(problems) + f"; {consecutive_rejections + 1} rejections in a row "
-                          f"(max_consecutive_rejections = {max_consecutive_rejections})", **common)
+        return GateResult(
+            "halt",
+            "; ".join(problems) + f"; {consecutive_rejections + 1} rejections in a row "
+            f"(max_consecutive_rejections = {max_consecutive_rejections})",
+            **common,
+        )
     return GateResult("reject", "; ".join(problems), **common)

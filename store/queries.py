@@ -39,7 +39,9 @@ WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
 
 def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
     """Rows ``{trajectory_id, prompt_id, question, completion}`` to fine-tune on this round."""
-    cur = con.execute(TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt})
+    cur = con.execute(
+        TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt}
+    )
     return _rows(cur)
 
 
@@ -54,7 +56,9 @@ def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_versi
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
              AND coalesce(t.step, 0) = ?
-           ORDER BY t.prompt_id, t.sample_index""", [round_id, verifier_version, step])
+           ORDER BY t.prompt_id, t.sample_index""",
+        [round_id, verifier_version, step],
+    )
     return _rows(cur)
 
 
@@ -79,8 +83,9 @@ def eval_outcomes(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_i
 
 def stored_metrics(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str) -> dict[str, float]:
     """Metrics already computed for this checkpoint on this eval set (empty dict if none)."""
-    rows = con.execute("SELECT metric, value FROM evaluations WHERE checkpoint_id = ? AND eval_set_id = ?",
-                       [checkpoint_id, eval_set_id]).fetchall()
+    rows = con.execute(
+        "SELECT metric, value FROM evaluations WHERE checkpoint_id = ? AND eval_set_id = ?", [checkpoint_id, eval_set_id]
+    ).fetchall()
     return dict(rows)
 
 
@@ -102,7 +107,9 @@ def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id
         raise KeyError(f"no campaign {campaign_id}")
     decisions = con.execute(
         """SELECT g.decision, g.candidate_checkpoint_id FROM gate_decisions g JOIN rounds r USING (round_id)
-           WHERE g.campaign_id = ? ORDER BY r.round_index""", [campaign_id]).fetchall()
+           WHERE g.campaign_id = ? ORDER BY r.round_index""",
+        [campaign_id],
+    ).fetchall()
     incumbent, trailing, halted = base[0], 0, False
     promoted = [base[0]]
     for decision, cand in decisions:
@@ -114,7 +121,8 @@ def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id
             halted = halted or decision == "halt"
     vals = con.execute(
         "SELECT max(value) FROM evaluations WHERE metric = 'heldout/pass@1' AND eval_set_id = ? AND list_contains(?, checkpoint_id)",
-        [eval_set_id, promoted]).fetchone()[0]
+        [eval_set_id, promoted],
+    ).fetchone()[0]
     done = con.execute("SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'", [campaign_id]).fetchone()[0]
     return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done)
 
@@ -151,17 +159,22 @@ def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifier: str, vers
 
 # --- rounds, checkpoints and reporting: small lookups the flows and the CLI need ------------------
 
+
 def round_incumbent(con: duckdb.DuckDBPyConnection, round_id: str) -> str:
     """The incumbent a round started from (fixed when the round was first recorded)."""
     return con.execute("SELECT incumbent_checkpoint_id FROM rounds WHERE round_id = ?", [round_id]).fetchone()[0]
 
 
-def set_round_status(con: duckdb.DuckDBPyConnection, round_id: str, status: str, *, finished_at=None,
-                     stage_seconds_json: str | None = None) -> None:
+def set_round_status(
+    con: duckdb.DuckDBPyConnection, round_id: str, status: str, *, finished_at=None, stage_seconds_json: str | None = None
+) -> None:
     """Move a round to ``running`` / ``completed`` / ``failed``; a completed round never changes again."""
-    con.execute("""UPDATE rounds SET status = ?, finished_at = coalesce(?, finished_at),
+    con.execute(
+        """UPDATE rounds SET status = ?, finished_at = coalesce(?, finished_at),
                    stage_seconds_json = coalesce(?, stage_seconds_json)
-                   WHERE round_id = ? AND status <> 'completed'""", [status, finished_at, stage_seconds_json, round_id])
+                   WHERE round_id = ? AND status <> 'completed'""",
+        [status, finished_at, stage_seconds_json, round_id],
+    )
 
 
 def gate_decision(con: duckdb.DuckDBPyConnection, round_id: str) -> tuple[str, str] | None:
@@ -176,28 +189,39 @@ def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str | 
 
 def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
     """The round's training-run metrics (``metrics_json`` decoded; its last on-policy step's), or None when it trained nothing."""
-    row = con.execute("SELECT metrics_json FROM training_runs WHERE round_id = ? ORDER BY coalesce(step, 0) DESC LIMIT 1",
-                      [round_id]).fetchone()
+    row = con.execute(
+        "SELECT metrics_json FROM training_runs WHERE round_id = ? ORDER BY coalesce(step, 0) DESC LIMIT 1", [round_id]
+    ).fetchone()
     return None if row is None else json.loads(row[0])
 
 
 def evaluations_of(con: duckdb.DuckDBPyConnection, eval_set_id: str, checkpoint_ids: list[str]) -> list[tuple[str, str, float]]:
     """``(metric, checkpoint_id, value)`` of these checkpoints on one eval set."""
-    return con.execute("""SELECT metric, checkpoint_id, value FROM evaluations
+    return con.execute(
+        """SELECT metric, checkpoint_id, value FROM evaluations
                           WHERE eval_set_id = ? AND list_contains(?, checkpoint_id) ORDER BY ALL""",
-                       [eval_set_id, checkpoint_ids]).fetchall()
+        [eval_set_id, checkpoint_ids],
+    ).fetchall()
 
 
 def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
-    return _rows(con.execute("""SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
-                                FROM round_verifier_stats WHERE round_id = ?""", [round_id]))
+    return _rows(
+        con.execute(
+            """SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
+                                FROM round_verifier_stats WHERE round_id = ?""",
+            [round_id],
+        )
+    )
 
 
 def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
     """The base model's held-out pass@1 and one ``round_summary`` row per round of a campaign."""
-    base = con.execute("""SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
-                          WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""", [campaign]).fetchone()
+    base = con.execute(
+        """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
+                          WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""",
+        [campaign],
+    ).fetchone()
     rows = _rows(con.execute("SELECT * FROM round_summary WHERE campaign = ? ORDER BY round_index", [campaign]))
     return (None if base is None else base[0]), rows
 
@@ -205,10 +229,12 @@ def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float
 def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
     """Campaign names (oldest first) and every round with its state and gate decision."""
     names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY created_at").fetchall()]
-    rounds = _rows(con.execute("""SELECT c.name AS campaign, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1,
+    rounds = _rows(
+        con.execute("""SELECT c.name AS campaign, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1,
                                          g.incumbent_pass1
                                   FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
-                                  ORDER BY c.name, r.round_index"""))
+                                  ORDER BY c.name, r.round_index""")
+    )
     return names, rounds
 
 
@@ -274,12 +300,17 @@ def round_evaluations(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dic
     evaluated on several eval sets (a verifier upgrade changes the set's id), each metric is the one
     stored last before the round finished.
     """
-    return _rows(con.execute(f"""
+    return _rows(
+        con.execute(
+            f"""
         WITH {_ROUND_CKPTS_CTE}
         SELECT rc.role, rc.checkpoint_id, e.metric, e.value, e.num_prompts
         FROM rc JOIN evaluations e ON e.checkpoint_id = rc.checkpoint_id AND e.eval_set_id IN (SELECT eval_set_id FROM sets)
         QUALIFY row_number() OVER (PARTITION BY rc.role, e.metric ORDER BY e.created_at <= rc.as_of DESC, e.created_at DESC) = 1
-        ORDER BY rc.role = 'candidate', e.metric""", {"round_id": round_id}))
+        ORDER BY rc.role = 'candidate', e.metric""",
+            {"round_id": round_id},
+        )
+    )
 
 
 def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
@@ -289,7 +320,9 @@ def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, ve
     ``format_error_rate``, ``truncated_rate``, ``reasons`` (``{verdict reason: count}``), over the
     campaign's eval sets; verdicts chosen as in ``rollout_metrics``.
     """
-    return _rows(con.execute(f"""
+    return _rows(
+        con.execute(
+            f"""
         WITH {_VERDICT_CTE}, {_ROUND_CKPTS_CTE}
         SELECT rc.role, rc.checkpoint_id, count(*) AS completions,
                quantile_cont(t.completion_tokens, 0.9) AS completion_tokens_p90,
@@ -298,7 +331,9 @@ def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, ve
         FROM rc JOIN trajectories t ON t.checkpoint_id = rc.checkpoint_id AND t.eval_set_id IN (SELECT eval_set_id FROM sets)
         JOIN v USING (trajectory_id)
         GROUP BY rc.role, rc.checkpoint_id ORDER BY rc.role = 'candidate'""",
-                             {"round_id": round_id, "verifier_version": verifier_version}))
+            {"round_id": round_id, "verifier_version": verifier_version},
+        )
+    )
 
 
 def round_training(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
@@ -310,14 +345,19 @@ def round_training(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None
     ``entropy_mean`` (nats per token) are read from them when the algorithm is grpo, else NULL;
     ``metrics`` holds every scalar training metric (``{name: value}``; per-step lists left out).
     """
-    rows = _rows(con.execute("""
+    rows = _rows(
+        con.execute(
+            """
         SELECT algorithm, count(*) OVER () AS steps, sum(num_examples) OVER () AS num_examples,
                CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/kl/mean"') AS DOUBLE) END AS kl_mean,
                CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/entropy/mean"') AS DOUBLE) END
                  AS entropy_mean,
                (SELECT map_from_entries(list(struct_pack(k := key, v := TRY_CAST(value AS DOUBLE))))
                   FROM json_each(metrics_json) WHERE json_type(value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')) AS metrics
-        FROM training_runs WHERE round_id = ? ORDER BY finished_at DESC LIMIT 1""", [round_id]))
+        FROM training_runs WHERE round_id = ? ORDER BY finished_at DESC LIMIT 1""",
+            [round_id],
+        )
+    )
     return rows[0] if rows else None
 
 
@@ -328,22 +368,33 @@ def pass1_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
     ``candidate_pass1`` and ``kept_pass1`` (the pass@1 of the checkpoint the round ends with: the
     candidate's when promoted, else the incumbent's).
     """
-    return _rows(con.execute("""
+    return _rows(
+        con.execute(
+            """
         SELECT r.round_index, r.status, g.decision, g.incumbent_pass1, g.candidate_pass1,
                CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1
         FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
-        WHERE c.name = ? ORDER BY r.round_index""", [campaign]))
+        WHERE c.name = ? ORDER BY r.round_index""",
+            [campaign],
+        )
+    )
 
 
 def report_campaigns(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict]:
     """Campaigns (oldest first, or only ``campaign``): ``{name, campaign_id, algorithm, base_checkpoint_id, created_at, rounds}``."""
-    return _rows(con.execute("""
+    return _rows(
+        con.execute(
+            """
         SELECT c.name, c.campaign_id, json_extract_string(c.config_json, '$.algorithm') AS algorithm, c.base_checkpoint_id,
                c.created_at, (SELECT count(*) FROM rounds r WHERE r.campaign_id = c.campaign_id) AS rounds
-        FROM campaigns c WHERE CAST(? AS VARCHAR) IS NULL OR c.name = ? ORDER BY c.created_at, c.name""", [campaign, campaign]))
+        FROM campaigns c WHERE CAST(? AS VARCHAR) IS NULL OR c.name = ? ORDER BY c.created_at, c.name""",
+            [campaign, campaign],
+        )
+    )
 
 
 # --- crash detection: which process runs a round ---------------------------------------------------
+
 
 def claim_round(con: duckdb.DuckDBPyConnection, round_id: str, owner: str, flow_run_id: str | None) -> None:
     """Record the ``'<host>:<pid>'`` process (and Prefect flow run) now running a round."""
@@ -352,16 +403,20 @@ def claim_round(con: duckdb.DuckDBPyConnection, round_id: str, owner: str, flow_
 
 def running_rounds(con: duckdb.DuckDBPyConnection) -> list[dict]:
     """Rounds in state ``running``: ``{round_id, campaign, round_index, owner, flow_run_id}``."""
-    return _rows(con.execute("""SELECT r.round_id, c.name AS campaign, r.round_index, r.owner, r.flow_run_id
+    return _rows(
+        con.execute("""SELECT r.round_id, c.name AS campaign, r.round_index, r.owner, r.flow_run_id
                                 FROM rounds r JOIN campaigns c USING (campaign_id)
-                                WHERE r.status = 'running' ORDER BY r.round_id"""))
+                                WHERE r.status = 'running' ORDER BY r.round_id""")
+    )
 
 
 def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], finished_at) -> int:
     """Move these rounds from ``running`` to ``crashed``; returns how many changed."""
     if not round_ids:
         return 0
-    changed = con.execute("""UPDATE rounds SET status = 'crashed', finished_at = coalesce(finished_at, ?)
+    changed = con.execute(
+        """UPDATE rounds SET status = 'crashed', finished_at = coalesce(finished_at, ?)
                              WHERE status = 'running' AND list_contains(?, round_id) RETURNING round_id""",
-                          [finished_at, round_ids]).fetchall()
+        [finished_at, round_ids],
+    ).fetchall()
     return len(changed)

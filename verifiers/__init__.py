@@ -10,18 +10,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from verifiers.code import verify_code, verify_code_batch
-from verifiers.format import check_format
-from verifiers.math import verify_math, verify_math_batch
-from verifiers.reward import as_trl_reward, score, score_batch
-from verifiers.verdict import REASONS, Verdict
+from ratchet.verifiers.code import verify_code, verify_code_batch
+from ratchet.verifiers.format import check_format
+from ratchet.verifiers.math import verify_math, verify_math_batch
+from ratchet.verifiers.reward import as_trl_reward, score, score_batch
+from ratchet.verifiers.verdict import REASONS, Verdict
 
-__all__ = ["REASONS", "Verdict", "verify", "score", "score_batch", "as_trl_reward", "verify_math", "verify_math_batch",
-           "verify_code", "verify_code_batch", "check_format"]
+__all__ = [
+    "REASONS",
+    "Verdict",
+    "verify",
+    "score",
+    "score_batch",
+    "as_trl_reward",
+    "verify_math",
+    "verify_math_batch",
+    "verify_code",
+    "verify_code_batch",
+    "check_format",
+]
 
 
-def verify(kind: Literal["math", "code", "format"], gold: str, completion: str, *, timeout_s: float = 2.0,
-           tests: Sequence[Any] | None = None) -> Verdict:
+def verify(
+    kind: Literal["math", "code", "format"],
+    gold: str,
+    completion: str,
+    *,
+    timeout_s: float = 2.0,
+    tests: Sequence[Any] | None = None,
+) -> Verdict:
     """Verify one completion with the verifier for ``kind`` (for ``format``, ``gold`` is the template).
 
     Raises:

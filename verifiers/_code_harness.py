@@ -24,14 +24,49 @@ import sys
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 VIOLATION_EXIT = 86
-_BLOCKED = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-            "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "socket.", "ctypes.", "os.setuid",
-            "os.setgid", "os.chroot", "os.putenv", "os.unsetenv", "sys.setprofile", "sys.settrace",
-            "sys.addaudithook", "os.startfile", "webbrowser.open", "mmap.__new__")
-_PATH_EVENTS = {"os.remove": True, "os.rename": True, "os.rmdir": True, "os.mkdir": True, "os.chmod": True,
-                "os.chown": True, "os.link": True, "os.symlink": True, "os.truncate": True, "os.utime": True,
-                "shutil.rmtree": True, "shutil.copyfile": True, "shutil.move": True, "os.listdir": False,
-                "os.scandir": False}
+_BLOCKED = (
+    "os.system",
+    "os.fork",
+    "os.forkpty",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "pty.spawn",
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "socket.",
+    "ctypes.",
+    "os.setuid",
+    "os.setgid",
+    "os.chroot",
+    "os.putenv",
+    "os.unsetenv",
+    "sys.setprofile",
+    "sys.settrace",
+    "sys.addaudithook",
+    "os.startfile",
+    "webbrowser.open",
+    "mmap.__new__",
+)
+_PATH_EVENTS = {
+    "os.remove": True,
+    "os.rename": True,
+    "os.rmdir": True,
+    "os.mkdir": True,
+    "os.chmod": True,
+    "os.chown": True,
+    "os.link": True,
+    "os.symlink": True,
+    "os.truncate": True,
+    "os.utime": True,
+    "shutil.rmtree": True,
+    "shutil.copyfile": True,
+    "shutil.move": True,
+    "os.listdir": False,
+    "os.scandir": False,
+}
 
 
 def _lockdown(job):
@@ -45,9 +80,14 @@ def _lockdown(job):
         elif os.geteuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
             net = "userns+netns"
     lim = job["limits"]
-    for res, value in ((resource.RLIMIT_CPU, lim["cpu_s"]), (resource.RLIMIT_AS, lim["memory_bytes"]),
-                       (resource.RLIMIT_NPROC, lim["nproc"]), (resource.RLIMIT_FSIZE, lim["file_bytes"]),
-                       (resource.RLIMIT_NOFILE, lim["nofile"]), (resource.RLIMIT_CORE, 0)):
+    for res, value in (
+        (resource.RLIMIT_CPU, lim["cpu_s"]),
+        (resource.RLIMIT_AS, lim["memory_bytes"]),
+        (resource.RLIMIT_NPROC, lim["nproc"]),
+        (resource.RLIMIT_FSIZE, lim["file_bytes"]),
+        (resource.RLIMIT_NOFILE, lim["nofile"]),
+        (resource.RLIMIT_CORE, 0),
+    ):
         resource.setrlimit(res, (value, value))
     uid = job.get("uid")
     if uid is not None and os.geteuid() == 0:
@@ -77,8 +117,13 @@ def _install_hook(secret, result_fd, workdir, read_roots):
             violate(event)
         elif event == "open":
             path, mode, flags = args
-            writing = ("w" in str(mode) or "a" in str(mode) or "x" in str(mode) or "+" in str(mode)
-                       or (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)))
+            writing = (
+                "w" in str(mode)
+                or "a" in str(mode)
+                or "x" in str(mode)
+                or "+" in str(mode)
+                or (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            )
             if not inside(path, [workdir] if writing else [workdir] + read_roots):
                 violate(f"open {'write' if writing else 'read'} {os.fsdecode(path) if not isinstance(path, int) else path}")
         elif event in path_events and args and not inside(args[0], [workdir] if path_events[event] else [workdir] + read_roots):
@@ -87,9 +132,9 @@ def _install_hook(secret, result_fd, workdir, read_roots):
     sys.addaudithook(hook)
 
 
-def _make_codec(candidate_classes):
+def make_codec(candidate_classes):
     """Strict serializer of plain builtins -> JSON-able tagged lists (no candidate code is called)."""
-    t, ln, hexf, frepr = type, len, int.__format__, float.__repr__
+    t, hexf, frepr = type, int.__format__, float.__repr__
     items, keys = dict.items, list
 
     def enc(v, budget):
@@ -143,8 +188,10 @@ def _make_codec(candidate_classes):
     def guard(v):
         """Candidate values as seen by test code: plain copies, guarded callables, proxied instances."""
         if callable(v):
+
             def call(*a, **kw):
                 return guard(v(*a, **kw))
+
             return call
         if t(v) in candidate_classes:
             return _Proxy(v, guard)
@@ -183,12 +230,20 @@ def main():
     import traceback
 
     pristine = dict(vars(builtins))
-    read_roots = sorted({os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
-                        | {os.path.realpath(__file__),  # tracebacks of a crashing program quote this file
-                           os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), "/dev/null",
-                           "/dev/urandom", "/usr/share/zoneinfo", "/etc/localtime"})
+    read_roots = sorted(
+        {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
+        | {
+            os.path.realpath(__file__),  # tracebacks of a crashing program quote this file
+            os.path.realpath(sys.prefix),
+            os.path.realpath(sys.base_prefix),
+            "/dev/null",
+            "/dev/urandom",
+            "/usr/share/zoneinfo",
+            "/etc/localtime",
+        }
+    )
     mode = job["mode"]
-    enc, dec, _ = _make_codec(set())
+    enc, dec, _ = make_codec(set())
     if mode == "judge":  # trusted test code only: evaluate asserts with the probe values substituted
         ns = {"__builtins__": pristine, "__p": [dec(v) if v is not None else None for v in job["values"]]}
         for stmt in job["setup"]:
@@ -217,7 +272,7 @@ def main():
         emit("done")
         return
     classes = {v for v in g.values() if type(v) is type and getattr(v, "__module__", None) == "__main__"}
-    enc, dec, guard = _make_codec(classes)
+    enc, dec, guard = make_codec(classes)
     names = set(job["candidate_names"])
     ns = {}
     for k, v in g.items():

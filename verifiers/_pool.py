@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ratchet.common.procs import kill_tree
+
 log = logging.getLogger(__name__)
 
 _ROOT = str(Path(__file__).resolve().parents[1])
@@ -34,8 +36,12 @@ class _Worker:
     def __init__(self, module: str) -> None:
         code = f"import sys; sys.path.insert(0, {_ROOT!r}); from {module} import main; main()"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.fd = self.proc.stdout.fileno()
@@ -61,11 +67,7 @@ class _Worker:
         return [json.loads(line) for line in lines if line.strip()]
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, 9)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        kill_tree(self.proc)
         for f in (self.proc.stdin, self.proc.stdout):
             try:
                 f.close()  # type: ignore[union-attr]
@@ -93,8 +95,10 @@ class WorkerPool:
         for w in self.workers:
             while not w.ready:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"math worker did not start within {STARTUP_TIMEOUT_S} s; check that "
-                                       f"sympy and latex2sympy2_extended import in {sys.executable}")
+                    raise RuntimeError(
+                        f"math worker did not start within {STARTUP_TIMEOUT_S} s; check that "
+                        f"sympy and latex2sympy2_extended import in {sys.executable}"
+                    )
                 sel = selectors.DefaultSelector()
                 sel.register(w.fd, selectors.EVENT_READ)
                 sel.select(0.1)
@@ -102,8 +106,10 @@ class WorkerPool:
                 try:
                     msgs = w.pump()
                 except EOFError:
-                    raise RuntimeError(f"math worker died at startup (python {sys.executable}); run "
-                                       f"`python -c 'import {self.module}'` to see why") from None
+                    raise RuntimeError(
+                        f"math worker died at startup (python {sys.executable}); run "
+                        f"`python -c 'import {self.module}'` to see why"
+                    ) from None
                 w.ready = any(m.get("ready") for m in msgs) or w.ready
 
     def run(self, requests: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any] | None]:

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from verifiers.code import verify_code_batch
-from verifiers.format import check_format, template_for_rule
-from verifiers.math import verify_math_batch
+from ratchet.verifiers.code import verify_code_batch
+from ratchet.verifiers.format import check_format, template_for_rule
+from ratchet.verifiers.math import verify_math_batch
 
 KINDS = ("math", "code", "format")
 _REQUIRED = {"id": str, "kind": str, "gold": str, "prediction": str, "expected": bool}
@@ -39,8 +39,9 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
         try:
             case = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise CasesFileError(f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                                 f"each line must be one JSON object") from None
+            raise CasesFileError(
+                f"{path}:{n}: not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object"
+            ) from None
         if not isinstance(case, dict):
             raise CasesFileError(f"{path}:{n}: expected a JSON object, got {type(case).__name__}")
         for key, typ in _REQUIRED.items():
@@ -58,8 +59,15 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _empty() -> dict[str, int]:
-    return {"total": 0, "passed": 0, "true_positives": 0, "true_negatives": 0, "false_positives": 0, "false_negatives": 0,
-            "errors": 0}
+    return {
+        "total": 0,
+        "passed": 0,
+        "true_positives": 0,
+        "true_negatives": 0,
+        "false_positives": 0,
+        "false_negatives": 0,
+        "errors": 0,
+    }
 
 
 def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
@@ -102,8 +110,15 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
             else:
                 counts["false_positives" if v.correct else "false_negatives"] += 1
             if v.reason == "bad_gold" or v.correct != c["expected"]:
-                report["misses"].append({"id": c["id"], "kind": kind, "expected": c["expected"], "got": v.correct,
-                                         "reason": v.reason + (f": {v.details['error']}" if v.details.get("error") else "")})
+                report["misses"].append(
+                    {
+                        "id": c["id"],
+                        "kind": kind,
+                        "expected": c["expected"],
+                        "got": v.correct,
+                        "reason": v.reason + (f": {v.details['error']}" if v.details.get("error") else ""),
+                    }
+                )
         if counts["total"]:
             report["by_kind"][kind] = counts
         for k in total:
@@ -121,9 +136,11 @@ _JSON_COUNTS = ("total", "passed", "false_positives", "false_negatives", "errors
 
 def _spec_shape(report: dict[str, Any]) -> dict[str, Any]:
     """The documented JSON: top-level and per-kind counts without the true positive/negative split."""
-    return {**{k: report[k] for k in _JSON_COUNTS},
-            "by_kind": {kind: {k: c[k] for k in _JSON_COUNTS} for kind, c in report["by_kind"].items()},
-            "misses": report["misses"]}
+    return {
+        **{k: report[k] for k in _JSON_COUNTS},
+        "by_kind": {kind: {k: c[k] for k in _JSON_COUNTS} for kind, c in report["by_kind"].items()},
+        "misses": report["misses"],
+    }
 
 
 def render_audit(report: dict[str, Any], fmt: Literal["table", "json"] = "table") -> str:

@@ -34,14 +34,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers.sandbox import Limits, RunResult, run_job
-from verifiers.verdict import Verdict
+from ratchet.verifiers._code_harness import make_codec
+from ratchet.verifiers.sandbox import Limits, RunResult, run_job
+from ratchet.verifiers.verdict import Verdict
 
 VERSION = "code-1.1.0"
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _STDIO = re.compile(r"^\s*stdin\s+(.+?)\s*->\s*expected\s+stdout\s+(.+?)\s*$", re.S)
 _SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
+
+# The one value codec, shared with the sandbox side (``_code_harness.make_codec``): probe values come back
+# encoded by it, judge jobs get them encoded by it.
+_ENCODE, _DECODE, _ = make_codec(set())
 
 
 class BadTests(ValueError):
@@ -86,7 +91,10 @@ def defined_names(program: str) -> set[str]:
             for attr in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(s, attr, None)
                 if isinstance(sub, list) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    walk([x for x in sub if isinstance(x, ast.stmt)] + [y for h in sub if isinstance(h, ast.ExceptHandler) for y in h.body])
+                    walk(
+                        [x for x in sub if isinstance(x, ast.stmt)]
+                        + [y for h in sub if isinstance(h, ast.ExceptHandler) for y in h.body]
+                    )
 
     walk(ast.parse(program).body)
     return names
@@ -162,25 +170,16 @@ def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
             elif isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)):
                 plan.setup.append(ast.unparse(s))
             else:
-                raise BadTests(f"test statement {ast.unparse(s)!r} is not an assert, import, assignment or def; "
-                               f"write tests as 'assert f(x) == y' lines")
+                raise BadTests(
+                    f"test statement {ast.unparse(s)!r} is not an assert, import, assignment or def; "
+                    f"write tests as 'assert f(x) == y' lines"
+                )
     return plan
-
-
-def _decode(x: Any) -> Any:
-    tag = x[0]
-    simple = {"none": lambda: None, "bool": lambda: bool(x[1]), "int": lambda: int(x[1], 16),
-              "float": lambda: float(x[1]), "str": lambda: str(x[1]), "bytes": lambda: bytes.fromhex(x[1]),
-              "complex": lambda: complex(float(x[1]), float(x[2]))}
-    if tag in simple:
-        return simple[tag]()
-    if tag == "dict":
-        return {_decode(a): _decode(b) for a, b in x[1]}
-    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](_decode(y) for y in x[1])
 
 
 def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
     """Decide ``__p[k] == literal``, ``__p[k]`` and ``not __p[k]`` here; None when the judge run is needed."""
+
     def probe(n: ast.expr) -> int | None:
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
             return n.slice.value  # type: ignore[attr-defined,no-any-return]
@@ -227,14 +226,11 @@ def _failure(res: RunResult) -> tuple[str, dict[str, Any]] | None:
 
 
 def _verdict(reason: str, t0: float, **details: Any) -> Verdict:
-    ok = reason == "ok"
-    return Verdict(correct=ok, reward=1.0 if ok else 0.0, reason=reason, parsed=None, verifier="code",
-                   verifier_version=VERSION, latency_s=time.perf_counter() - t0, details=details)
+    return Verdict.outcome("code", VERSION, reason, t0, **details)
 
 
 def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str]) -> tuple[str, dict[str, Any]]:
-    job = {"mode": "assert", "program": program, "setup": plan.setup, "probes": plan.probes,
-           "candidate_names": sorted(names)}
+    job = {"mode": "assert", "program": program, "setup": plan.setup, "probes": plan.probes, "candidate_names": sorted(names)}
     res = run_job(job, limits)
     bad = _failure(res)
     if bad:
@@ -249,17 +245,19 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str]) -> t
             seen.add(k)
             if r[0] == "error":
                 return "runtime_error", {"error": f"test expression {plan.probes[k]!r} raised {' '.join(r[2:])[:200]}"}
-            values[k] = _decode(json.loads(r[2]))
+            values[k] = _DECODE(json.loads(r[2]))
     if len(seen) != len(plan.probes):
         return "runtime_error", {"error": "some tests did not run"}
     verdicts = [_fast_judge(j, values) for j in plan.judges]
     todo = [i for i, v in enumerate(verdicts) if v is None]
     if todo:
-        from verifiers._code_harness import _make_codec
-
-        enc = _make_codec(set())[0]
-        judge = {"mode": "judge", "setup": plan.setup, "exprs": [ast.unparse(plan.judges[i]) for i in todo],
-                 "values": [enc(v, [1_000_000]) for v in values], "audit": False}
+        judge = {
+            "mode": "judge",
+            "setup": plan.setup,
+            "exprs": [ast.unparse(plan.judges[i]) for i in todo],
+            "values": [_ENCODE(v, [1_000_000]) for v in values],
+            "audit": False,
+        }
         jr = run_job(judge, limits)
         got = {int(r[1]): r[2] == "True" for r in jr.records if r[0] == "judged"}
         for n, i in enumerate(todo):
@@ -295,8 +293,9 @@ def _run_stdio(program: str, gold: str | None, cases: list[tuple[str, str | None
     return "ok", {"passed": passed, "total": len(cases)}
 
 
-def verify_code(gold: str | None, completion: str, tests: Sequence[Any], *, timeout_s: float = 5.0,
-                limits: Limits | None = None) -> Verdict:
+def verify_code(
+    gold: str | None, completion: str, tests: Sequence[Any], *, timeout_s: float = 5.0, limits: Limits | None = None
+) -> Verdict:
     """Run the program in ``completion`` against ``tests`` in the sandbox.
 
     Args:
@@ -336,8 +335,13 @@ def verify_code(gold: str | None, completion: str, tests: Sequence[Any], *, time
     return _verdict(reason, t0, **{**details, **more})
 
 
-def verify_code_batch(items: Sequence[tuple[str | None, str, Sequence[Any]]], *, timeout_s: float = 5.0,
-                      limits: Limits | None = None, max_workers: int | None = None) -> list[Verdict]:
+def verify_code_batch(
+    items: Sequence[tuple[str | None, str, Sequence[Any]]],
+    *,
+    timeout_s: float = 5.0,
+    limits: Limits | None = None,
+    max_workers: int | None = None,
+) -> list[Verdict]:
     """``verify_code`` over ``(gold, completion, tests)`` items, in parallel over the cores.
 
     Args:

@@ -18,7 +18,7 @@ import re
 import time
 from typing import Literal
 
-from verifiers.verdict import Verdict
+from ratchet.verifiers.verdict import Verdict
 
 VERSION = "format-1.1.0"
 Template = Literal["think_answer", "answer_line", "boxed", "none"]
@@ -53,7 +53,7 @@ def _answer_line(text: str) -> str | None:
 
 
 def _boxed(text: str) -> str | None:
-    from verifiers.math_parse import find_boxed
+    from ratchet.verifiers.math_extract import find_boxed
 
     boxes = find_boxed(text)
     if len(boxes) != 1 or text.count(r"\boxed") != 1:
@@ -81,9 +81,17 @@ def check_format(completion: str, template: str = "think_answer") -> Verdict:
     t0 = time.perf_counter()
     problem = _RULES[template](completion)
     ok = problem is None
-    return Verdict(correct=ok, reward=1.0 if ok else 0.0, reason="ok" if ok else "format_error", parsed=None,
-                   verifier="format", verifier_version=VERSION, latency_s=time.perf_counter() - t0,
-                   format_ok=ok, details={"template": template, **({"problem": problem} if problem else {})})
+    return Verdict(
+        correct=ok,
+        reward=1.0 if ok else 0.0,
+        reason="ok" if ok else "format_error",
+        parsed=None,
+        verifier="format",
+        verifier_version=VERSION,
+        latency_s=time.perf_counter() - t0,
+        format_ok=ok,
+        details={"template": template, **({"problem": problem} if problem else {})},
+    )
 
 
 def template_for_rule(description: str) -> str:

@@ -53,12 +53,22 @@ import os
 import time
 from collections.abc import Sequence
 
-from verifiers.math_compare import NeedsCAS, compare
-from verifiers.math_parse import Answer, Extraction, ParseError, TooLarge, extract_answer, parse_answer
-from verifiers.verdict import Verdict
+from ratchet.verifiers.math_compare import NeedsCAS, compare
+from ratchet.verifiers.math_extract import Extraction, extract_answer
+from ratchet.verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
+from ratchet.verifiers.verdict import Verdict
 
-__all__ = ["VERSION", "verify_math", "verify_math_batch", "extract_answer", "parse_answer", "Answer",
-           "Extraction", "ParseError", "shutdown_pool"]
+__all__ = [
+    "VERSION",
+    "verify_math",
+    "verify_math_batch",
+    "extract_answer",
+    "parse_answer",
+    "Answer",
+    "Extraction",
+    "ParseError",
+    "shutdown_pool",
+]
 
 VERSION = "math-1.1.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
@@ -69,9 +79,9 @@ _pool = None
 def _get_pool():  # type: ignore[no-untyped-def]
     global _pool
     if _pool is None:
-        from verifiers._pool import WorkerPool
+        from ratchet.verifiers._pool import WorkerPool
 
-        _pool = WorkerPool("verifiers.math_sympy", POOL_SIZE)
+        _pool = WorkerPool("ratchet.verifiers.math_sympy", POOL_SIZE)
         atexit.register(_pool.close)
     return _pool
 
@@ -85,10 +95,7 @@ def shutdown_pool() -> None:
 
 
 def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> Verdict:
-    ok = reason == "ok"
-    return Verdict(correct=ok, reward=1.0 if ok else 0.0, reason=reason, parsed=parsed, verifier="math",
-                   verifier_version=VERSION, latency_s=time.perf_counter() - t0,
-                   details={k: v for k, v in details.items() if v is not None})
+    return Verdict.outcome("math", VERSION, reason, t0, parsed, **details)
 
 
 def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
@@ -131,8 +138,9 @@ def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_
     return verify_math_batch([(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number)[0]
 
 
-def verify_math_batch(pairs: Sequence[tuple[str, str]], *, timeout_s: float = 2.0,
-                      fallback_last_number: bool = False) -> list[Verdict]:
+def verify_math_batch(
+    pairs: Sequence[tuple[str, str]], *, timeout_s: float = 2.0, fallback_last_number: bool = False
+) -> list[Verdict]:
     """Judge many ``(gold, completion)`` pairs; same verdicts as ``verify_math``, faster.
 
     The cheap stage runs in this process; only the pairs that need sympy are sent to the worker

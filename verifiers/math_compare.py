@@ -2,7 +2,7 @@
 
 ``compare`` runs without any computer algebra. When a leaf pair needs one (an ``expression`` on
 either side) and no CAS callback is given it raises ``NeedsCAS``; the caller then re-runs the same
-comparison inside a killable worker process that passes ``verifiers.math_sympy.cas_equal``.
+comparison inside a killable worker process that passes ``ratchet.verifiers.math_sympy.cas_equal``.
 Keeping one comparison function for both paths means the fast path and the slow path can never
 disagree about policy.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from fractions import Fraction
 
-from verifiers.math_parse import Answer
+from ratchet.verifiers.math_parse import Answer
 
 Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
 
@@ -84,7 +84,7 @@ def _is_symbol(lhs: str) -> bool:
     """A relation's left side that is just a name (``x``, ``y_1``, ``\\theta``, ``f(x)``)."""
     import re
 
-    from verifiers.math_parse import _SYMBOL
+    from ratchet.verifiers.math_parse import _SYMBOL
 
     return bool(re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", lhs))  # a Greek letter, not "\\lim" or "\\sin"
 
@@ -114,7 +114,7 @@ def _same_text(gold: Answer, pred: Answer) -> bool:
 
 def _as_interval(a: Answer) -> tuple | None:
     """An interval, a round-bracket pair, or a one-sided inequality on a name (``x \\le 2``) as an interval."""
-    from verifiers.math_parse import Answer as A
+    from ratchet.verifiers.math_parse import Answer as A
 
     if a.kind == "interval":
         return a.value  # type: ignore[return-value]
@@ -178,8 +178,11 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
             raise NeedsCAS("relation")
         return cas(gold, pred, None)
     if gk == "choice":
-        return pk == "choice" and pred.value == gold.value or (
-            pk == "expression" and str(pred.value).upper() == gold.value and len(str(pred.value)) == 1)
+        return (
+            pk == "choice"
+            and pred.value == gold.value
+            or (pk == "expression" and str(pred.value).upper() == gold.value and len(str(pred.value)) == 1)
+        )
     if gk == "text" or pk == "text":
         return gk == pk and gold.value == pred.value
     if gk in _MULTI and pk in _MULTI:

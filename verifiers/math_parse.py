@@ -1,21 +1,10 @@
-"""Stage 1 of math verification: find the final answer in a completion and parse it into a typed value.
+"""Stage 1b of math verification: parse an extracted final answer into a typed value (``parse_answer``).
 
 Pure string work (regular expressions and exact ``fractions.Fraction`` arithmetic): nothing here
-imports sympy, so extraction and the cheap parse of numbers, choices, sets, intervals and text run
-in the caller's process in microseconds. Anything that needs a computer-algebra system stays a
-``kind="expression"`` leaf holding normalized LaTeX; ``verifiers.math_sympy`` handles those in a
-killable worker process.
-
-Extraction rules (``extract_answer``):
-    * text inside ``<think>...</think>`` is never graded; an unclosed ``<think>`` hides the rest,
-      a stray ``</think>`` hides everything before it;
-    * if there is an ``<answer>...</answer>`` block, only its content is graded (a ``\\boxed{}``
-      inside it wins over the surrounding words);
-    * otherwise every ``\\boxed{}``/``\\fbox{}``; otherwise ``Answer: X`` lines; otherwise the last
-      ``the answer is X`` statement;
-    * several *different* final answers, or hedge words ("one of", "either", "maybe", ...), give
-      ``ambiguous``; there is no "last number anywhere" fallback unless asked for
-      (``fallback_last_number=True``), because it rewards hedging.
+imports sympy. Anything that needs a computer-algebra system stays a ``kind="expression"`` leaf holding
+normalized LaTeX; ``ratchet.verifiers.math_sympy`` handles those in a killable worker process.
+Normalization of the answer text (units, wrappers, approximation words) is ``math_normalize``;
+finding the answer in a completion is ``math_extract``.
 """
 
 from __future__ import annotations
@@ -23,41 +12,40 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterator, Literal
+from typing import Literal
+
+from ratchet.verifiers.math_normalize import (
+    KNOWN_FUNCS,
+    ParseError,
+    TooLarge,
+    _balanced,
+    _top_level_matches,
+    normalize,
+    split_top,
+    strip_approx,
+)
+
+__all__ = ["Answer", "ParseError", "TooLarge", "parse_answer", "parse_number"]
 
 AnswerKind = Literal[
-    "integer", "rational", "decimal", "expression", "relation", "interval", "union", "set", "tuple",
-    "matrix", "choice", "text", "list",
+    "integer",
+    "rational",
+    "decimal",
+    "expression",
+    "relation",
+    "interval",
+    "union",
+    "set",
+    "tuple",
+    "matrix",
+    "choice",
+    "text",
+    "list",
 ]
 
 MAX_ANSWER_CHARS = 2000  # longer "answers" are essays, not final answers: parse_error
 MAX_DIGITS = 2000  # integers/decimals longer than this are refused (guards Fraction arithmetic)
 MAX_SCI_EXPONENT = 400  # 1e400 is fine exactly; 1e99999999 would allocate a huge integer
-
-
-class ParseError(ValueError):
-    """The text was found but cannot be read completely as one answer."""
-
-
-class TooLarge(ParseError):
-    """The answer would be too expensive to evaluate (huge exponent, power tower, giant factorial)."""
-
-
-@dataclass(frozen=True)
-class Extraction:
-    """Where the final answer was found.
-
-    Attributes:
-        text: the extracted answer text, or None.
-        status: ``"ok"``, ``"no_answer"`` or ``"ambiguous"``.
-        source: ``"answer_tag"``, ``"boxed"``, ``"answer_line"``, ``"answer_phrase"``, ``"last_number"`` or ``""``.
-        candidates: every distinct candidate seen (several -> ambiguous).
-    """
-
-    text: str | None
-    status: Literal["ok", "no_answer", "ambiguous"]
-    source: str = ""
-    candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,7 +73,7 @@ class Answer:
     hedged: bool = False
     parens: bool = False
     text: str = field(default="", compare=False)
-    content: "Answer | None" = field(default=None, compare=False)
+    content: Answer | None = field(default=None, compare=False)
 
     def canonical(self) -> str:
         """A short canonical text of the value (stored as ``Verdict.parsed``)."""
@@ -107,285 +95,6 @@ class Answer:
 
 
 # ----------------------------------------------------------------------------------------------
-# extraction
-
-_REASONING_TAGS = r"(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)"
-_THINK_BLOCK = re.compile(rf"<\s*({_REASONING_TAGS})\s*>.*?<\s*/\s*\1\s*>", re.S | re.I)
-_THINK_OPEN = re.compile(rf"<\s*{_REASONING_TAGS}\s*>", re.I)
-_THINK_CLOSE = re.compile(rf"<\s*/\s*{_REASONING_TAGS}\s*>", re.I)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_ANSWER_LINE = re.compile(r"(?im)^[\s*#>_-]*(?:\**\s*)?(?:final\s+answer|answer)\s*\**\s*[:：]\s*\**\s*(.+?)\s*$")
-_ANSWER_PHRASE = re.compile(
-    r"(?i)(?:the\s+)?(?:final\s+)?answer\s+(?:is|would\s+be|will\s+be|=)\s*[:：]?\s*(.+?)\s*(?:$|\n|(?<!\d)\.(?!\d)|\.\s)"
-    r"|(?:答案|结果)\s*(?:是|为|：|:)\s*(.+?)\s*(?:$|\n|。)"
-)
-_HEDGE = re.compile(
-    r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s*$"
-)
-_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def _strip_think(text: str) -> str:
-    text = _THINK_BLOCK.sub(" ", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:  # a stray closing tag hides everything before it
-        text = text[closes[-1].end():]
-    opening = _THINK_OPEN.search(text)
-    if opening:  # an unclosed opening tag hides the rest
-        text = text[:opening.start()]
-    return text
-
-
-def find_boxed(text: str) -> list[str]:
-    """Return the contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces), in order."""
-    out: list[str] = []
-    for m in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])\s*(\{|\s|(?=[0-9+-]))", text):
-        if m.group(1) != "{":  # "\boxed 5": one token
-            tok = re.match(r"\s*([^\s$]+)", text[m.end():])
-            if tok:
-                out.append(tok.group(1))
-            continue
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            out.append(text[m.end(): i - 1].strip())
-    return out
-
-
-def _clean_candidate(s: str) -> str:
-    s = s.strip().strip("*").strip()
-    s = re.sub(r"^\$+|\$+$", "", s).strip()
-    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
-    return s.rstrip(".。,;").strip()
-
-
-def _distinct(cands: list[str]) -> list[str]:
-    seen: dict[str, str] = {}
-    for c in cands:
-        key = re.sub(r"\s+|\$", "", c)
-        try:
-            key = parse_answer(c).canonical()
-        except ParseError:
-            pass
-        seen.setdefault(key, c)
-    return list(seen.values())
-
-
-def _outermost_free(boxes: list[str]) -> list[str]:
-    """Drop box contents that themselves hold a box (``\\boxed{\\boxed{3}}``): the inner box is listed too."""
-    return [b for b in boxes if not re.search(r"\\(?:boxed|fbox)(?![A-Za-z])", b)]
-
-
-def _parses(text: str) -> bool:
-    """Whether ``text`` reads as a mathematical answer (prose such as "see above" does not count)."""
-    try:
-        return parse_answer(_clean_candidate(text)).kind != "text"
-    except ParseError:
-        return False
-
-
-def _decide(cands: list[str], source: str, rivals: list[str] | None = None) -> Extraction:
-    """One final answer from ``cands``; ``rivals`` (answers stated elsewhere) can only make it ambiguous."""
-    cands = [_clean_candidate(c) for c in cands]
-    cands = [c for c in cands if c]
-    if not cands:
-        return Extraction(None, "no_answer", source)
-    rival = [c for c in (_clean_candidate(r) for r in rivals or []) if c]
-    distinct = _distinct(cands + rival)
-    if len(distinct) > 1:
-        return Extraction(None, "ambiguous", source, tuple(distinct))
-    text = distinct[0]
-    if _HEDGE.search(text):
-        return Extraction(None, "ambiguous", source, (text,))
-    return Extraction(text, "ok", source, (text,))
-
-
-def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Extraction:
-    """Find the final answer of a completion (see the module docstring for the rules).
-
-    Args:
-        completion: the model's full output text.
-        fallback_last_number: opt-in: when no marked answer exists, use the last number in the
-            text. Off by default because it rewards hedging and rambling.
-
-    Returns:
-        An ``Extraction``; ``text`` is None unless ``status == "ok"``.
-    """
-    visible = _strip_think(completion)
-    tags = _ANSWER_TAG.findall(visible)
-    if not tags and re.search(r"<answer>", visible, re.I):
-        tags = [re.split(r"(?i)<answer>", visible)[-1]]
-    if tags:
-        if len(_distinct([_clean_candidate(t) for t in tags if t.strip()])) > 1:
-            return Extraction(None, "ambiguous", "answer_tag", tuple(tags))
-        inner = tags[-1]
-        outside = _outermost_free(find_boxed(_ANSWER_TAG.sub(" ", visible)))  # a second, different final answer
-        boxed = _outermost_free(find_boxed(inner))
-        if boxed:
-            return _decide(boxed, "answer_tag", outside)
-        lines = _ANSWER_LINE.findall(inner)
-        phrases = [a or b for a, b in _ANSWER_PHRASE.findall(inner)]
-        if lines or phrases:
-            return _decide(lines or phrases[-1:], "answer_tag", outside)
-        return _decide([inner], "answer_tag", outside)
-    boxed = _outermost_free(find_boxed(visible))
-    if boxed:
-        # an "Answer: X" line that disagrees with the box is a second final answer (a hedge)
-        lines = [ln for ln in _ANSWER_LINE.findall(visible) if not re.search(r"\\(?:boxed|fbox)", ln)]
-        return _decide(boxed, "boxed", [ln for ln in lines if _parses(ln)])
-    lines = _ANSWER_LINE.findall(visible)
-    if lines:
-        return _decide(lines, "answer_line")
-    phrases = [a or b for a, b in _ANSWER_PHRASE.findall(visible)]
-    if phrases:
-        return _decide(phrases[-1:], "answer_phrase")
-    if fallback_last_number:
-        nums = _LAST_NUMBER.findall(visible)
-        if nums:
-            return Extraction(nums[-1], "ok", "last_number", (nums[-1],))
-    return Extraction(None, "no_answer", "")
-
-
-# ----------------------------------------------------------------------------------------------
-# normalization
-
-_APPROX = re.compile(
-    r"^\s*(?:≈|\\approx|~|\\sim|约为|约等于|大约|约|approximately|approx\.?|about|around|roughly|nearly|circa)\s*[:：]?\s*",
-    re.I,
-)
-_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
-_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
-_UNICODE = {"−": "-", "–": "-", "×": r"\times ", "·": r"\cdot ", "≤": r"\le ", "≥": r"\ge ", "≠": r"\ne ",
-            "∞": r"\infty ", "π": r"\pi ", "√": r"\sqrt", "，": ",", "：": ":", "（": "(", "）": ")", "÷": "/",
-            "≈": r"\approx ", "∈": r"\in ", "∪": r"\cup ", "±": r"\pm ", "∓": r"\mp "}
-# a degree mark is presentation only right after a number/group and at the end of it ("30^\\circ",
-# not "3^\\circ0" nor "\\circ 30", which would otherwise read as 30)
-_DEGREE = re.compile(r"(?<=[\d}\s])\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ)(?!\s*[\d.])")
-_TEXT_UNIT = re.compile(r"(?<=[\d}])\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
-                        r"\s*(?:\^\s*\{?\s*-?[1-3]\s*\}?)?\s*$")
-# words after a number that change or qualify its value: never dropped as if they were units
-_MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
-_NOT_UNITS = set(_MULTIPLIERS) | {
-    "hundreds", "thousands", "millions", "billions", "dozen", "dozens", "score", "gross", "half", "halves", "third",
-    "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths", "sixth", "sixths", "eighth", "eighths",
-    "tenth", "tenths", "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "squared",
-    "cubed", "percent", "percentage", "pct", "factorial", "inverse", "reciprocal", "negative", "positive", "times",
-    "over", "plus", "minus", "divided", "by", "choose", "mod", "modulo", "to", "the", "power", "or", "and", "not", "no",
-    "nor", "less", "more", "fewer", "least", "most", "up", "down", "is", "are", "was", "were", "ish", "roughly",
-    "approx", "approximately", "about", "around", "nearly", "almost", "so", "maybe", "perhaps", "probably",
-    "possibly", "wrong", "incorrect", "false", "true", "but", "only", "at", "than", "of", "except", "excluding",
-    "including", "if", "else", "otherwise", "infinity", "infinite", "many", "much", "repeating", "recurring", "etc",
-    "root", "roots", "sqrt", "log", "exp", "pi", "plusminus", "pm", "either", "also", "any", "all", "each", "per",
-    "cent", "ten", "hundredfold", "fold", "twice", "thrice", "double", "triple", "e", "i", "ii", "iii", "mult",
-}
-_UNIT_WORD = re.compile(r"^(.*?\d)\s*(?:\\?\$)?\s*((?:[a-zA-Z]{2,}\.?|[a-zA-Z]{2,}\s*\^?\s*\{?[23]\}?)(?:\s*(?:/|per)\s*[a-zA-Z]+)?(?:\s+[a-zA-Z]{2,})*)$")
-KNOWN_FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
-               "arctan", "sinh", "cosh", "tanh", "lg", "max", "min", "gcd", "lcm", "det", "mod", "pmod", "bmod"}
-
-
-def strip_approx(text: str) -> tuple[str, bool]:
-    """Remove a leading "approximately" marker; return (rest, had_marker)."""
-    m = _APPROX.match(text)
-    return (text[m.end():], True) if m and m.end() < len(text) else (text, False)
-
-
-def _unit_words_ok(words: list[str]) -> bool:
-    """Whether trailing words are a unit (``cm``, ``square units``), not a value change or a hedge."""
-    return bool(words) and not any(w.lower() in _NOT_UNITS or w in KNOWN_FUNCS for w in words)
-
-
-def _strip_unit(s: str) -> tuple[str, bool]:
-    """Drop a trailing unit after a number; ``5 million`` -> ``5 \\times 10^{6}``; ``5 percent`` -> percent."""
-    m = _UNIT_WORD.match(s)
-    if not m or re.search(r"[=<>]", s):
-        return s, False
-    words = re.findall(r"[a-zA-Z]+", m.group(2))
-    head, percent, scale = m.group(1).strip(), False, ""
-    if words and words[0].lower() in _MULTIPLIERS:
-        scale = f" \\times 10^{{{_MULTIPLIERS[words.pop(0).lower()]}}}"
-    elif words and words[0].lower() in ("percent", "percentage", "pct"):
-        words.pop(0)
-        percent = True
-    if words and not _unit_words_ok(words):
-        return s, False
-    if not words and not (scale or percent):
-        return s, False
-    if scale and not re.fullmatch(r"[+-]?\d[\d,]*(?:\.\d+)?", head):
-        return s, False  # "2\\sqrt{3} million": not a plain number to scale
-    return head + scale, percent
-
-
-def normalize(text: str) -> tuple[str, bool]:
-    """Normalize LaTeX presentation; return (text, had_percent). Degrees and units are dropped."""
-    s = text.strip()
-    for k, v in _UNICODE.items():
-        s = s.replace(k, v)
-    s = re.sub(r"^\$+|\$+$", "", s).strip()
-    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
-    s = _SPACES_CMD.sub(" ", s).replace("~", " ")
-    s = re.sub(r"\\[dt]frac", r"\\frac", s)
-    s = re.sub(r"\\lbrace(?![a-zA-Z])", r"\\{", re.sub(r"\\rbrace(?![a-zA-Z])", r"\\}", s))
-    s = re.sub(r"\\sqrt\s*([0-9a-zA-Z])(?![0-9])", r"\\sqrt{\1}", s)  # "\\sqrt2" = "\\sqrt{2}" (one token)
-    s = re.sub(r"\{,\}", ",", s)
-    s = _DEGREE.sub("", s)
-    m = _TEXT_UNIT.search(s)
-    if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
-        s = s[:m.start()]
-    prev = None
-    while prev != s:  # unwrap nested \text{...}
-        prev = s
-        s = _WRAPPERS.sub(lambda m: m.group(1), s)
-    s = s.replace(r"\$", "")
-    if not re.search(r"\\begin\s*\{", s):  # matrix rows keep their "\\\\" separators
-        s = s.replace("\\\\", " ")
-    percent = False
-    if re.search(r"\\?%\s*$", s):
-        s, percent = re.sub(r"\\?%\s*$", "", s), True
-    s = re.sub(r"\s+", " ", s).strip().rstrip(".。").strip()
-    while s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):  # "{{2}}" is 2
-        s = s[1:-1].strip()
-    s, word_percent = _strip_unit(s)
-    if word_percent and percent:
-        raise ParseError(f"two percent marks in {text!r}")
-    percent = percent or word_percent
-    if re.search(r"\\?%\s*$", s) and not percent:
-        s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
-    if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
-        s = r"\{\}"
-    return s, percent
-
-
-def _top_level_matches(s: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
-    """Non-empty, non-overlapping matches of ``pattern`` outside (), [], {} (and \\{ \\}), left to right."""
-    depth, i = 0, 0
-    while i < len(s):
-        c = s[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0:
-            m = pattern.match(s, i)
-            if m and m.end() > i:
-                yield m
-                i = m.end()
-                continue
-        i += 1
-
-
-def split_top(s: str, seps: str) -> list[str]:
-    """Split ``s`` on the regex ``seps`` where it occurs outside (), [], {} (and \\{ \\})."""
-    parts, last = [], 0
-    for m in _top_level_matches(s, re.compile(seps)):
-        parts.append(s[last:m.start()])
-        last = m.end()
-    parts.append(s[last:])
-    return [p.strip() for p in parts]
-
-
-# ----------------------------------------------------------------------------------------------
 # parsing
 
 _INT = re.compile(r"[+-]?\d+")
@@ -397,19 +106,31 @@ _SLASH = re.compile(r"([+-]?)\(?\s*([+-]?\d+)\s*\)?\s*/\s*\(?\s*([+-]?\d+)\s*\)?
 _MIXED = re.compile(r"([+-]?)(\d+)\s*\\frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))")
 _CHOICE = re.compile(r"(?:\(([A-J])\)|([A-J])|\(([A-J])\)\s*.*|(?:option|choice)\s*\(?([A-J])\)?)", re.I)
 _RELOPS = r"\\leq?(?![a-z])|\\geq?(?![a-z])|\\neq?(?![a-z])|\\lt(?![a-z])|\\gt(?![a-z])|<=|>=|!=|=|<|>"
-_REL_CANON = {r"\le": "<=", r"\leq": "<=", r"\ge": ">=", r"\geq": ">=", r"\ne": "!=", r"\neq": "!=",
-              r"\lt": "<", r"\gt": ">", "<=": "<=", ">=": ">=", "!=": "!=", "=": "=", "<": "<", ">": ">"}
+_REL_CANON = {
+    r"\le": "<=",
+    r"\leq": "<=",
+    r"\ge": ">=",
+    r"\geq": ">=",
+    r"\ne": "!=",
+    r"\neq": "!=",
+    r"\lt": "<",
+    r"\gt": ">",
+    "<=": "<=",
+    ">=": ">=",
+    "!=": "!=",
+    "=": "=",
+    "<": "<",
+    ">": ">",
+}
 _EXPR_OK = re.compile(r"[A-Za-z0-9\s+\-*/^_=<>()\[\]{}|,.!\\']*")
-_LATEX_CMDS = {"frac", "sqrt", "pi", "infty", "cdot", "times", "div", "pm", "mp", "sin", "cos", "tan", "cot",
-               "sec", "csc", "log", "ln", "exp", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "alpha",
-               "beta", "gamma", "delta", "theta", "phi", "varphi", "omega", "lambda", "mu", "sigma", "tau", "rho",
-               "epsilon", "varepsilon", "binom", "choose", "cup", "cap", "emptyset", "varnothing", "lfloor",
-               "rfloor", "lceil", "rceil", "le", "leq", "ge", "geq", "ne", "neq", "lt", "gt", "in", "mathbb",
-               "cdots", "ldots", "dots", "prime", "overline", "hat", "vec", "bar", "sum", "prod", "int", "lim",
-               "to", "rightarrow", "mid", "vert", "lvert", "rvert", "angle", "triangle", "perp", "parallel",
-               "operatorname", "max", "min", "gcd", "lcm", "det", "mod", "pmod", "bmod", "circ", "Delta", "Omega",
-               "Gamma", "Theta", "Phi", "Lambda", "Sigma", "Pi", "psi", "chi", "eta", "zeta", "xi", "nu", "kappa",
-               "iota", "setminus", "backslash", "not", "sim", "approx", "equiv", "propto"}
+_LATEX_CMDS = set(
+    "frac sqrt pi infty cdot times div pm mp sin cos tan cot sec csc log ln exp arcsin arccos arctan sinh cosh tanh "
+    "alpha beta gamma delta theta phi varphi omega lambda mu sigma tau rho epsilon varepsilon binom choose cup cap "
+    "emptyset varnothing lfloor rfloor lceil rceil le leq ge geq ne neq lt gt in mathbb cdots ldots dots prime "
+    "overline hat vec bar sum prod int lim to rightarrow mid vert lvert rvert angle triangle perp parallel "
+    "operatorname max min gcd lcm det mod pmod bmod circ Delta Omega Gamma Theta Phi Lambda Sigma Pi psi chi eta "
+    "zeta xi nu kappa iota setminus backslash not sim approx equiv propto".split()
+)
 
 
 def _guard_number_text(s: str) -> None:
@@ -439,8 +160,11 @@ def parse_number(s: str) -> Answer | None:
     m = re.fullmatch(r"([+-]?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{(\d+)\}", s)
     if m:  # repeating decimal "0.1\\overline{6}" = 1/6 (exact)
         sign, whole, fixed, rep = m.groups()
-        value = (int(whole or 0) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
-                 + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed)))
+        value = (
+            int(whole or 0)
+            + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
+            + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+        )
         value = -value if sign == "-" else value
         return Answer("integer" if value.denominator == 1 else "rational", value, text=s)
     m = _SCI.fullmatch(s)
@@ -472,15 +196,6 @@ def parse_number(s: str) -> Answer | None:
     return None
 
 
-def _balanced(s: str) -> bool:
-    depth = 0
-    for c in s:
-        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(c, 0)
-        if depth < 0:
-            return False
-    return depth == 0
-
-
 def _check_expression(s: str) -> None:
     """Raise ParseError unless ``s`` looks like LaTeX math (no code, no prose); TooLarge for towers."""
     if not _EXPR_OK.fullmatch(s):
@@ -500,7 +215,7 @@ def _check_expression(s: str) -> None:
         while i < len(s) and depth:
             depth += {"{": 1, "(": 1, "}": -1, ")": -1}.get(s[i], 0)
             i += 1
-        exponent = s[m.end(): i - 1]
+        exponent = s[m.end() : i - 1]
         if "^" in exponent or "!" in exponent:
             raise TooLarge(f"power tower in exponent {exponent!r}")
         for num in re.findall(r"\d+", exponent):
@@ -520,7 +235,7 @@ def _check_expression(s: str) -> None:
             if depth == 0:
                 break
             i -= 1
-        group, before = s[max(i, 0): m.start() + 1], s[:max(i, 0)].rstrip()
+        group, before = s[max(i, 0) : m.start() + 1], s[: max(i, 0)].rstrip()
         if re.search(r"[\^!]|\d{4,}", group) or before.endswith("^") or re.search(r"\\[a-z]+$", before):
             raise TooLarge(f"factorial of a large or computed value in {s[:80]!r}")
     if re.search(r"\d\s+\d", s):  # "12 15" lists two numbers; a CAS would read a product or a sum
@@ -532,7 +247,8 @@ def _check_expression(s: str) -> None:
 
 _CHOICE_TAIL_BAD = re.compile(
     r"(?<![A-Za-z\\])[A-J](?![A-Za-z])|\b(?:or|nor|not|but|maybe|perhaps|possibly|probably|except|instead|wrong|"
-    r"incorrect|false|either|neither|unsure|guess)\b|\?")
+    r"incorrect|false|either|neither|unsure|guess)\b|\?"
+)
 
 
 def _parse_choice(s: str) -> Answer | None:
@@ -568,14 +284,15 @@ def _parse_container(s: str) -> Answer | None:
         items = [] if not inner else split_top(inner, r",|;")
         members: dict[str, Answer] = {}  # a set: {1, 1, 2} = {1, 2}; "\\pm 1" contributes two members
         for item in (parse_answer(i, _inner=True) for i in items):
-            for a in (item.value if item.kind == "list" and not item.hedged else (item,)):  # type: ignore[attr-defined]
+            for a in item.value if item.kind == "list" and not item.hedged else (item,):  # type: ignore[attr-defined]
                 members.setdefault(a.canonical(), a)
         return Answer("set", tuple(members.values()), text=s)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", s, re.S)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
-        return Answer("matrix", tuple(Answer("tuple", tuple(parse_answer(c, _inner=True) for c in r.split("&")))
-                                      for r in rows), text=s)
+        return Answer(
+            "matrix", tuple(Answer("tuple", tuple(parse_answer(c, _inner=True) for c in r.split("&"))) for r in rows), text=s
+        )
     if s[:1] in "([" and s[-1:] in ")]" and _balanced(s[1:-1]):
         items = split_top(s[1:-1], r",")
         if len(items) == 1:
@@ -597,7 +314,7 @@ def _split_rel(s: str) -> tuple[list[str], list[str]]:
     """Split on relation operators outside brackets; return (sides, canonical operators)."""
     sides, ops, last = [], [], 0
     for m in _top_level_matches(s, re.compile(_RELOPS + r"|\\approx(?![a-z])")):
-        sides.append(s[last:m.start()].strip())
+        sides.append(s[last : m.start()].strip())
         op = m.group(0).strip()
         ops.append("~" if op == r"\approx" else _REL_CANON[op])
         last = m.end()
@@ -694,8 +411,11 @@ def parse_answer(text: str, *, _inner: bool = False) -> Answer:
         return _parse_relation(sides, ops, text)
     if len(items) > 1 and all(items):
         return Answer("list", tuple(parse_answer(i, _inner=True) for i in items), text=text)
-    if (re.fullmatch(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]", s) and (" " in s or s.lower() not in KNOWN_FUNCS)
-            and re.search(r"[A-Za-z]{2,}", s)):  # "x - y" is an expression, not a phrase
+    if (
+        re.fullmatch(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]", s)
+        and (" " in s or s.lower() not in KNOWN_FUNCS)
+        and re.search(r"[A-Za-z]{2,}", s)
+    ):  # "x - y" is an expression, not a phrase
         if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s or s in _SHORT_WORDS:  # "xy" is a product of symbols
             return Answer("text", re.sub(r"\s+", " ", s.lower()), text=text)
     _check_expression(s)

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from verifiers import code as code_v
-from verifiers import format as format_v
-from verifiers import math as math_v
-from verifiers.verdict import Verdict
+from ratchet.verifiers import code as code_v
+from ratchet.verifiers import format as format_v
+from ratchet.verifiers import math as math_v
+from ratchet.verifiers.verdict import Verdict
 
 VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"
 _UNPARSED = ("no_answer", "parse_error", "ambiguous")
@@ -29,12 +29,24 @@ def _compose(outcome: Verdict, fmt: Verdict, template: str, format_weight: float
     parsed_ok = outcome.reason not in _UNPARSED
     bonus = format_weight if (fmt.format_ok and template != "none") else 0.0
     reward = (bonus + (1.0 if outcome.correct else 0.0)) if parsed_ok else 0.0
-    details = {"outcome_reason": outcome.reason, "outcome_verifier": outcome.verifier, "format_template": template,
-               **({"format_problem": fmt.details["problem"]} if "problem" in fmt.details else {}),
-               **{k: v for k, v in outcome.details.items() if k in ("error", "passed", "total", "violation")}}
-    return Verdict(correct=outcome.correct, reward=reward, reason=outcome.reason, parsed=outcome.parsed,
-                   verifier="composite", verifier_version=VERSION, latency_s=time.perf_counter() - t0,
-                   format_ok=fmt.format_ok, details=details)
+    details = {
+        "outcome_reason": outcome.reason,
+        "outcome_verifier": outcome.verifier,
+        "format_template": template,
+        **({"format_problem": fmt.details["problem"]} if "problem" in fmt.details else {}),
+        **{k: v for k, v in outcome.details.items() if k in ("error", "passed", "total", "violation")},
+    }
+    return Verdict(
+        correct=outcome.correct,
+        reward=reward,
+        reason=outcome.reason,
+        parsed=outcome.parsed,
+        verifier="composite",
+        verifier_version=VERSION,
+        latency_s=time.perf_counter() - t0,
+        format_ok=fmt.format_ok,
+        details=details,
+    )
 
 
 def _check(format_weight: float, kind: str, template: str) -> None:
@@ -46,8 +58,16 @@ def _check(format_weight: float, kind: str, template: str) -> None:
         raise ValueError(f"format_template {template!r} is unknown; use one of {format_v.TEMPLATES}")
 
 
-def score(completion: str, gold: str, *, kind: Literal["math", "code"] = "math", format_template: str = "none",
-          format_weight: float = 0.1, timeout_s: float = 2.0, tests: Sequence[Any] | None = None) -> Verdict:
+def score(
+    completion: str,
+    gold: str,
+    *,
+    kind: Literal["math", "code"] = "math",
+    format_template: str = "none",
+    format_weight: float = 0.1,
+    timeout_s: float = 2.0,
+    tests: Sequence[Any] | None = None,
+) -> Verdict:
     """Composite reward of one completion (see module docstring).
 
     Args:
@@ -62,13 +82,27 @@ def score(completion: str, gold: str, *, kind: Literal["math", "code"] = "math",
     Returns:
         ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight].
     """
-    return score_batch([completion], [gold], kind=kind, format_template=format_template, format_weight=format_weight,
-                       timeout_s=timeout_s, tests=[tests] if tests is not None else None)[0]
+    return score_batch(
+        [completion],
+        [gold],
+        kind=kind,
+        format_template=format_template,
+        format_weight=format_weight,
+        timeout_s=timeout_s,
+        tests=[tests] if tests is not None else None,
+    )[0]
 
 
-def score_batch(completions: Sequence[str], golds: Sequence[str], *, kind: Literal["math", "code"] = "math",
-                format_template: str = "none", format_weight: float = 0.1, timeout_s: float = 2.0,
-                tests: Sequence[Sequence[Any] | None] | None = None) -> list[Verdict]:
+def score_batch(
+    completions: Sequence[str],
+    golds: Sequence[str],
+    *,
+    kind: Literal["math", "code"] = "math",
+    format_template: str = "none",
+    format_weight: float = 0.1,
+    timeout_s: float = 2.0,
+    tests: Sequence[Sequence[Any] | None] | None = None,
+) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
 
     Raises:
@@ -83,8 +117,7 @@ def score_batch(completions: Sequence[str], golds: Sequence[str], *, kind: Liter
     else:
         if tests is None or len(tests) != len(completions):
             raise ValueError("kind='code' needs tests: one list of tests per completion")
-        outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)],
-                                            timeout_s=timeout_s)
+        outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s)
     fmts = [format_v.check_format(c, format_template) for c in completions]
     return [_compose(o, f, format_template, format_weight, t0) for o, f in zip(outcomes, fmts)]
 
@@ -103,10 +136,16 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"completion of type {type(completion).__name__} is not a string or a list of chat messages")
 
 
-def as_trl_reward(verifier: Literal["math", "code", "format", "composite"] = "composite", *,
-                  answer_column: str = "answer", tests_column: str = "tests", kind: Literal["math", "code"] = "math",
-                  format_template: str = "none", format_weight: float = 0.1,
-                  timeout_s: float = 2.0) -> Callable[..., list[float]]:
+def as_trl_reward(
+    verifier: Literal["math", "code", "format", "composite"] = "composite",
+    *,
+    answer_column: str = "answer",
+    tests_column: str = "tests",
+    kind: Literal["math", "code"] = "math",
+    format_template: str = "none",
+    format_weight: float = 0.1,
+    timeout_s: float = 2.0,
+) -> Callable[..., list[float]]:
     """Expose a Ratchet verifier as a TRL reward function ``f(prompts, completions, **columns) -> list[float]``.
 
     ``completions`` may be strings or lists of chat messages; the gold comes from the dataset
@@ -120,8 +159,9 @@ def as_trl_reward(verifier: Literal["math", "code", "format", "composite"] = "co
         if verifier == "format":
             return [format_v.check_format(t, format_template).reward for t in texts]
         if answer_column not in columns:
-            raise KeyError(f"reward needs the dataset column {answer_column!r} (got columns {sorted(columns)}); "
-                           f"set answer_column=")
+            raise KeyError(
+                f"reward needs the dataset column {answer_column!r} (got columns {sorted(columns)}); set answer_column="
+            )
         golds = [str(g) for g in columns[answer_column]]
         tests = columns.get(tests_column)
         if verifier == "math":
@@ -129,8 +169,18 @@ def as_trl_reward(verifier: Literal["math", "code", "format", "composite"] = "co
         if verifier == "code":
             items = [(g, t, ts or []) for g, t, ts in zip(golds, texts, tests or [None] * len(texts))]
             return [v.reward for v in code_v.verify_code_batch(items, timeout_s=timeout_s)]
-        return [v.reward for v in score_batch(texts, golds, kind=kind, format_template=format_template,
-                                              format_weight=format_weight, timeout_s=timeout_s, tests=tests)]
+        return [
+            v.reward
+            for v in score_batch(
+                texts,
+                golds,
+                kind=kind,
+                format_template=format_template,
+                format_weight=format_weight,
+                timeout_s=timeout_s,
+                tests=tests,
+            )
+        ]
 
     reward.__name__ = f"ratchet_{verifier}"
     return reward

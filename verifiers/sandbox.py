@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ratchet.common.procs import kill_tree
+
 HARNESS = str(Path(__file__).with_name("_code_harness.py"))
 UID_BASE = 200_000  # per-run uids 200000..249999: not in /etc/passwd, owned by nobody else
 _uid_counter = itertools.count(secrets.randbelow(50_000))
@@ -104,8 +106,10 @@ def sandbox_python() -> str:
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(cand) and _world_readable(os.path.realpath(cand)):
             return cand
-    raise RuntimeError(f"no Python readable by an unprivileged uid: {sys.executable}'s standard library is not; "
-                       f"set RATCHET_SANDBOX_PYTHON to a world-readable python3 (e.g. /usr/bin/python3)")
+    raise RuntimeError(
+        f"no Python readable by an unprivileged uid: {sys.executable}'s standard library is not; "
+        f"set RATCHET_SANDBOX_PYTHON to a world-readable python3 (e.g. /usr/bin/python3)"
+    )
 
 
 def _next_uid() -> int | None:
@@ -167,9 +171,19 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"") -> RunResult:
     workdir = tempfile.mkdtemp(prefix="ratchet-sbx-")
     nproc = limits.nproc if uid is not None else _own_process_count() + limits.nproc
     cpu_s = limits.cpu_s or int(limits.timeout_s) + 1
-    full = {**job, "secret": secret, "workdir": workdir, "uid": uid,
-            "limits": {"cpu_s": cpu_s, "memory_bytes": limits.memory_bytes, "nproc": nproc,
-                       "file_bytes": limits.file_bytes, "nofile": limits.nofile}}
+    full = {
+        **job,
+        "secret": secret,
+        "workdir": workdir,
+        "uid": uid,
+        "limits": {
+            "cpu_s": cpu_s,
+            "memory_bytes": limits.memory_bytes,
+            "nproc": nproc,
+            "file_bytes": limits.file_bytes,
+            "nofile": limits.nofile,
+        },
+    }
     job_path = os.path.join(workdir, ".job.json")
     with open(os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         json.dump(full, f)
@@ -186,8 +200,13 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"") -> RunResult:
         with open(stdin_path, "rb") as stdin_f:
             os.unlink(stdin_path)
             proc = subprocess.Popen(
-                [sandbox_python(), "-I", "-B", HARNESS, job_path, str(wfd)], stdin=stdin_f, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=workdir, start_new_session=True, pass_fds=(wfd,),
+                [sandbox_python(), "-I", "-B", HARNESS, job_path, str(wfd)],
+                stdin=stdin_f,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                start_new_session=True,
+                pass_fds=(wfd,),
                 env={"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "TMPDIR": workdir},
             )
         os.close(wfd)
@@ -236,17 +255,13 @@ def _collect(proc: subprocess.Popen, rfd: int, secret: str, limits: Limits, res:
                 bufs[key.fd] += chunk
                 if len(bufs[key.fd]) > caps[key.fd]:
                     res.output_exceeded = True
-                    del bufs[key.fd][caps[key.fd]:]
+                    del bufs[key.fd][caps[key.fd] :]
                     raise StopIteration
     except StopIteration:
         pass
     finally:
         sel.close()
-        try:
-            os.killpg(proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
+        kill_tree(proc)
         proc.stdout.close()
         proc.stderr.close()
     res.returncode = proc.returncode

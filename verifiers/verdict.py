@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -52,6 +53,22 @@ class Verdict:
             raise ValueError(f"reason {self.reason!r} is not one of {REASONS}; add it to verifiers.verdict.Reason")
         if self.correct and self.reason != "ok":
             raise ValueError(f"a correct verdict must have reason 'ok', got {self.reason!r}")
+
+    @classmethod
+    def outcome(cls, verifier: str, version: str, reason: str, t0: float, parsed: str | None = None, **details: Any) -> Verdict:
+        """An outcome verifier's verdict: reward 1.0 iff ``reason == "ok"``; ``latency_s`` since ``t0``
+        (``time.perf_counter()``); details whose value is None are left out."""
+        ok = reason == "ok"
+        return cls(
+            correct=ok,
+            reward=1.0 if ok else 0.0,
+            reason=reason,
+            parsed=parsed,
+            verifier=verifier,
+            verifier_version=version,
+            latency_s=time.perf_counter() - t0,
+            details={k: v for k, v in details.items() if v is not None},
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

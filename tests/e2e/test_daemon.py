@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from store.db import StoreError, query
+from ratchet.store.db import StoreError, query
 
 pytestmark = pytest.mark.slow
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
@@ -51,13 +51,14 @@ def _q(db: Path, sql: str):
 @pytest.fixture
 def daemon_config(tmp_path, tiny_model_dir) -> Path:
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("\n".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)})
-                               for a in range(1, 9) for b in range(1, 9)))
+    tasks.write_text(
+        "\n".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) for a in range(1, 9) for b in range(1, 9))
+    )
     cfg = tmp_path / "ratchet.toml"
     cfg.write_text(f"""
 campaign = "tiny"
 max_rounds = 2
-db = "{tmp_path / 'store' / 'r.duckdb'}"
+db = "{tmp_path / "store" / "r.duckdb"}"
 [model]
 name_or_path = "{tiny_model_dir}"
 [tasks]
@@ -89,8 +90,13 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
     port = _free_port()
     log = tmp_path / "up.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([RATCHET, "up", "--config", str(daemon_config), "--port", str(port), "--interval-s", "5"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [RATCHET, "up", "--config", str(daemon_config), "--port", str(port), "--interval-s", "5"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     run = lambda *args: subprocess.run([RATCHET, *args], env=env, capture_output=True, text=True, timeout=120)  # noqa: E731
     try:
         _wait("the server", lambda: "Prefect UI at http://127.0.0.1:" in log.read_text(), 300, proc, log)
@@ -98,8 +104,14 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
         second = run("up", "--config", str(daemon_config), "--port", str(_free_port()))
         assert second.returncode == 2 and "already serving" in second.stderr and str(proc.pid) in second.stderr, second.stderr
         # The 5 s interval fires and round 1 completes with its rows in DuckDB.
-        _wait("round 1's gate decision", lambda: _q(db, "SELECT decision FROM gate_decisions JOIN rounds USING (round_id) "
-                                                         "WHERE round_index = 1"), 900, proc, log, every_s=3)
+        _wait(
+            "round 1's gate decision",
+            lambda: _q(db, "SELECT decision FROM gate_decisions JOIN rounds USING (round_id) WHERE round_index = 1"),
+            900,
+            proc,
+            log,
+            every_s=3,
+        )
         assert _q(db, "SELECT count(*) FROM trajectories WHERE purpose = 'rollout'")[0][0] >= 24
         rows = json.loads(run("schedule", "list", "--format", "json").stdout)
         assert [(r["campaign"], r["schedule"], r["active"]) for r in rows] == [("tiny", "every 5 s", True)]
@@ -127,6 +139,8 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
     assert alive == [], f"orphans after SIGTERM: {[(p.pid, p.cmdline()) for p in alive]}"
     assert _q(db, "SELECT count(*) FROM rounds WHERE status = 'running'")[0][0] == 0
     with sqlite3.connect(tmp_path / "home" / "prefect" / "prefect.db") as con:
-        left = con.execute("SELECT name, state_type FROM flow_run WHERE state_type IN ('RUNNING', 'PENDING', 'CANCELLING')").fetchall()
+        left = con.execute(
+            "SELECT name, state_type FROM flow_run WHERE state_type IN ('RUNNING', 'PENDING', 'CANCELLING')"
+        ).fetchall()
     assert left == []
     assert "stopped (SIGTERM)" in log.read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store.db import query
+from ratchet.store.db import query
 from tests.flows.test_round import TABLES, assert_lineage
 
 pytestmark = pytest.mark.slow
@@ -51,12 +51,15 @@ def test_one_real_round_rows_and_lineage(tmp_path, smollm2_dir):
     assert query(db, "SELECT count(*) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 8 * 4
     assert c["verdicts"] == c["trajectories"]
     assert_lineage(db)
-    decision, = query(db, "SELECT decision FROM gate_decisions")[1][0]
+    (decision,) = query(db, "SELECT decision FROM gate_decisions")[1][0]
     assert decision in ("promote", "reject", "halt")
     # The promoted checkpoint's held-out pass@1 is never below the base's beyond the tolerance.
-    rows = query(db, """SELECT g.candidate_pass1, g.tolerance, e.value FROM gate_decisions g JOIN campaigns c USING (campaign_id)
+    rows = query(
+        db,
+        """SELECT g.candidate_pass1, g.tolerance, e.value FROM gate_decisions g JOIN campaigns c USING (campaign_id)
                         JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id AND e.metric = 'heldout/pass@1'
-                        WHERE g.decision = 'promote'""")[1]
+                        WHERE g.decision = 'promote'""",
+    )[1]
     assert all(cand >= base - tol for cand, tol, base in rows)
 
 

@@ -15,14 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from flows.context import load_ctx
+from ratchet.loop.round_context import load_ctx
 from tests.flows.test_report_flow import tiny_config_file
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NOTES = Path("/work/notes")
 TIMEOUT_MS = 90_000  # the UI's first load on a busy 2-core machine
 
@@ -36,7 +43,7 @@ def _free_port() -> int:
 @pytest.fixture
 def prefect_server_url(tmp_path, monkeypatch):
     """A real Prefect server (UI included) on a free port with its own PREFECT_HOME; yields the API URL."""
-    from flows.server import prefect_server
+    from ratchet.flows.daemon.server import prefect_server
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     port = _free_port()
@@ -53,8 +60,10 @@ def _save(page, tmp_path: Path, name: str, notes_name: str) -> Path:
     return shot
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium): "
-                                                  "apt-get install -y chromium chromium-driver")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian's chromium is not installed (/usr/bin/chromium): apt-get install -y chromium chromium-driver",
+)
 def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, tmp_path):
     from playwright.sync_api import expect, sync_playwright
     from prefect.client.orchestration import get_client
@@ -64,9 +73,16 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     cfg = tiny_config_file(tmp_path, tiny_model_dir, campaign="tiny-ui", algorithm="rft", **{"sft.epochs": 1, "sft.lr": 1e-4})
     # The round runs in its own process, as under `ratchet up`: Prefect's in-process log and event
     # workers then never outlive this server (they would retry it from later tests' harness).
-    code = "import json, sys; from flows.round import run_campaign; print(json.dumps(run_campaign(sys.argv[1])))"
-    proc = subprocess.run([sys.executable, "-c", code, str(cfg)], env={**os.environ, "PREFECT_API_URL": prefect_server_url},
-                          capture_output=True, text=True, timeout=1200)
+    code = (
+        "import json, sys; from ratchet.flows.rounds.campaign import run_campaign; print(json.dumps(run_campaign(sys.argv[1])))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(cfg)],
+        env={**os.environ, "PREFECT_API_URL": prefect_server_url},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (decision,) = [d["decision"] for d in json.loads(proc.stdout.strip().splitlines()[-1])]
     with temporary_settings(updates={PREFECT_API_URL: prefect_server_url}):
@@ -76,7 +92,9 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 2000})  # the UI scrolls inside the page: a tall view shows every card
+            page = browser.new_page(
+                viewport={"width": 1400, "height": 2000}
+            )  # the UI scrolls inside the page: a tall view shows every card
             page.set_default_timeout(TIMEOUT_MS)
             page.goto(f"{ui}/runs/flow-run/{run.id}", wait_until="networkidle")
             page.locator("li.p-tab", has_text="Artifacts").click()

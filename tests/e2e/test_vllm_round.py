@@ -15,9 +15,11 @@ import pytest
 if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment must run this test, not skip it
 else:
-    pytest.importorskip("vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)")
+    pytest.importorskip(
+        "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
+    )
 
-from store.db import query  # noqa: E402
+from ratchet.store.db import query  # noqa: E402
 from tests.e2e.test_real_round import counts, ratchet  # noqa: E402
 from tests.flows.test_round import assert_lineage  # noqa: E402
 
@@ -57,9 +59,12 @@ def test_one_vllm_round_through_the_cli(tmp_path, smollm2_dir):
     assert query(db, "SELECT DISTINCT backend FROM trajectories")[1] == [("vllm",)]
     assert c["verdicts"] == c["trajectories"] > 8 * 4  # rollouts plus held-out evaluations, all verified
     # vLLM's completions are real: token counts within the cap, some stop on EOS, some answers parse.
-    n_stop, max_tok, answered = query(db, """SELECT count(*) FILTER (WHERE finish_reason = 'stop'), max(completion_tokens),
-        count(*) FILTER (WHERE v.reason <> 'no_answer') FROM trajectories JOIN verdicts v USING (trajectory_id)""")[1][0]
+    n_stop, max_tok, answered = query(
+        db,
+        """SELECT count(*) FILTER (WHERE finish_reason = 'stop'), max(completion_tokens),
+        count(*) FILTER (WHERE v.reason <> 'no_answer') FROM trajectories JOIN verdicts v USING (trajectory_id)""",
+    )[1][0]
     assert n_stop > 0 and max_tok <= 24 and answered > 0
     assert_lineage(db)
-    decision, = query(db, "SELECT decision FROM gate_decisions")[1][0]
+    (decision,) = query(db, "SELECT decision FROM gate_decisions")[1][0]
     assert decision in ("promote", "reject", "halt")

@@ -5,9 +5,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from store.db import init_db, transaction
-from store.ingest import insert_rows
+from ratchet.flows.cli import app
+from ratchet.store.db import init_db, transaction
+from ratchet.store.ingest import insert_rows
 
 runner = CliRunner()
 
@@ -17,8 +17,14 @@ def db(tmp_path):
     path = tmp_path / "c.duckdb"
     init_db(path)
     with transaction(path) as con:
-        insert_rows(con, "prompts", [dict(prompt_id="p1", source="s", task="sum", question="1+1?", answer="2", split="train"),
-                                     dict(prompt_id="p2", source="s", task="sum", question="2+2?", answer="4", split="heldout")])
+        insert_rows(
+            con,
+            "prompts",
+            [
+                dict(prompt_id="p1", source="s", task="sum", question="1+1?", answer="2", split="train"),
+                dict(prompt_id="p2", source="s", task="sum", question="2+2?", answer="4", split="heldout"),
+            ],
+        )
     return path
 
 
@@ -37,21 +43,26 @@ def test_sql_is_read_only(db):
     assert r.exit_code == 2 and "read-only" in r.stderr.lower()
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["sql", "--db", "/nonexistent/x.duckdb", "SELECT 1"], "no store at"),
-    (["sql", "--db", "{db}", "SELEC nonsense"], "ParserException"),
-    (["status", "--db", "/nonexistent/x.duckdb"], "no store at"),
-    (["run", "--config", "/nonexistent/ratchet.toml"], "does not exist"),
-    (["run", "--config", "{bad_toml}"], "not valid TOML"),
-    (["run", "--config", "{bad_value}"], "group_size"),
-    (["audit", "{bad_cases}"], "cases.jsonl:1:"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["sql", "--db", "/nonexistent/x.duckdb", "SELECT 1"], "no store at"),
+        (["sql", "--db", "{db}", "SELEC nonsense"], "ParserException"),
+        (["status", "--db", "/nonexistent/x.duckdb"], "no store at"),
+        (["run", "--config", "/nonexistent/ratchet.toml"], "does not exist"),
+        (["run", "--config", "{bad_toml}"], "not valid TOML"),
+        (["run", "--config", "{bad_value}"], "group_size"),
+        (["audit", "{bad_cases}"], "cases.jsonl:1:"),
+    ],
+)
 def test_bad_input_gets_one_line_error(tmp_path, db, args, msg):
     (tmp_path / "bad.toml").write_text("campaign = [unclosed")
     (tmp_path / "bad_value.toml").write_text("[generation]\ngroup_size = 0\n")
     (tmp_path / "cases.jsonl").write_text("{oops\n")
-    args = [a.format(db=db, bad_toml=tmp_path / "bad.toml", bad_value=tmp_path / "bad_value.toml",
-                     bad_cases=tmp_path / "cases.jsonl") for a in args]
+    args = [
+        a.format(db=db, bad_toml=tmp_path / "bad.toml", bad_value=tmp_path / "bad_value.toml", bad_cases=tmp_path / "cases.jsonl")
+        for a in args
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 2, r.output
     assert msg in r.stderr and r.stderr.strip().count("\n") <= 1 and "Traceback" not in r.output
@@ -62,14 +73,19 @@ def test_status_json_shape(db):
     assert r.exit_code == 0 and json.loads(r.stdout) == {"campaigns": []}
 
 
-@pytest.mark.parametrize("toml,task_line,msg", [
-    ('[model]\nname_or_path = "no-such-org/no-such-model"\n', None, "unknown model 'no-such-org/no-such-model'"),
-    ("", "{broken", "tasks.jsonl:2: not valid JSON"),
-    ("", '{"question": "What is 2 + 2?"}', "tasks.jsonl:2: missing gold answer"),
-])
+@pytest.mark.parametrize(
+    "toml,task_line,msg",
+    [
+        ('[model]\nname_or_path = "no-such-org/no-such-model"\n', None, "unknown model 'no-such-org/no-such-model'"),
+        ("", "{broken", "tasks.jsonl:2: not valid JSON"),
+        ("", '{"question": "What is 2 + 2?"}', "tasks.jsonl:2: missing gold answer"),
+    ],
+)
 def test_run_bad_model_or_task_file_fails_before_work(tmp_path, tiny_model_dir, toml, task_line, msg):
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text('{"question": "What is 1 + 1?", "answer": "2"}\n' + (task_line or '{"question": "3+3?", "answer": "6"}') + "\n")
+    tasks.write_text(
+        '{"question": "What is 1 + 1?", "answer": "2"}\n' + (task_line or '{"question": "3+3?", "answer": "6"}') + "\n"
+    )
     head = f'db = "{tmp_path / "x.duckdb"}"\n[tasks]\nsource = "jsonl"\npath = "{tasks}"\n'
     model = toml or f'[model]\nname_or_path = "{tiny_model_dir}"\n'
     (tmp_path / "r.toml").write_text(head + model)

@@ -7,16 +7,16 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.daemon import DaemonError, acquire_lock, crash_flow_runs, mark_crashed_rounds, owner_alive
-from flows.schedules import running_daemon
-from store.db import init_db, query, transaction
-from store.ingest import insert_rows
+from ratchet.flows.cli import app
+from ratchet.flows.daemon.schedules import running_daemon
+from ratchet.flows.daemon.service import DaemonError, acquire_lock, crash_flow_runs, mark_crashed_rounds, owner_alive
+from ratchet.store.db import init_db, query, transaction
+from ratchet.store.ingest import insert_rows
 
 runner = CliRunner()
 HOST = socket.gethostname()
@@ -33,7 +33,9 @@ def test_second_lock_on_the_same_store_is_refused_with_the_holders_pid(tmp_path)
     first = acquire_lock(path, {"pid": 4242, "api_url": "http://127.0.0.1:1/api"}, "PREFECT_HOME x")
     assert running_daemon(path) == {"pid": 4242, "api_url": "http://127.0.0.1:1/api"}
     t = time.monotonic()
-    with pytest.raises(DaemonError, match=r"another `ratchet up` \(pid 4242\) is already serving PREFECT_HOME x .*kill -TERM 4242"):
+    with pytest.raises(
+        DaemonError, match=r"another `ratchet up` \(pid 4242\) is already serving PREFECT_HOME x .*kill -TERM 4242"
+    ):
         acquire_lock(path, {"pid": os.getpid()}, "PREFECT_HOME x")
     assert time.monotonic() - t < 5
     first.release()
@@ -43,8 +45,10 @@ def test_second_lock_on_the_same_store_is_refused_with_the_holders_pid(tmp_path)
 
 def test_lock_of_a_killed_daemon_is_free_again(tmp_path):
     path = tmp_path / "ratchet-up.lock"
-    code = ("import sys, time; from pathlib import Path; from flows.daemon import acquire_lock; "
-            f"acquire_lock(Path({str(path)!r}), {{'pid': 1}}, 'x'); print('held', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from pathlib import Path; from ratchet.flows.daemon.service import acquire_lock; "
+        f"acquire_lock(Path({str(path)!r}), {{'pid': 1}}, 'x'); print('held', flush=True); time.sleep(60)"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "held"
@@ -64,9 +68,19 @@ def test_owner_alive():
 
 
 def _round(cid: str, i: int, status: str, owner: str | None) -> dict:
-    now = datetime.now(timezone.utc)
-    return dict(round_id=f"{cid}-r{i}", campaign_id=cid, round_index=i, incumbent_checkpoint_id="base", status=status,
-                started_at=now, finished_at=None, stage_seconds_json=None, owner=owner, flow_run_id=f"fr-{i}")
+    now = datetime.now(UTC)
+    return dict(
+        round_id=f"{cid}-r{i}",
+        campaign_id=cid,
+        round_index=i,
+        incumbent_checkpoint_id="base",
+        status=status,
+        started_at=now,
+        finished_at=None,
+        stage_seconds_json=None,
+        owner=owner,
+        flow_run_id=f"fr-{i}",
+    )
 
 
 def test_rounds_left_running_by_a_dead_process_are_marked_crashed(tmp_path, monkeypatch):
@@ -74,11 +88,23 @@ def test_rounds_left_running_by_a_dead_process_are_marked_crashed(tmp_path, monk
     init_db(db)
     dead = f"{HOST}:{_dead_pid()}"
     with transaction(db) as con:
-        insert_rows(con, "campaigns", [dict(campaign_id="c1", name="camp", base_checkpoint_id="base", config_json="{}",
-                                            created_at=datetime.now(timezone.utc))])
-        insert_rows(con, "rounds", [_round("c1", 1, "completed", dead), _round("c1", 2, "running", dead),
-                                    _round("c1", 3, "running", f"{HOST}:{os.getpid()}"), _round("c1", 4, "running", None),
-                                    _round("c1", 5, "running", f"elsewhere:{_dead_pid()}"), _round("c1", 6, "failed", dead)])
+        insert_rows(
+            con,
+            "campaigns",
+            [dict(campaign_id="c1", name="camp", base_checkpoint_id="base", config_json="{}", created_at=datetime.now(UTC))],
+        )
+        insert_rows(
+            con,
+            "rounds",
+            [
+                _round("c1", 1, "completed", dead),
+                _round("c1", 2, "running", dead),
+                _round("c1", 3, "running", f"{HOST}:{os.getpid()}"),
+                _round("c1", 4, "running", None),
+                _round("c1", 5, "running", f"elsewhere:{_dead_pid()}"),
+                _round("c1", 6, "failed", dead),
+            ],
+        )
     marked = mark_crashed_rounds([db, str(db)])  # the same store twice is handled once
     assert sorted(r["round_index"] for r in marked) == [2, 4]
     assert {r["flow_run_id"] for r in marked} == {"fr-2", "fr-4"}
@@ -103,11 +129,15 @@ def test_store_made_before_owner_columns_gets_them(tmp_path):
 
     db = tmp_path / "old.duckdb"
     with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE rounds (round_id VARCHAR PRIMARY KEY, campaign_id VARCHAR, round_index INTEGER, "
-                    "incumbent_checkpoint_id VARCHAR, status VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, stage_seconds_json VARCHAR)")
+        con.execute(
+            "CREATE TABLE rounds (round_id VARCHAR PRIMARY KEY, campaign_id VARCHAR, round_index INTEGER, "
+            "incumbent_checkpoint_id VARCHAR, status VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, stage_seconds_json VARCHAR)"
+        )
         con.execute("INSERT INTO rounds VALUES ('c-r1', 'c', 1, 'b', 'running', now(), NULL, NULL)")
-        con.execute("CREATE TABLE campaigns (campaign_id VARCHAR PRIMARY KEY, name VARCHAR, base_checkpoint_id VARCHAR, "
-                    "config_json VARCHAR, created_at TIMESTAMP)")
+        con.execute(
+            "CREATE TABLE campaigns (campaign_id VARCHAR PRIMARY KEY, name VARCHAR, base_checkpoint_id VARCHAR, "
+            "config_json VARCHAR, created_at TIMESTAMP)"
+        )
     init_db(db)
     assert query(db, "SELECT owner, flow_run_id FROM rounds")[1] == [(None, None)]
 

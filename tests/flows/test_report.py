@@ -12,10 +12,10 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.report import metrics_rows, pass1_plot, write_pass1_plot
-from store.db import connect, init_db, transaction
-from store.ingest import insert_rows
+from ratchet.flows.cli import app
+from ratchet.flows.report.render import metrics_rows, pass1_plot, write_pass1_plot
+from ratchet.store.db import connect, init_db, transaction
+from ratchet.store.ingest import insert_rows
 from tests.store.test_queries_report import T0, build_store
 
 runner = CliRunner()
@@ -54,8 +54,16 @@ def test_report_shows_rounds_decisions_failed_round_plot_and_reasons(db, tmp_pat
     # Verdict reasons of round 1's rollouts by task (newest verdicts: a1 was re-judged correct).
     assert "add 2 4 0.500 0.500 2 0.575 0.250 0.250 37.0 correct: 2, no_answer: 1, wrong_answer: 1" in text
     assert "mul 1 2 1.000 1.000 2 1.100 0.000 0.000 5.0 correct: 2" in text
-    for metric in ("heldout/pass@1", "heldout/completion_tokens_p90", "rollout/pass@1", "rollout/pass@2", "rollout/format_error_rate",
-                   "rollout/completion_tokens_p90", "rollout/reasons", "train/kl"):
+    for metric in (
+        "heldout/pass@1",
+        "heldout/completion_tokens_p90",
+        "rollout/pass@1",
+        "rollout/pass@2",
+        "rollout/format_error_rate",
+        "rollout/completion_tokens_p90",
+        "rollout/reasons",
+        "train/kl",
+    ):
         assert metric in text, metric
 
 
@@ -79,8 +87,14 @@ def test_metrics_rows_carry_the_hand_computed_values(db):
         failed = metrics_rows(con, "c1-r2")
     # Round 2 failed before training: only its incumbent C, with the evaluation round 1 stored.
     assert {m["scope"] for m in failed} == {"incumbent C"}
-    assert {m["metric"] for m in failed} == {"heldout/pass@1", "heldout/no_answer_rate", "heldout/completion_tokens_p90",
-                                             "heldout/format_error_rate", "heldout/truncated_rate", "heldout/reasons"}
+    assert {m["metric"] for m in failed} == {
+        "heldout/pass@1",
+        "heldout/no_answer_rate",
+        "heldout/completion_tokens_p90",
+        "heldout/format_error_rate",
+        "heldout/truncated_rate",
+        "heldout/reasons",
+    }
 
 
 def test_pass1_plot_file(db, tmp_path):
@@ -112,8 +126,21 @@ def test_report_on_an_empty_store_says_so(tmp_path):
 
 def test_report_shows_a_crashed_round(db, tmp_path):
     with transaction(db) as con:
-        insert_rows(con, "rounds", [dict(round_id="c1-r3", campaign_id="c1", round_index=3, incumbent_checkpoint_id="C",
-                                         status="crashed", started_at=T0, finished_at=None)])
+        insert_rows(
+            con,
+            "rounds",
+            [
+                dict(
+                    round_id="c1-r3",
+                    campaign_id="c1",
+                    round_index=3,
+                    incumbent_checkpoint_id="C",
+                    status="crashed",
+                    started_at=T0,
+                    finished_at=None,
+                )
+            ],
+        )
     out = tmp_path / "r.html"
     assert runner.invoke(app, ["report", "--db", str(db), "--out", str(out)]).exit_code == 0
     text = page_text(out.read_text())
@@ -139,7 +166,7 @@ def test_store_commands_refuse_a_foreign_duckdb_file(tmp_path):
     """status / report / run never treat (or turn) someone else's DuckDB file into a Ratchet store."""
     import duckdb
 
-    from store.db import StoreError
+    from ratchet.store.db import StoreError
 
     other = tmp_path / "other.duckdb"
     con = duckdb.connect(str(other))

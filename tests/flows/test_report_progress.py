@@ -4,7 +4,7 @@ import threading
 import time
 import warnings
 
-from flows.progress import RunProgress, bar, in_run_context, set_reporter
+from ratchet.flows.rounds.progress import RunProgress, bar, in_run_context, set_reporter
 
 
 class Recorder:
@@ -23,8 +23,11 @@ def _progress_artifacts(flow_run_id):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterType
 
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"]),
-                                                                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                type=ArtifactFilterType(any_=["progress"]), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+            )
+        )
 
 
 def test_outside_a_run_only_the_reporter_is_driven():

@@ -2,24 +2,57 @@ import json
 
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.reverify import reverify
-from store.db import init_db, query, transaction
-from store.ingest import insert_rows
+from ratchet.flows.cli import app
+from ratchet.flows.rounds.reverify import reverify
+from ratchet.store.db import init_db, query, transaction
+from ratchet.store.ingest import insert_rows
+from ratchet.verifiers.reward import VERSION
 from tests.store.test_store import NOW, traj, verdict
-from verifiers.reward import VERSION
 
 
 def seed_store(path):
     init_db(path)
     with transaction(path) as con:
-        insert_rows(con, "campaigns", [dict(campaign_id="c", name="c", base_checkpoint_id="c0", created_at=NOW,
-                                            config_json=json.dumps({"verifier": {"format_template": "answer_line", "format_weight": 0.1}}))])
-        insert_rows(con, "rounds", [dict(round_id="r1", campaign_id="c", round_index=1, incumbent_checkpoint_id="c0",
-                                         status="completed", started_at=NOW, finished_at=NOW, stage_seconds_json=None)])
+        insert_rows(
+            con,
+            "campaigns",
+            [
+                dict(
+                    campaign_id="c",
+                    name="c",
+                    base_checkpoint_id="c0",
+                    created_at=NOW,
+                    config_json=json.dumps({"verifier": {"format_template": "answer_line", "format_weight": 0.1}}),
+                )
+            ],
+        )
+        insert_rows(
+            con,
+            "rounds",
+            [
+                dict(
+                    round_id="r1",
+                    campaign_id="c",
+                    round_index=1,
+                    incumbent_checkpoint_id="c0",
+                    status="completed",
+                    started_at=NOW,
+                    finished_at=NOW,
+                    stage_seconds_json=None,
+                )
+            ],
+        )
         insert_rows(con, "prompts", [dict(prompt_id="p1", source="s", task="sum", question="3+4?", answer="7", split="train")])
-        insert_rows(con, "trajectories", [traj("a", "p1", "3 + 4 = 7\nAnswer: 7"), traj("b", "p1", "3 + 4 = 8\nAnswer: 8", sample=1),
-                                          traj("c", "p1", "Answer: 7", sample=2), traj("d", "p1", "no idea", sample=3)])
+        insert_rows(
+            con,
+            "trajectories",
+            [
+                traj("a", "p1", "3 + 4 = 7\nAnswer: 7"),
+                traj("b", "p1", "3 + 4 = 8\nAnswer: 8", sample=1),
+                traj("c", "p1", "Answer: 7", sample=2),
+                traj("d", "p1", "no idea", sample=3),
+            ],
+        )
         old = [verdict("a", False, "composite-0"), verdict("b", True, "composite-0"), verdict("c", True, "composite-0")]
         insert_rows(con, "verdicts", old)
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from flows.context import load_ctx, save_config
-from loop.config import load_config
-from store.db import query
+from ratchet.loop.config import load_config
+from ratchet.loop.round_context import load_ctx, save_config
+from ratchet.store.db import query
 
 LINEAGE_CHECKS = {
     "trajectory without its checkpoint": "SELECT count(*) FROM trajectories t LEFT JOIN checkpoints c USING (checkpoint_id) WHERE c.checkpoint_id IS NULL",
@@ -24,8 +24,18 @@ LINEAGE_CHECKS = {
     "training run whose output checkpoint is missing": "SELECT count(*) FROM training_runs WHERE output_checkpoint_id NOT IN (SELECT checkpoint_id FROM checkpoints)",
 }
 
-TABLES = ["campaigns", "rounds", "checkpoints", "prompts", "trajectories", "verdicts", "training_runs", "training_examples",
-          "evaluations", "gate_decisions"]
+TABLES = [
+    "campaigns",
+    "rounds",
+    "checkpoints",
+    "prompts",
+    "trajectories",
+    "verdicts",
+    "training_runs",
+    "training_examples",
+    "evaluations",
+    "gate_decisions",
+]
 
 
 def assert_lineage(db):
@@ -42,17 +52,35 @@ def tiny_config(tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks.jsonl"
     lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
     tasks.write_text("\n".join(json.dumps(x) for x in lines))
-    cfg = load_config(None, **{"db": str(tmp_path / "r.duckdb"), "campaign": "tiny", "max_rounds": 2,
-                               "model.name_or_path": str(tiny_model_dir), "tasks.source": "jsonl", "tasks.path": str(tasks),
-                               "tasks.heldout_fraction": 0.3, "tasks.fewshot": 0, "tasks.system_prompt": "sys", "tasks.train_prompts_per_round": 12,
-                               "tasks.heldout_prompts": 10, "generation.group_size": 2, "generation.max_new_tokens": 6,
-                               "generation.temperature": 0.7, "sft.epochs": 1, "sft.lr": 1e-4, "eval.num_samples": 2,
-                               "eval.ks": [1, 2], "gate.max_consecutive_rejections": 3})
+    cfg = load_config(
+        None,
+        **{
+            "db": str(tmp_path / "r.duckdb"),
+            "campaign": "tiny",
+            "max_rounds": 2,
+            "model.name_or_path": str(tiny_model_dir),
+            "tasks.source": "jsonl",
+            "tasks.path": str(tasks),
+            "tasks.heldout_fraction": 0.3,
+            "tasks.fewshot": 0,
+            "tasks.system_prompt": "sys",
+            "tasks.train_prompts_per_round": 12,
+            "tasks.heldout_prompts": 10,
+            "generation.group_size": 2,
+            "generation.max_new_tokens": 6,
+            "generation.temperature": 0.7,
+            "sft.epochs": 1,
+            "sft.lr": 1e-4,
+            "eval.num_samples": 2,
+            "eval.ks": [1, 2],
+            "gate.max_consecutive_rejections": 3,
+        },
+    )
     return save_config(cfg)
 
 
 def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_config):
-    from flows.round import run_campaign
+    from ratchet.flows.rounds.campaign import run_campaign
 
     decisions = run_campaign(tiny_config)
     ctx = load_ctx(tiny_config)
@@ -67,7 +95,11 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
     evals = query(db, "SELECT checkpoint_id, count(*) FROM evaluations WHERE metric = 'heldout/pass@1' GROUP BY ALL")[1]
     assert all(n == 1 for _, n in evals)
     assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} == {
-        "heldout/pass@1", "heldout/no_answer_rate", "heldout/sampled_pass@1", "heldout/sampled_pass@2"}
+        "heldout/pass@1",
+        "heldout/no_answer_rate",
+        "heldout/sampled_pass@1",
+        "heldout/sampled_pass@2",
+    }
     # Verifier monitoring per round and task.
     assert query(db, "SELECT count(*) FROM round_verifier_stats WHERE purpose = 'rollout'")[1][0][0] >= 2
     # Each round published its metrics, verifier statistics and gate decision as Prefect artifacts.
@@ -87,8 +119,8 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
 
 def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
     """A crashed round resumes: a finished stage is not recomputed and its ingest is not duplicated."""
-    from flows.round import prepare_campaign, start_round
-    from flows.stages import generate, verify
+    from ratchet.flows.rounds.campaign import prepare_campaign, start_round
+    from ratchet.flows.rounds.stages import generate, verify
 
     prepare_campaign.fn(str(tiny_config))
     start_round.fn(str(tiny_config), 1)
@@ -105,7 +137,7 @@ def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
 
 
 def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config, tiny_model_dir):
-    from flows.round import CampaignConflict, prepare_campaign
+    from ratchet.flows.rounds.campaign import CampaignConflict, prepare_campaign
 
     prepare_campaign.fn(str(tiny_config))
     cfg = load_ctx(tiny_config).cfg
@@ -115,26 +147,39 @@ def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config,
 
 
 # GRPO consumes wrong completions too (negative advantages), so only these lineage checks apply to it.
-GRPO_LINEAGE = ("trajectory without its checkpoint", "verdict without its trajectory", "held-out prompt in training_examples",
-                "training run whose output checkpoint is missing")
+GRPO_LINEAGE = (
+    "trajectory without its checkpoint",
+    "verdict without its trajectory",
+    "held-out prompt in training_examples",
+    "training run whose output checkpoint is missing",
+)
 
 
 def run_grpo_campaign(tiny_config, campaign: str, **grpo):
     """One GRPO round of the tiny campaign with these grpo settings (every group kept); returns (decisions, round-1 ctx)."""
-    from flows.round import run_campaign
+    from ratchet.flows.rounds.campaign import run_campaign
 
     cfg = load_ctx(tiny_config).cfg
-    path = save_config(cfg.model_copy(update={"campaign": campaign, "algorithm": "grpo", "max_rounds": 1,
-                                              "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, **grpo})}))
+    path = save_config(
+        cfg.model_copy(
+            update={
+                "campaign": campaign,
+                "algorithm": "grpo",
+                "max_rounds": 1,
+                "grpo": cfg.grpo.model_copy(update={"dynamic_sampling": False, **grpo}),
+            }
+        )
+    )
     return run_campaign(path), load_ctx(path, 1)
 
 
 def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
-    decisions, ctx = run_grpo_campaign(tiny_config, "tiny-grpo", mini_batch_size=12, micro_batch_size=6, lr=1e-4, ppo_epochs=2,
-                                       steps_per_round=1)
+    decisions, ctx = run_grpo_campaign(
+        tiny_config, "tiny-grpo", mini_batch_size=12, micro_batch_size=6, lr=1e-4, ppo_epochs=2, steps_per_round=1
+    )
     db = ctx.db
     assert decisions[0]["decision"] in ("promote", "reject", "halt")
-    (algo, n, metrics), = query(db, "SELECT algorithm, num_examples, metrics_json FROM training_runs")[1]
+    ((algo, n, metrics),) = query(db, "SELECT algorithm, num_examples, metrics_json FROM training_runs")[1]
     m = json.loads(metrics)
     assert algo == "grpo" and n == 24 and len(m["steps"]) == 2 * 2  # ppo_epochs x (24 / 12) optimizer steps
     assert {"train/kl/mean", "train/entropy/mean", "train/clip/region_frac", "train/grad_norm"} <= set(m["steps"][0]) | set(m)
@@ -145,17 +190,23 @@ def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
 def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     """steps_per_round = 3: each step samples its own prompts from the policy the previous step trained,
     every row carries its step, and the round's candidate is the last step's policy."""
-    decisions, ctx = run_grpo_campaign(tiny_config, "tiny-steps", mini_batch_size=8, micro_batch_size=4, lr=1e-3, ppo_epochs=1,
-                                       steps_per_round=3)
+    decisions, ctx = run_grpo_campaign(
+        tiny_config, "tiny-steps", mini_batch_size=8, micro_batch_size=4, lr=1e-3, ppo_epochs=1, steps_per_round=3
+    )
     db = ctx.db
-    per_step = query(db, """SELECT step, count(*), count(DISTINCT prompt_id), count(DISTINCT checkpoint_id) FROM trajectories
-                            WHERE purpose = 'rollout' GROUP BY step ORDER BY step""")[1]
+    per_step = query(
+        db,
+        """SELECT step, count(*), count(DISTINCT prompt_id), count(DISTINCT checkpoint_id) FROM trajectories
+                            WHERE purpose = 'rollout' GROUP BY step ORDER BY step""",
+    )[1]
     assert per_step == [(0, 8, 4, 1), (1, 8, 4, 1), (2, 8, 4, 1)]  # 12 prompts / 3 steps, G = 2
     assert query(db, "SELECT count(DISTINCT prompt_id) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 12
     runs = query(db, "SELECT step, input_checkpoint_id, output_checkpoint_id FROM training_runs ORDER BY step")[1]
     assert [r[0] for r in runs] == [0, 1, 2]
     # Step k+1 samples from (and trains) the checkpoint step k produced: a chain from the incumbent.
-    sampled_by = dict(query(db, "SELECT step, any_value(checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY step")[1])
+    sampled_by = dict(
+        query(db, "SELECT step, any_value(checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY step")[1]
+    )
     for (k, inp, out), (k2, inp2, _) in zip(runs, runs[1:]):
         assert inp2 == out and sampled_by[k2] == out
     assert query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0] == runs[-1][2]

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loop.advantages import (
+from ratchet.loop.advantages import (
     ADVANTAGE_ESTIMATORS,
     compute_advantages,
     dr_grpo,
@@ -19,21 +19,24 @@ from loop.advantages import (
     zero_variance_mask,
 )
 
-REWARDS = torch.tensor([[1.0, 0.0, 0.0, 0.0],
-                        [1.0, 0.0, 0.0, 1.0],
-                        [2.0, 2.0, 2.0, 2.0]])  # (num_groups=3, G=4)
+REWARDS = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]])  # (num_groups=3, G=4)
 
 
 # ----------------------------------------------------------------------------- hand-computed values
+
 
 def test_grpo_hand_computed_uses_unbiased_std_like_trl():
     # row 0: mean 0.25, unbiased std sqrt((0.75^2 + 3 * 0.25^2) / 3) = 0.5
     # row 1: mean 0.5, unbiased std sqrt(4 * 0.25 / 3) = 0.57735; row 2: zero variance -> 0
     eps = 1e-4
     s1 = math.sqrt(1 / 3)
-    expected = torch.tensor([[0.75 / (0.5 + eps), -0.25 / (0.5 + eps), -0.25 / (0.5 + eps), -0.25 / (0.5 + eps)],
-                             [0.5 / (s1 + eps), -0.5 / (s1 + eps), -0.5 / (s1 + eps), 0.5 / (s1 + eps)],
-                             [0.0, 0.0, 0.0, 0.0]])
+    expected = torch.tensor(
+        [
+            [0.75 / (0.5 + eps), -0.25 / (0.5 + eps), -0.25 / (0.5 + eps), -0.25 / (0.5 + eps)],
+            [0.5 / (s1 + eps), -0.5 / (s1 + eps), -0.5 / (s1 + eps), 0.5 / (s1 + eps)],
+            [0.0, 0.0, 0.0, 0.0],
+        ]
+    )
     torch.testing.assert_close(grpo(REWARDS, eps), expected)
 
 
@@ -56,6 +59,7 @@ def test_registry_dispatches_by_name():
 
 
 # ----------------------------------------------------------------------------- errors
+
 
 def test_unknown_estimator_lists_valid_names():
     with pytest.raises(ValueError, match=r"unknown advantage estimator 'ppo'.*\['dr_grpo', 'grpo', 'rloo'\]"):
@@ -80,6 +84,7 @@ def test_non_finite_rewards_are_rejected():
 
 # ----------------------------------------------------------------------------- zero-variance groups / DAPO
 
+
 def test_zero_variance_mask_and_dynamic_sampling_filter():
     rewards = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [0.5, 0.0]])
     assert zero_variance_mask(rewards).tolist() == [True, False, True, False]
@@ -93,8 +98,13 @@ def test_dynamic_sampling_filter_can_drop_everything():
 
 # ----------------------------------------------------------------------------- properties
 
-rewards_st = st.integers(1, 5).flatmap(lambda n: st.integers(2, 6).flatmap(lambda g: st.lists(
-    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -1.0, 3.0]), min_size=g, max_size=g), min_size=n, max_size=n)))
+rewards_st = st.integers(1, 5).flatmap(
+    lambda n: st.integers(2, 6).flatmap(
+        lambda g: st.lists(
+            st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -1.0, 3.0]), min_size=g, max_size=g), min_size=n, max_size=n
+        )
+    )
+)
 
 
 def _loop_reference(name: str, rows: list[list[float]], eps: float = 1e-4) -> torch.Tensor:

@@ -6,9 +6,9 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from flows.cli import app
-from loop.config import (ConfigError, PrefectConfig, RatchetConfig, ScheduleConfig, load_config, load_daemon_config)
-from loop.config_toml import render_default_toml
+from ratchet.flows.cli import app
+from ratchet.loop.config import ConfigError, PrefectConfig, RatchetConfig, ScheduleConfig, load_config, load_daemon_config
+from ratchet.loop.config_toml import render_default_toml
 
 runner = CliRunner()
 
@@ -107,15 +107,18 @@ def test_run_with_campaign_flag_reaches_the_chosen_campaign(tmp_path):
     assert r.exit_code == 2 and "--campaign" in r.stderr
 
 
-@pytest.mark.parametrize("toml,msg", [
-    ('[[campaigns]]\ncampaign = "x"\n[[campaigns]]\ncampaign = "x"\n', "must be unique, ['x']"),
-    ('[schedule]\ncron = "every night"\n', "must have 5 fields"),
-    ('[schedule]\ntimezone = "Mars/Olympus"\n', "not an IANA time zone"),
-    ('[schedule]\ninterval_s = 0\n', "schedule.interval_s"),
-    ('[prefect]\nport = 0\n', "prefect.port"),
-    ('[[campaigns]]\ncampaign = "x"\n[campaigns.sft]\nlr = -1\n', "campaigns[0].sft.lr"),
-    ("campaigns = 3\n", "non-empty array of tables"),
-])
+@pytest.mark.parametrize(
+    "toml,msg",
+    [
+        ('[[campaigns]]\ncampaign = "x"\n[[campaigns]]\ncampaign = "x"\n', "must be unique, ['x']"),
+        ('[schedule]\ncron = "every night"\n', "must have 5 fields"),
+        ('[schedule]\ntimezone = "Mars/Olympus"\n', "not an IANA time zone"),
+        ("[schedule]\ninterval_s = 0\n", "schedule.interval_s"),
+        ("[prefect]\nport = 0\n", "prefect.port"),
+        ('[[campaigns]]\ncampaign = "x"\n[campaigns.sft]\nlr = -1\n', "campaigns[0].sft.lr"),
+        ("campaigns = 3\n", "non-empty array of tables"),
+    ],
+)
 def test_bad_daemon_config_names_the_value(tmp_path, toml, msg):
     path = tmp_path / "r.toml"
     path.write_text(toml)
@@ -131,7 +134,7 @@ def test_schedule_is_not_part_of_a_campaigns_identity():
 
 
 def test_prefect_schedule_from_config():
-    from flows.schedules import describe, local_timezone, prefect_schedule
+    from ratchet.flows.daemon.schedules import describe, local_timezone, prefect_schedule
 
     cron = prefect_schedule(ScheduleConfig())
     assert cron.cron == "0 2 * * *" and cron.timezone == local_timezone()
@@ -142,7 +145,7 @@ def test_prefect_schedule_from_config():
 
 
 def test_a_cron_prefect_rejects_fails_before_serving():
-    from flows.daemon import check_schedule
+    from ratchet.flows.daemon.service import check_schedule
 
     check_schedule(RatchetConfig())
     with pytest.raises(ConfigError, match=r"campaign 'demo': schedule.cron '\* \* \* \* 99' is not valid"):

@@ -1,6 +1,6 @@
 import pytest
 
-from loop.gate import bootstrap_worse_p, decide, mcnemar_worse_p
+from ratchet.loop.gate import bootstrap_worse_p, decide, mcnemar_worse_p
 
 T, F = True, False
 
@@ -42,7 +42,10 @@ def test_halt_after_consecutive_rejections_and_on_format_collapse():
     kw = {**KW, "consecutive_rejections": 1}
     assert decide([F, F], [T, T], best_promoted_pass1=1.0, **kw).decision == "halt"
     collapse = {**KW, "candidate_no_answer_rate": 0.9}
-    assert decide([T, T], [T, T], best_promoted_pass1=1.0, max_no_answer_rate=0.5, **{k: v for k, v in collapse.items()}).decision == "halt"
+    assert (
+        decide([T, T], [T, T], best_promoted_pass1=1.0, max_no_answer_rate=0.5, **{k: v for k, v in collapse.items()}).decision
+        == "halt"
+    )
 
 
 def test_unpaired_outcomes_rejected():

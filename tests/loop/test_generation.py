@@ -1,7 +1,7 @@
 import pytest
 
-from loop.generation import SamplingParams, TransformersBackend, make_backend
-from loop.tasks import chat_messages
+from ratchet.loop.generation import SamplingParams, TransformersBackend, make_backend
+from ratchet.loop.tasks import chat_messages
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +42,13 @@ def test_bad_params_and_backend_names():
 
 def test_shared_prefix_cache_gives_the_same_greedy_tokens(smollm2_dir):
     """Prefilling the shared system/few-shot prefix once must not change what the model generates."""
-    from loop.tasks import ArithmeticTasks
+    from ratchet.loop.tasks import ArithmeticTasks
 
     src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
-    msgs = [chat_messages("Give the final line as 'Answer: <number>'.", src.fewshot(2), p.question) for p in src.draw(12, "heldout", 5)]
+    msgs = [
+        chat_messages("Give the final line as 'Answer: <number>'.", src.fewshot(2), p.question)
+        for p in src.draw(12, "heldout", 5)
+    ]
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)
     cached = TransformersBackend(smollm2_dir, batch_size=6).generate(msgs, params)
     plain = TransformersBackend(smollm2_dir, batch_size=6, prefix_cache=False).generate(msgs, params)

@@ -3,10 +3,19 @@
 import pytest
 import torch
 
-from loop.grpo import (GRPOSample, GRPOSettings, completion_logprobs, group_advantages, pack_rollouts, rollout_logprobs,
-                       train_grpo, _tokenize)
-from loop.sft import SFTExample
-from loop.tasks import chat_messages
+from ratchet.loop.config import GRPOConfig
+from ratchet.loop.grpo import (
+    GRPORun,
+    GRPOSample,
+    _tokenize,
+    completion_logprobs,
+    group_advantages,
+    pack_rollouts,
+    rollout_logprobs,
+    train_grpo,
+)
+from ratchet.loop.sft import SFTExample
+from ratchet.loop.tasks import chat_messages
 
 
 def samples(rewards_by_group):
@@ -35,7 +44,9 @@ def test_left_padded_logprobs_match_unpadded(tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    long = GRPOSample(0, SFTExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False)
+    long = GRPOSample(
+        0, SFTExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False
+    )
     short = GRPOSample(0, SFTExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
     with torch.no_grad():
         ids, attn, _, cmask, P = _tokenize(tok, [long, short], 256)
@@ -50,11 +61,18 @@ def test_grpo_pass_moves_probability_towards_rewarded_completions(tiny_model_dir
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     batch = samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
-    st = GRPOSettings(lr=3e-3, ppo_epochs=3, mini_batch_size=12, micro_batch_size=4, beta=0.04, temperature=1.0)
-    res = train_grpo(tiny_model_dir, batch, tmp_path / "out", st, ref_dir=tiny_model_dir)
+    st = GRPOConfig(lr=3e-3, ppo_epochs=3, mini_batch_size=12, micro_batch_size=4, beta=0.04)
+    res = train_grpo(tiny_model_dir, batch, tmp_path / "out", st, GRPORun(temperature=1.0), ref_dir=tiny_model_dir)
     assert res.checkpoint_dir is not None and res.steps == 3 and res.kept == list(range(12))
-    for k in ("train/reward_mean", "train/zero_variance_frac", "train/clip/region_frac", "train/kl/mean",
-              "train/entropy/mean", "train/grad_norm", "train/completion_len_p90"):
+    for k in (
+        "train/reward_mean",
+        "train/zero_variance_frac",
+        "train/clip/region_frac",
+        "train/kl/mean",
+        "train/entropy/mean",
+        "train/grad_norm",
+        "train/completion_len_p90",
+    ):
         assert k in res.metrics
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
 
@@ -66,18 +84,19 @@ def test_grpo_pass_moves_probability_towards_rewarded_completions(tiny_model_dir
             lp, _ = completion_logprobs(model, ids, attn, P, 1.0)
         return float((lp * cmask).sum() / cmask.sum())
 
-    assert mean_logprob(res.checkpoint_dir, True) - mean_logprob(tiny_model_dir, True) > \
-        mean_logprob(res.checkpoint_dir, False) - mean_logprob(tiny_model_dir, False)
+    assert mean_logprob(res.checkpoint_dir, True) - mean_logprob(tiny_model_dir, True) > mean_logprob(
+        res.checkpoint_dir, False
+    ) - mean_logprob(tiny_model_dir, False)
 
 
 def test_no_signal_saves_nothing(tiny_model_dir, tmp_path):
-    res = train_grpo(tiny_model_dir, samples([[1.0, 1.0], [0.0, 0.0]]), tmp_path / "o", GRPOSettings())
+    res = train_grpo(tiny_model_dir, samples([[1.0, 1.0], [0.0, 0.0]]), tmp_path / "o", GRPOConfig())
     assert res.checkpoint_dir is None and res.metrics["train/zero_variance_frac"] == 1.0
     assert not (tmp_path / "o").exists()
 
 
 def test_nan_aborts_before_saving(tiny_model_dir, tmp_path):
-    st = GRPOSettings(lr=1e30, ppo_epochs=3, mini_batch_size=4, micro_batch_size=4, max_grad_norm=1e30)
+    st = GRPOConfig(lr=1e30, ppo_epochs=3, mini_batch_size=4, micro_batch_size=4, max_grad_norm=1e30)
     with pytest.raises(FloatingPointError, match="nothing was saved"):
         train_grpo(tiny_model_dir, samples([[1.0, 0.0, 0.0, 1.0]] * 3), tmp_path / "o", st)
     assert not (tmp_path / "o").exists()
@@ -89,8 +108,14 @@ def _fewshot_groups():
     out = []
     for g, q in enumerate(["What is 1 + 6?", "What is 12 + 30?", "What is 5 * 5?"]):
         for i, text in enumerate(["Answer: 7", f"1 + {g} = {g + 1}. Answer: {g + 1}", "7", "Answer: 70 and some more words"]):
-            out.append(GRPOSample(g, SFTExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text), float(i == 0),
-                                  truncated=(i == 3)))
+            out.append(
+                GRPOSample(
+                    g,
+                    SFTExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text),
+                    float(i == 0),
+                    truncated=(i == 3),
+                )
+            )
     return out
 
 
@@ -120,10 +145,22 @@ def test_shared_prompt_forward_equals_plain_forward(tiny_model_dir):
 def test_lora_and_gradient_checkpointing_pass_saves_a_plain_checkpoint(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    st = GRPOSettings(lr=1e-2, ppo_epochs=1, mini_batch_size=12, micro_batch_size=4, temperature=1.0, lora_r=4,
-                      lora_alpha=8, gradient_checkpointing=True)
-    res = train_grpo(tiny_model_dir, samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]]),
-                     tmp_path / "out", st)
+    st = GRPOConfig(
+        lr=1e-2,
+        ppo_epochs=1,
+        mini_batch_size=12,
+        micro_batch_size=4,
+        lora_r=4,
+        lora_alpha=8,
+        gradient_checkpointing=True,
+    )
+    res = train_grpo(
+        tiny_model_dir,
+        samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]]),
+        tmp_path / "out",
+        st,
+        GRPORun(temperature=1.0),
+    )
     assert res.steps == 1 and "train/kl_last" in res.metrics
     merged = AutoModelForCausalLM.from_pretrained(res.checkpoint_dir)  # no adapter files needed
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

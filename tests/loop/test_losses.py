@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loop.losses import (
+from ratchet.loop.losses import (
     PolicyLossConfig,
     aggregate_loss,
     clip_fractions,
@@ -29,6 +29,7 @@ LEVELS = ["token", "sequence", "sequence_token"]
 
 
 # ----------------------------------------------------------------------------- log-probs and entropy
+
 
 def test_token_logprobs_hand_computed_with_temperature():
     logits = torch.tensor([[[2.0, 0.0], [0.0, 0.0]]])  # (B=1, T=2, V=2)
@@ -63,6 +64,7 @@ def test_entropy_uniform_is_log_v_and_peaked_is_near_zero():
 
 
 # ----------------------------------------------------------------------------- ratio, clip, KL
+
 
 def test_log_importance_weights_token_and_sequence_hand_computed():
     logp = torch.tensor([[0.2, 0.4, 9.0]])
@@ -125,6 +127,7 @@ def test_kl_in_reward_hand_computed():
 
 # ----------------------------------------------------------------------------- overlong
 
+
 def test_mask_truncated_zeroes_whole_rows():
     mask = torch.ones(3, 2, dtype=torch.long)
     out = mask_truncated(mask, torch.tensor([False, True, False]))
@@ -145,11 +148,14 @@ PER_TOKEN = torch.tensor([[1.0, 2.0, 3.0], [4.0, 99.0, 99.0]])
 MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("seq-mean-token-mean", (2.0 + 4.0) / 2),  # GRPO: mean of per-sequence means
-    ("token-mean", 10.0 / 4),  # DAPO: sum over active tokens / number of active tokens
-    ("seq-mean-token-sum-norm", 10.0 / (2 * 5)),  # Dr. GRPO: sum / (B * max_completion_length=5)
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("seq-mean-token-mean", (2.0 + 4.0) / 2),  # GRPO: mean of per-sequence means
+        ("token-mean", 10.0 / 4),  # DAPO: sum over active tokens / number of active tokens
+        ("seq-mean-token-sum-norm", 10.0 / (2 * 5)),  # Dr. GRPO: sum / (B * max_completion_length=5)
+    ],
+)
 def test_aggregation_hand_computed(mode, expected):
     assert aggregate_loss(PER_TOKEN, MASK, mode, max_completion_length=5).item() == pytest.approx(expected)
 
@@ -179,6 +185,7 @@ def test_policy_loss_requires_ref_for_kl_in_loss():
 
 
 # ----------------------------------------------------------------------------- policy_loss
+
 
 def _random_batch(seed: int, b: int = 4, t: int = 5):
     g = torch.Generator().manual_seed(seed)
@@ -236,19 +243,35 @@ def _loop_policy_loss(logp, old, ref, adv, mask, cfg: PolicyLossConfig) -> float
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), mode=st.sampled_from(AGGREGATIONS), level=st.sampled_from(LEVELS),
-       kl=st.sampled_from(["k1", "k2", "k3"]))
+@given(
+    seed=st.integers(0, 10_000),
+    mode=st.sampled_from(AGGREGATIONS),
+    level=st.sampled_from(LEVELS),
+    kl=st.sampled_from(["k1", "k2", "k3"]),
+)
 def test_vectorised_policy_loss_equals_loop(seed, mode, level, kl):
     logp, old, ref, adv, mask = _random_batch(seed)
-    cfg = PolicyLossConfig(aggregation=mode, importance_sampling_level=level, epsilon_low=0.1, epsilon_high=0.15,
-                           beta=0.04, kl_estimator=kl, max_completion_length=8)
+    cfg = PolicyLossConfig(
+        aggregation=mode,
+        importance_sampling_level=level,
+        epsilon_low=0.1,
+        epsilon_high=0.15,
+        beta=0.04,
+        kl_estimator=kl,
+        max_completion_length=8,
+    )
     loss, _ = policy_loss(logp, old, adv, mask, cfg, ref_logprobs=ref)
     assert torch.allclose(loss, torch.tensor(_loop_policy_loss(logp, old, ref, adv, mask, cfg)), atol=1e-5)
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), mode=st.sampled_from(AGGREGATIONS), level=st.sampled_from(LEVELS),
-       extra=st.integers(1, 3), garbage=st.sampled_from([0.0, -1e4, float("-inf"), float("nan")]))
+@given(
+    seed=st.integers(0, 10_000),
+    mode=st.sampled_from(AGGREGATIONS),
+    level=st.sampled_from(LEVELS),
+    extra=st.integers(1, 3),
+    garbage=st.sampled_from([0.0, -1e4, float("-inf"), float("nan")]),
+)
 def test_loss_and_grad_are_invariant_to_padding(seed, mode, level, extra, garbage):
     """Extra padded columns holding anything (even -inf/NaN log-probs) change neither loss nor gradient."""
     logp, old, ref, adv, mask = _random_batch(seed)
@@ -262,7 +285,7 @@ def test_loss_and_grad_are_invariant_to_padding(seed, mode, level, extra, garbag
     loss_b.backward()
     torch.testing.assert_close(loss_b, loss_a)
     torch.testing.assert_close(b.grad[:, : logp.shape[1]], a.grad)
-    assert (b.grad[:, logp.shape[1]:] == 0).all()
+    assert (b.grad[:, logp.shape[1] :] == 0).all()
 
 
 def test_masking_a_token_equals_dropping_it():
@@ -283,8 +306,9 @@ def test_gspo_token_variant_has_gspo_value_and_gradient_for_sequence_advantages(
     grads, losses = [], []
     for level in ("sequence", "sequence_token"):
         x = logp.clone().requires_grad_(True)
-        loss, _ = policy_loss(x, old, adv, mask, PolicyLossConfig(importance_sampling_level=level, epsilon_low=0.05,
-                                                                   epsilon_high=0.08))
+        loss, _ = policy_loss(
+            x, old, adv, mask, PolicyLossConfig(importance_sampling_level=level, epsilon_low=0.05, epsilon_high=0.08)
+        )
         loss.backward()
         grads.append(x.grad)
         losses.append(loss)
@@ -305,15 +329,17 @@ def test_token_mean_is_invariant_to_data_parallel_sharding(world_size):
     y = logp.clone().requires_grad_(True)
     rank_losses = []
     for r in torch.arange(8).chunk(world_size):  # contiguous shards, one per rank
-        loss, _ = policy_loss(y[r], old[r], adv[r], mask[r], cfg, ref_logprobs=ref[r], global_num_tokens=n_global,
-                              world_size=world_size)
+        loss, _ = policy_loss(
+            y[r], old[r], adv[r], mask[r], cfg, ref_logprobs=ref[r], global_num_tokens=n_global, world_size=world_size
+        )
         (loss / world_size).backward()  # DDP: gradient averaged over ranks
         rank_losses.append(loss)
     torch.testing.assert_close(torch.stack(rank_losses).mean(), global_loss)
     torch.testing.assert_close(y.grad, x.grad)
     # Without the global count (each rank normalising by its own tokens) the average is generally wrong.
-    local = torch.stack([policy_loss(logp[r], old[r], adv[r], mask[r], cfg, ref_logprobs=ref[r])[0]
-                         for r in torch.arange(8).chunk(world_size)]).mean()
+    local = torch.stack(
+        [policy_loss(logp[r], old[r], adv[r], mask[r], cfg, ref_logprobs=ref[r])[0] for r in torch.arange(8).chunk(world_size)]
+    ).mean()
     assert not torch.allclose(local, global_loss)
 
 
@@ -321,8 +347,16 @@ def test_metrics_keys_and_entropy():
     logp, old, ref, adv, mask = _random_batch(6)
     entropy = torch.full(logp.shape, 2.0)
     _, m = policy_loss(logp, old, adv, mask, PolicyLossConfig(beta=0.04), ref_logprobs=ref, entropy=entropy)
-    assert set(m) == {"loss/policy", "ratio/mean", "clip/low_frac", "clip/high_frac", "clip/region_frac", "kl/mean",
-                      "kl/is_mean", "entropy/mean"}
+    assert set(m) == {
+        "loss/policy",
+        "ratio/mean",
+        "clip/low_frac",
+        "clip/high_frac",
+        "clip/region_frac",
+        "kl/mean",
+        "kl/is_mean",
+        "entropy/mean",
+    }
     assert m["entropy/mean"].item() == pytest.approx(2.0)
     assert all(v.ndim == 0 and not v.requires_grad for v in m.values())
 

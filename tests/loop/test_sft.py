@@ -3,8 +3,9 @@ import math
 import pytest
 import torch
 
-from loop.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
-from loop.tasks import chat_messages
+from ratchet.loop.config import SFTConfig
+from ratchet.loop.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
+from ratchet.loop.tasks import chat_messages
 
 
 def test_completion_nll_hand_computed():
@@ -39,7 +40,20 @@ def test_collate_pads_right():
 
 def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
     exs = [SFTExample(chat_messages("sys", [], f"What is {i} * 2?"), f"Answer: {2 * i}") for i in range(8)]
-    res = train_sft(tiny_model_dir, exs, tmp_path / "out", lr=1e-2, epochs=6, batch_size=4, warmup_ratio=0.0, weight_decay=0.0,
-                    max_grad_norm=1.0, max_seq_len=128, seed=0)
+    res = train_sft(
+        tiny_model_dir,
+        exs,
+        tmp_path / "out",
+        SFTConfig(
+            lr=1e-2,
+            epochs=6,
+            batch_size=4,
+            warmup_ratio=0.0,
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            max_seq_len=128,
+            seed=0,
+        ),
+    )
     assert res.metrics["train/loss_last"] < res.metrics["train/loss_first"]
     assert (tmp_path / "out" / "model.safetensors").is_file() and res.steps == 12

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from loop.tasks import ArithmeticTasks, JsonlTasks, TaskDataError, make_prompt_id, split_of
+from ratchet.loop.tasks import ArithmeticTasks, JsonlTasks, TaskDataError, make_prompt_id, split_of
 
 
 def test_draw_is_deterministic_and_split_pure():
@@ -35,7 +35,7 @@ def test_gold_answers_are_right():
             x = int(p.answer)
             assert eval(lhs.replace("x", f"*({x})")) == int(rhs)  # our own generated text, not model output
         else:
-            assert eval(p.question[len("What is "):-1]) == int(p.answer)
+            assert eval(p.question[len("What is ") : -1]) == int(p.answer)
 
 
 def test_fewshot_questions_are_never_drawn():
@@ -52,20 +52,27 @@ def test_unknown_level_lists_valid_ones():
 
 def test_jsonl_plain_and_gsm8k(tmp_path):
     f = tmp_path / "t.jsonl"
-    f.write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n\n"
-                 + json.dumps({"question": "Tom has 3 apples...", "answer": "He has 3+4=7 apples.\n#### 1,007"}) + "\n")
+    f.write_text(
+        json.dumps({"question": "2+2?", "answer": "4"})
+        + "\n\n"
+        + json.dumps({"question": "Tom has 3 apples...", "answer": "He has 3+4=7 apples.\n#### 1,007"})
+        + "\n"
+    )
     src = JsonlTasks(f)
     golds = {p.question: p.answer for p in src.prompts}
     assert golds == {"2+2?": "4", "Tom has 3 apples...": "1007"}
 
 
-@pytest.mark.parametrize("line,msg", [
-    ("{not json", "t.jsonl:2: not valid JSON"),
-    ('{"question": "x"}', "t.jsonl:2: missing gold answer"),
-    ('{"question": "x", "answer": "steps ####  "}', "nothing after '####'"),
-    ('{"answer": "3"}', 't.jsonl:2: missing "question"'),
-    ('[1, 2]', "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line,msg",
+    [
+        ("{not json", "t.jsonl:2: not valid JSON"),
+        ('{"question": "x"}', "t.jsonl:2: missing gold answer"),
+        ('{"question": "x", "answer": "steps ####  "}', "nothing after '####'"),
+        ('{"answer": "3"}', 't.jsonl:2: missing "question"'),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
 def test_jsonl_errors_name_line_and_fix(tmp_path, line, msg):
     f = tmp_path / "t.jsonl"
     f.write_text('{"question": "ok?", "answer": "1"}\n' + line + "\n")

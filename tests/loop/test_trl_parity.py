@@ -14,8 +14,8 @@ import torch
 
 trl = pytest.importorskip("trl")
 
-from loop.advantages import compute_advantages  # noqa: E402
-from loop.losses import PolicyLossConfig, entropy_from_logits, policy_loss, token_logprobs  # noqa: E402
+from ratchet.loop.advantages import compute_advantages  # noqa: E402
+from ratchet.loop.losses import PolicyLossConfig, entropy_from_logits, policy_loss, token_logprobs  # noqa: E402
 
 TEMPERATURE = 0.7  # != 1 so both sides must apply the sampling temperature
 MAX_COMPLETION_LENGTH = 6
@@ -34,8 +34,17 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                      intermediate_size=32, pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=32,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     path = tmp_path_factory.mktemp("tiny_llama")
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
@@ -55,8 +64,13 @@ def _batch() -> dict[str, torch.Tensor]:
     completion_ids[completion_mask == 0] = 0
     rewards = torch.tensor([[1.0, 0.0], [0.3, 0.9]])  # (num_groups=2, G=2)
     advantages = compute_advantages("grpo", rewards).reshape(-1)  # (4,)
-    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-            "completion_mask": completion_mask, "advantages": advantages}
+    return {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": advantages,
+    }
 
 
 def _ratchet_forward(model, batch):
@@ -92,14 +106,32 @@ def test_policy_loss_matches_trl_grpo_trainer(tiny, tmp_path, case):
 
     _, loss_type, level, eps_low, eps_high, kl_corr = case
     path, tok = tiny
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
-                      max_completion_length=MAX_COMPLETION_LENGTH, loss_type=loss_type, importance_sampling_level=level,
-                      beta=BETA, epsilon=eps_low, epsilon_high=eps_high, temperature=TEMPERATURE,
-                      use_bias_correction_kl=kl_corr, bf16=False, use_cpu=True, report_to="none",
-                      gradient_checkpointing=False, seed=0)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=MAX_COMPLETION_LENGTH,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        beta=BETA,
+        epsilon=eps_low,
+        epsilon_high=eps_high,
+        temperature=TEMPERATURE,
+        use_bias_correction_kl=kl_corr,
+        bf16=False,
+        use_cpu=True,
+        report_to="none",
+        gradient_checkpointing=False,
+        seed=0,
+    )
     model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
-    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
-                          train_dataset=Dataset.from_dict({"prompt": ["t2 t3"] * 4}), processing_class=tok)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": ["t2 t3"] * 4}),
+        processing_class=tok,
+    )
     model = trainer.model
     model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; one micro-batch per step here
@@ -113,17 +145,28 @@ def test_policy_loss_matches_trl_grpo_trainer(tiny, tmp_path, case):
     ref = logps0 + 0.2 * torch.randn(logps0.shape, generator=g)
 
     # TRL: its real loss code path on a crafted inputs dict.
-    inputs = {**batch, "old_per_token_logps": old, "ref_per_token_logps": ref,
-              "num_items_in_batch": batch["completion_mask"].sum()}
+    inputs = {
+        **batch,
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
+        "num_items_in_batch": batch["completion_mask"].sum(),
+    }
     trl_loss = trainer._compute_loss(model, inputs)
     trl_loss.backward()
     trl_grads = _grads(model)
     trl_metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
 
     # Ratchet.
-    cfg = PolicyLossConfig.from_trl(loss_type, epsilon_low=eps_low, epsilon_high=eps_high, importance_sampling_level=level,
-                                    beta=BETA, kl_estimator="k3", kl_ratio_correction=kl_corr,
-                                    max_completion_length=MAX_COMPLETION_LENGTH)
+    cfg = PolicyLossConfig.from_trl(
+        loss_type,
+        epsilon_low=eps_low,
+        epsilon_high=eps_high,
+        importance_sampling_level=level,
+        beta=BETA,
+        kl_estimator="k3",
+        kl_ratio_correction=kl_corr,
+        max_completion_length=MAX_COMPLETION_LENGTH,
+    )
     logps, entropy = _ratchet_forward(model, batch)
     loss, metrics = policy_loss(logps, old, batch["advantages"], mask, cfg, ref_logprobs=ref, entropy=entropy)
     loss.backward()
@@ -131,16 +174,22 @@ def test_policy_loss_matches_trl_grpo_trainer(tiny, tmp_path, case):
 
     loss_diff = abs(loss.item() - trl_loss.item())
     grad_diff = max((ours[n] - trl_grads[n]).abs().max().item() for n in trl_grads)
-    print(f"\n[{case[0]}] ratchet={loss.item():.8f} trl={trl_loss.item():.8f} |dloss|={loss_diff:.2e} "
-          f"max|dgrad|={grad_diff:.2e} clip_region={metrics['clip/region_frac'].item():.3f}")
+    print(
+        f"\n[{case[0]}] ratchet={loss.item():.8f} trl={trl_loss.item():.8f} |dloss|={loss_diff:.2e} "
+        f"max|dgrad|={grad_diff:.2e} clip_region={metrics['clip/region_frac'].item():.3f}"
+    )
     assert metrics["clip/region_frac"] > 0, "the batch must exercise clipping"
     assert set(ours) == set(trl_grads)
     assert loss_diff <= TOL
     for n in trl_grads:
         torch.testing.assert_close(ours[n], trl_grads[n], atol=TOL, rtol=TOL, msg=lambda m: f"grad of {n}: {m}")
     # The logged metrics agree too (TRL logs the KL after its ratio correction, Ratchet the plain estimate).
-    for ours_key, trl_key in [("clip/low_frac", "clip_ratio/low_mean"), ("clip/high_frac", "clip_ratio/high_mean"),
-                              ("clip/region_frac", "clip_ratio/region_mean"), ("entropy/mean", "entropy")]:
+    for ours_key, trl_key in [
+        ("clip/low_frac", "clip_ratio/low_mean"),
+        ("clip/high_frac", "clip_ratio/high_mean"),
+        ("clip/region_frac", "clip_ratio/region_mean"),
+        ("entropy/mean", "entropy"),
+    ]:
         assert metrics[ours_key].item() == pytest.approx(trl_metrics[trl_key], abs=TOL), ours_key
     if not kl_corr:
         assert metrics["kl/mean"].item() == pytest.approx(trl_metrics["kl"], abs=TOL)

@@ -14,11 +14,13 @@ import pytest
 if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment (.ci/run) must run these tests, not skip them
 else:
-    pytest.importorskip("vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)")
+    pytest.importorskip(
+        "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
+    )
 
-from loop.generation import SamplingParams, TransformersBackend  # noqa: E402
-from loop.tasks import ArithmeticTasks, chat_messages  # noqa: E402
-from loop.vllm_backend import VLLMBackend  # noqa: E402
+from ratchet.loop.generation import SamplingParams, TransformersBackend  # noqa: E402
+from ratchet.loop.tasks import ArithmeticTasks, chat_messages  # noqa: E402
+from ratchet.loop.vllm_backend import VLLMBackend  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +43,9 @@ def vllm_backend(smollm2_dir):
 def test_records_well_formed_ordered_and_grouped(vllm_backend):
     msgs = arithmetic_chats(5)
     seen: list[tuple[int, int]] = []
-    out = vllm_backend.generate(msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=20),
-                                progress=lambda done, total: seen.append((done, total)))
+    out = vllm_backend.generate(
+        msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=20), progress=lambda done, total: seen.append((done, total))
+    )
     assert [(c.prompt_index, c.sample_index) for c in out] == [(p, s) for p in range(5) for s in range(3)]
     prompt_lens = [len(vllm_backend.tokenizer(vllm_backend.render(m))["input_ids"]) for m in msgs]
     for c in out:
@@ -73,7 +76,7 @@ def test_greedy_tokens_match_transformers_backend(vllm_backend, smollm2_dir):
 
 def test_a_shard_of_the_jobs_keeps_global_indices_and_greedy_outputs(vllm_backend):
     """Data-parallel workers each run ``jobs=`` of whole prompts; their outputs merge into the whole call's."""
-    from loop.generation import shard_jobs
+    from ratchet.loop.generation import shard_jobs
 
     msgs = arithmetic_chats(9)
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)

@@ -1,26 +1,52 @@
 import multiprocessing as mp
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import duckdb
 import pytest
 
-from store.db import StoreError, connect, init_db, query, transaction
-from store.ingest import ingest_parquet, insert_rows, write_parquet
-from store.queries import training_set
+from ratchet.store.db import StoreError, connect, init_db, query, transaction
+from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
+from ratchet.store.queries import training_set
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 
 
 def traj(tid, prompt, completion, round_id="r1", purpose="rollout", sample=0, finish="stop"):
-    return dict(trajectory_id=tid, round_id=round_id, prompt_id=prompt, checkpoint_id="c0", purpose=purpose, eval_set_id=None,
-                sample_index=sample, completion=completion, prompt_tokens=10, completion_tokens=5, finish_reason=finish,
-                backend="transformers", temperature=0.8, top_p=1.0, max_new_tokens=32, seed=0, created_at=NOW)
+    return dict(
+        trajectory_id=tid,
+        round_id=round_id,
+        prompt_id=prompt,
+        checkpoint_id="c0",
+        purpose=purpose,
+        eval_set_id=None,
+        sample_index=sample,
+        completion=completion,
+        prompt_tokens=10,
+        completion_tokens=5,
+        finish_reason=finish,
+        backend="transformers",
+        temperature=0.8,
+        top_p=1.0,
+        max_new_tokens=32,
+        seed=0,
+        created_at=NOW,
+    )
 
 
 def verdict(tid, correct, version="v1"):
-    return dict(trajectory_id=tid, verifier="composite", verifier_version=version, reward=1.1 if correct else 0.1,
-                correct=correct, reason="ok" if correct else "wrong", parsed="7", format_ok=True, latency_s=0.001, created_at=NOW)
+    return dict(
+        trajectory_id=tid,
+        verifier="composite",
+        verifier_version=version,
+        reward=1.1 if correct else 0.1,
+        correct=correct,
+        reason="ok" if correct else "wrong",
+        parsed="7",
+        format_ok=True,
+        latency_s=0.001,
+        created_at=NOW,
+    )
 
 
 @pytest.fixture
@@ -29,9 +55,15 @@ def db(tmp_path):
     init_db(path)
     init_db(path)  # idempotent
     with transaction(path) as con:
-        insert_rows(con, "prompts", [dict(prompt_id="p1", source="s", task="t", question="q1", answer="7", split="train"),
-                                     dict(prompt_id="p2", source="s", task="t", question="q2", answer="7", split="train"),
-                                     dict(prompt_id="h1", source="s", task="t", question="q3", answer="7", split="heldout")])
+        insert_rows(
+            con,
+            "prompts",
+            [
+                dict(prompt_id="p1", source="s", task="t", question="q1", answer="7", split="train"),
+                dict(prompt_id="p2", source="s", task="t", question="q2", answer="7", split="train"),
+                dict(prompt_id="h1", source="s", task="t", question="q3", answer="7", split="heldout"),
+            ],
+        )
     return path
 
 
@@ -50,13 +82,17 @@ def test_write_parquet_checks_columns(tmp_path):
 
 
 def test_training_set_sees_only_correct_train_rollouts_of_the_round(db):
-    rows = [traj("a0", "p1", "Answer: 7", sample=0), traj("a1", "p1", "Answer: 7", sample=1),  # duplicate text
-            traj("a2", "p1", "7\nAnswer: 7", sample=2), traj("a3", "p1", "so\nAnswer: 7", sample=3),  # over the cap
-            traj("b0", "p2", "Answer: 8"),  # wrong
-            traj("b1", "p2", "Answer: 7 and", sample=1, finish="length"),  # truncated
-            traj("h0", "h1", "Answer: 7"),  # held-out prompt
-            traj("o0", "p2", "Answer: 7", round_id="r0"),  # other round
-            traj("e0", "p2", "Answer: 7", purpose="eval_greedy")]  # not a rollout
+    rows = [
+        traj("a0", "p1", "Answer: 7", sample=0),
+        traj("a1", "p1", "Answer: 7", sample=1),  # duplicate text
+        traj("a2", "p1", "7\nAnswer: 7", sample=2),
+        traj("a3", "p1", "so\nAnswer: 7", sample=3),  # over the cap
+        traj("b0", "p2", "Answer: 8"),  # wrong
+        traj("b1", "p2", "Answer: 7 and", sample=1, finish="length"),  # truncated
+        traj("h0", "h1", "Answer: 7"),  # held-out prompt
+        traj("o0", "p2", "Answer: 7", round_id="r0"),  # other round
+        traj("e0", "p2", "Answer: 7", purpose="eval_greedy"),
+    ]  # not a rollout
     correct = {"a0", "a1", "a2", "a3", "b1", "h0", "o0", "e0"}
     with transaction(db) as con:
         insert_rows(con, "trajectories", rows)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.code import extract_code, verify_code, verify_code_batch
-from verifiers.sandbox import Limits, run_job
+from ratchet.verifiers.code import extract_code, verify_code, verify_code_batch
+from ratchet.verifiers.sandbox import Limits, run_job
 
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
@@ -41,14 +41,19 @@ def test_fork_flood_is_blocked() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="per-run uid (and so RLIMIT_NPROC for root) needs root")
 def test_rlimit_nproc_bounds_forks_even_without_audit_hook() -> None:
     """The OS layer alone: with the audit hook off, forks stop at RLIMIT_NPROC and all die with the run."""
-    body = ("import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
-            "        break\n    if pid == 0:\n        os.setsid()\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint(n)")
+    body = (
+        "import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
+        "        break\n    if pid == 0:\n        os.setsid()\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint(n)"
+    )
     res = run_job({"mode": "stdio", "program": body, "audit": False}, Limits(timeout_s=2, nproc=6))
     started = int(res.stdout.decode().strip())
     assert started <= 6
     uid = int(next(r for r in res.records if r[0] == "start")[2])
-    left = [p for p in Path("/proc").glob("[0-9]*/status") if f"\nUid:\t{uid}\t" in p.read_text(errors="ignore")
-            and "\nState:\tZ" not in p.read_text(errors="ignore")]
+    left = [
+        p
+        for p in Path("/proc").glob("[0-9]*/status")
+        if f"\nUid:\t{uid}\t" in p.read_text(errors="ignore") and "\nState:\tZ" not in p.read_text(errors="ignore")
+    ]
     assert not left  # setsid children escaped the group, not the uid sweep
 
 
@@ -72,8 +77,10 @@ def test_early_exit_cannot_pass(exit_call: str) -> None:
 
 
 def test_always_equal_objects_cannot_pass() -> None:
-    body = ("class _E:\n    def __eq__(self, other): return True\n    def __ne__(self, other): return False\n"
-            "def add(a, b):\n    return _E()")
+    body = (
+        "class _E:\n    def __eq__(self, other): return True\n    def __ne__(self, other): return False\n"
+        "def add(a, b):\n    return _E()"
+    )
     assert not verify_code(None, prog(body), TESTS, timeout_s=2).correct
     subclass = "class I(int):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return I(7)"
     assert not verify_code(None, prog(subclass), TESTS, timeout_s=2).correct
@@ -87,19 +94,23 @@ def test_always_equal_inside_comprehension_cannot_pass() -> None:
 
 def test_harness_tampering_cannot_pass() -> None:
     """Fake records on every fd, patched builtins and a fake result file do not make a wrong program pass."""
-    body = ("import builtins, os\nbuiltins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\n"
-            "open('result.json', 'w').write('{\"passed\": true}')\n"
-            "for fd in range(3, 20):\n    try:\n        os.write(fd, b'x\\tvalue\\t0\\t[\"int\", \"3\"]\\nx\\tdone\\n')\n"
-            "    except OSError:\n        pass\ndef add(a, b):\n    return 0")
+    body = (
+        "import builtins, os\nbuiltins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\n"
+        "open('result.json', 'w').write('{\"passed\": true}')\n"
+        'for fd in range(3, 20):\n    try:\n        os.write(fd, b\'x\\tvalue\\t0\\t["int", "3"]\\nx\\tdone\\n\')\n'
+        "    except OSError:\n        pass\ndef add(a, b):\n    return 0"
+    )
     v = verify_code(None, prog(body), TESTS, timeout_s=2)
     assert not v.correct
 
 
 def test_file_access_outside_workdir_is_a_violation(tmp_path: Path) -> None:
     target = tmp_path / "escape"
-    for body in (f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b",
-                 "open('/etc/shadow').read()\ndef add(a, b):\n    return a + b",
-                 "import posix\nposix.system('id > /tmp/sandbox_escape_marker')\ndef add(a, b):\n    return a + b"):
+    for body in (
+        f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b",
+        "open('/etc/shadow').read()\ndef add(a, b):\n    return a + b",
+        "import posix\nposix.system('id > /tmp/sandbox_escape_marker')\ndef add(a, b):\n    return a + b",
+    ):
         v = verify_code(None, prog(body), TESTS, timeout_s=2)
         assert v.reason == "sandbox_violation", (body, v)
     assert not target.exists()
@@ -156,23 +167,28 @@ def test_bad_tests_are_bad_gold() -> None:
 
 def test_attribute_assignment_on_a_module_is_not_a_candidate_name() -> None:
     """``getcontext().prec = 50`` / ``math.x = ...`` at top level must not crash the harness (false negative)."""
-    for body in ("from decimal import getcontext\ngetcontext().prec = 50\ndef add(a, b):\n    return a + b",
-                 "import math\nmath.tau2 = 2 * math.tau\ndef add(a, b):\n    return a + b",
-                 "m = __import__('math')\ndef add(a, b):\n    return a + b"):
+    for body in (
+        "from decimal import getcontext\ngetcontext().prec = 50\ndef add(a, b):\n    return a + b",
+        "import math\nmath.tau2 = 2 * math.tau\ndef add(a, b):\n    return a + b",
+        "m = __import__('math')\ndef add(a, b):\n    return a + b",
+    ):
         v = verify_code(None, prog(body), TESTS, timeout_s=5.0)
         assert v.correct, (body, v.reason, v.details)
 
 
-@pytest.mark.parametrize("body", [
-    "import builtins\nclass AE(Exception): pass\nbuiltins.AssertionError = AE\ndef add(a, b):\n    return 0",
-    "import json\njson.dumps = lambda *a, **k: '[\"int\", \"3\"]'\ndef add(a, b):\n    return 0",
-    "import os\n_w = os.write\nos.write = lambda fd, d: _w(fd, d.replace(b'0', b'3'))\ndef add(a, b):\n    return 0",
-    "class I(int):\n    def __eq__(s, o): return True\n    __hash__ = int.__hash__\ndef add(a, b):\n    return I(0)",
-    "def add(a, b):\n    return type('int', (int,), {'__eq__': lambda s, o: True})(0)",
-    "import atexit, os\ndef add(a, b):\n    return 0\natexit.register(lambda: os._exit(0))",
-    "import threading, os\ndef add(a, b):\n    return 0\ndef t():\n    while True:\n        for fd in range(3, 10):\n"
-    "            try: os.write(fd, b'x\\tvalue\\t0\\t[\"int\",\"3\"]\\n')\n            except OSError: pass\n"
-    "threading.Thread(target=t, daemon=True).start()",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import builtins\nclass AE(Exception): pass\nbuiltins.AssertionError = AE\ndef add(a, b):\n    return 0",
+        'import json\njson.dumps = lambda *a, **k: \'["int", "3"]\'\ndef add(a, b):\n    return 0',
+        "import os\n_w = os.write\nos.write = lambda fd, d: _w(fd, d.replace(b'0', b'3'))\ndef add(a, b):\n    return 0",
+        "class I(int):\n    def __eq__(s, o): return True\n    __hash__ = int.__hash__\ndef add(a, b):\n    return I(0)",
+        "def add(a, b):\n    return type('int', (int,), {'__eq__': lambda s, o: True})(0)",
+        "import atexit, os\ndef add(a, b):\n    return 0\natexit.register(lambda: os._exit(0))",
+        "import threading, os\ndef add(a, b):\n    return 0\ndef t():\n    while True:\n        for fd in range(3, 10):\n"
+        '            try: os.write(fd, b\'x\\tvalue\\t0\\t["int","3"]\\n\')\n            except OSError: pass\n'
+        "threading.Thread(target=t, daemon=True).start()",
+    ],
+)
 def test_patching_the_harness_cannot_pass(body: str) -> None:
     assert not verify_code(None, prog(body), TESTS, timeout_s=5.0).correct

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-import verifiers
-from verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
-from verifiers.format import check_format
-from verifiers.reward import as_trl_reward, score
+from ratchet import verifiers
+from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+from ratchet.verifiers.format import check_format
+from ratchet.verifiers.reward import as_trl_reward, score
 
 FORMAT = [
     ("<think>a</think><answer>1</answer>", "think_answer", True),
@@ -67,10 +67,17 @@ def test_package_exports() -> None:
 
 def test_audit_json_shape(tmp_path: Path) -> None:
     cases = tmp_path / "c.jsonl"
-    rows = [{"id": "a", "kind": "math", "gold": "2", "prediction": r"\boxed{2}", "expected": True},
-            {"id": "b", "kind": "math", "gold": "2", "prediction": r"\boxed{3}", "expected": True},
-            {"id": "c", "kind": "format", "gold": "exactly one think then one answer",
-             "prediction": "<think>a</think><answer>1</answer>", "expected": True}]
+    rows = [
+        {"id": "a", "kind": "math", "gold": "2", "prediction": r"\boxed{2}", "expected": True},
+        {"id": "b", "kind": "math", "gold": "2", "prediction": r"\boxed{3}", "expected": True},
+        {
+            "id": "c",
+            "kind": "format",
+            "gold": "exactly one think then one answer",
+            "prediction": "<think>a</think><answer>1</answer>",
+            "expected": True,
+        },
+    ]
     cases.write_text("\n".join(json.dumps(r) for r in rows))
     report = run_audit(cases)
     shown = json.loads(render_audit(report, "json"))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.audit import audit_exit_code, run_audit
+from ratchet.verifiers.audit import audit_exit_code, run_audit
 
 CASES = Path(__file__).parents[2].parent / "shared" / "cases" / "verifier_cases.jsonl"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from verifiers.math import extract_answer, parse_answer, verify_math, verify_math_batch
+from ratchet.verifiers.math import extract_answer, parse_answer, verify_math, verify_math_batch
 
 NUMBERS = [
     ("1000", r"\boxed{1,000}", True),
@@ -78,8 +78,9 @@ EXTRACTION = [
 ]
 
 
-@pytest.mark.parametrize("theme", ["NUMBERS", "TOLERANCE", "PERCENT_UNITS_DEGREES", "CHOICES", "STRUCTURES",
-                                   "SYMBOLIC", "EXTRACTION"])
+@pytest.mark.parametrize(
+    "theme", ["NUMBERS", "TOLERANCE", "PERCENT_UNITS_DEGREES", "CHOICES", "STRUCTURES", "SYMBOLIC", "EXTRACTION"]
+)
 def test_golden_table(theme: str) -> None:
     table = globals()[theme]
     verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=5.0)

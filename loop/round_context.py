@@ -1,58 +1,34 @@
-"""What a stage task derives from its two parameters (config path, round index): paths and ids.
+"""What a stage derives from its two parameters (config path, round index): paths, ids, prompts, markers.
 
-Tasks pass only these small values between each other; everything else is re-derived here or read
-from the stage's Parquet outputs and the store.
+Stages pass only these small values between each other; everything else is re-derived here or read
+from the stage's Parquet outputs and the store. Used by the Prefect stage tasks and by the device
+pool's worker processes alike, so it imports no Prefect.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import json
-import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
-from prefect import get_run_logger
-from prefect.exceptions import MissingContextError
-
-from loop.config import RatchetConfig
-from loop.evaluation import eval_set_id
-from loop.tasks import Prompt, TaskSource, chat_messages, make_task_source
-from verifiers.reward import VERSION as VERIFIER_VERSION
+from ratchet.common.files import atomic_write_text
+from ratchet.common.seeds import derive_seed
+from ratchet.loop.config import RatchetConfig
+from ratchet.loop.evaluation import eval_set_id
+from ratchet.loop.tasks import Prompt, TaskSource, chat_messages, make_task_source
+from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 VERIFIER_NAME = "composite"
 
 
-def run_logger() -> logging.Logger | logging.LoggerAdapter:
-    """Prefect's run logger inside a flow or task run; a plain logger when a task's ``.fn`` is called directly."""
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger("flows")
-
-
 def now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def process_owner() -> str:
-    """``'<host>:<pid>'`` of this process, recorded on the round it runs (``ratchet up`` marks it crashed once dead)."""
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def current_flow_run_id() -> str | None:
-    """The enclosing Prefect flow run's id, or None outside a flow run."""
-    from prefect.runtime import flow_run
-
-    return flow_run.id
+    return datetime.now(UTC)
 
 
 def short_hash(*parts: object) -> str:
@@ -90,7 +66,7 @@ class Ctx:
         round_dir = self.campaign_dir / f"round-{self.round_index}"
         return round_dir / stage if self.step == 0 else round_dir / f"step-{self.step}" / stage
 
-    def at_step(self, step: int) -> "Ctx":
+    def at_step(self, step: int) -> Ctx:
         return Ctx(self.cfg, self.round_index, step)
 
     @property
@@ -119,15 +95,25 @@ class Ctx:
 
     def train_prompts(self) -> list[Prompt]:
         """This step's share of the round's train prompts (all of them in a one-step round)."""
-        drawn = self.source.draw(self.cfg.tasks.train_prompts_per_round, "train", seed=self.cfg.tasks.seed * 1_000_003 + self.round_index)
+        drawn = self.source.draw(
+            self.cfg.tasks.train_prompts_per_round,
+            "train",
+            seed=derive_seed("train_prompts", self.cfg.tasks.seed, self.round_index),
+        )
         n, k = len(drawn), self.steps
-        return drawn[self.step * n // k:(self.step + 1) * n // k]
+        return drawn[self.step * n // k : (self.step + 1) * n // k]
 
     def eval_set_id(self) -> str:
         e, t = self.cfg.eval, self.cfg.tasks
-        settings = {"max_new_tokens": self.cfg.generation.max_new_tokens, "num_samples": e.num_samples, "temperature": e.temperature,
-                    "system_prompt": t.system_prompt, "fewshot": t.fewshot, "verifier": VERIFIER_VERSION,
-                    "format_template": self.cfg.verifier.format_template}
+        settings = {
+            "max_new_tokens": self.cfg.generation.max_new_tokens,
+            "num_samples": e.num_samples,
+            "temperature": e.temperature,
+            "system_prompt": t.system_prompt,
+            "fewshot": t.fewshot,
+            "verifier": VERIFIER_VERSION,
+            "format_template": self.cfg.verifier.format_template,
+        }
         return eval_set_id([p.prompt_id for p in self.heldout()], settings)
 
 
@@ -138,14 +124,11 @@ def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ct
 def save_config(cfg: RatchetConfig) -> Path:
     """Write the campaign's config where its tasks can read it; returns the path."""
     path = cfg.resolved_run_dir() / cfg.campaign / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(cfg.model_dump_json(indent=1))
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, cfg.model_dump_json(indent=1))
 
 
 # --- stage markers: a stage is done iff its marker exists (written last, atomically) -------------
+
 
 def read_marker(stage_dir: Path) -> dict | None:
     m = stage_dir / "_SUCCESS.json"
@@ -153,10 +136,7 @@ def read_marker(stage_dir: Path) -> dict | None:
 
 
 def write_marker(stage_dir: Path, info: dict) -> dict:
-    stage_dir.mkdir(parents=True, exist_ok=True)
-    tmp = stage_dir / f"._SUCCESS.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(info, indent=1, default=str))
-    os.replace(tmp, stage_dir / "_SUCCESS.json")
+    atomic_write_text(stage_dir / "_SUCCESS.json", json.dumps(info, indent=1, default=str))
     return info
 
 

@@ -1,6 +1,6 @@
 """What a person reads about rounds: the metrics table, the held-out pass@1 plot, and ``ratchet report``.
 
-The same rows feed the round's Prefect table artifact (``flows.round._publish``) and the HTML page
+The same rows feed the round's Prefect table artifact (``ratchet.flows.rounds.campaign._publish``) and the HTML page
 ``ratchet report`` writes; every number comes from a query in ``store.queries``. This module only
 arranges and draws them.
 
@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import base64
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import jinja2
 
-from store.db import connect, require_store
-from store.queries import (campaign_table, heldout_completion_metrics, pass1_history, report_campaigns, rollout_metrics,
-                           round_evaluations, round_training)
+from ratchet.store.db import connect, require_store
+from ratchet.store.queries import (
+    campaign_table,
+    heldout_completion_metrics,
+    pass1_history,
+    report_campaigns,
+    rollout_metrics,
+    round_evaluations,
+    round_training,
+)
 
 PLOT_NAME = "heldout_pass1.png"
 DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728"}
@@ -89,20 +96,35 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
     hist = pass1_history(con, campaign)
     if not hist:
         return None
-    kept = ([(0, base)] if base is not None else []) + [(h["round_index"], h["kept_pass1"]) for h in hist if h["kept_pass1"] is not None]
+    kept = ([(0, base)] if base is not None else []) + [
+        (h["round_index"], h["kept_pass1"]) for h in hist if h["kept_pass1"] is not None
+    ]
     fig = Figure(figsize=(8, 4), dpi=100)
     ax = fig.add_subplot()
-    ax.step([x for x, _ in kept], [y for _, y in kept], where="post", color="#1f77b4", marker="o", label="kept (incumbent after gate)")
+    ax.step(
+        [x for x, _ in kept], [y for _, y in kept], where="post", color="#1f77b4", marker="o", label="kept (incumbent after gate)"
+    )
     for decision, color in DECISION_COLORS.items():
-        pts = [(h["round_index"], h["candidate_pass1"]) for h in hist if h["decision"] == decision and h["candidate_pass1"] is not None]
+        pts = [
+            (h["round_index"], h["candidate_pass1"])
+            for h in hist
+            if h["decision"] == decision and h["candidate_pass1"] is not None
+        ]
         if pts:
-            ax.scatter([x for x, _ in pts], [y for _, y in pts], color=color, marker="D", zorder=3, label=f"candidate: {decision}")
+            ax.scatter(
+                [x for x, _ in pts], [y for _, y in pts], color=color, marker="D", zorder=3, label=f"candidate: {decision}"
+            )
     undecided = [h["round_index"] for h in hist if h["decision"] is None]
     if undecided:
         ax.scatter(undecided, [0.0] * len(undecided), color="#7f7f7f", marker="x", zorder=3, label="no gate (failed / running)")
     last = max(h["round_index"] for h in hist)
-    ax.set(xlim=(-0.5, last + 0.5), ylim=(-0.03, 1.03), xlabel="round (0 = base)", ylabel="held-out pass@1 (greedy)",
-           title=f"campaign {campaign}: held-out pass@1 across rounds")
+    ax.set(
+        xlim=(-0.5, last + 0.5),
+        ylim=(-0.03, 1.03),
+        xlabel="round (0 = base)",
+        ylabel="held-out pass@1 (greedy)",
+        title=f"campaign {campaign}: held-out pass@1 across rounds",
+    )
     ax.set_xticks(range(0, last + 1))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
@@ -222,15 +244,22 @@ def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:
         campaigns = report_campaigns(con, campaign)
         if campaign is not None and not campaigns:
             names = [c["name"] for c in report_campaigns(con)]
-            raise ReportError(f"campaign {campaign!r} is not in {db}; campaigns there: {', '.join(names) or 'none'} "
-                              "(pass one of them to --campaign, or leave --campaign out)")
+            raise ReportError(
+                f"campaign {campaign!r} is not in {db}; campaigns there: {', '.join(names) or 'none'} "
+                "(pass one of them to --campaign, or leave --campaign out)"
+            )
         return [campaign_report(con, c) for c in campaigns]
 
 
 def render_report(db: str | Path, pages: list[dict]) -> str:
     """One self-contained HTML page (plots inline as base64 PNG) from ``report_pages``."""
-    return _TEMPLATE.render(db=str(db), generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), campaigns=pages,
-                            fmt=_fmt, empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.")
+    return _TEMPLATE.render(
+        db=str(db),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        campaigns=pages,
+        fmt=_fmt,
+        empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.",
+    )
 
 
 def write_report(db: str | Path, out: str | Path, campaign: str | None = None) -> dict:

@@ -1,6 +1,6 @@
 """The daemon's commands: ``ratchet up``, ``ratchet init``, ``ratchet schedule list|pause|resume|run-now``.
 
-Registered on the main app by ``flows.cli``.
+Registered on the main app by ``ratchet.flows.cli`` (``register``).
 """
 
 from __future__ import annotations
@@ -14,32 +14,37 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.settings import configure_prefect
+from ratchet.flows.cli.common import console, fail, known_errors
+from ratchet.flows.settings import configure_prefect
 
 schedule_app = typer.Typer(no_args_is_help=True, help="Campaign schedules of the running `ratchet up`.")
 
 
-def _fail(msg: str) -> None:
-    from flows.cli import _fail as fail
-
-    fail(msg)
-
-
-def up(config: Optional[Path] = typer.Option(None, "--config", "-c", help="Config (TOML) with one or more campaigns; default: ./ratchet.toml if present, else the demo campaign."),
-       port: Optional[int] = typer.Option(None, "--port", help="Port of the Prefect API and UI (default: the config's prefect.port, 4200)."),
-       interval_s: Optional[float] = typer.Option(None, "--interval-s", help="Run every campaign every N seconds instead of its schedule (for trials)."),
-       verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal.")) -> None:
+def up(
+    config: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="Config (TOML) with one or more campaigns; default: ./ratchet.toml if present, else the demo campaign.",
+    ),
+    port: Optional[int] = typer.Option(
+        None, "--port", help="Port of the Prefect API and UI (default: the config's prefect.port, 4200)."
+    ),
+    interval_s: Optional[float] = typer.Option(
+        None, "--interval-s", help="Run every campaign every N seconds instead of its schedule (for trials)."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
+) -> None:
     """Start the Prefect server (or use PREFECT_API_URL) and serve every campaign on its schedule until Ctrl-C / SIGTERM."""
     configure_prefect(quiet_console=not verbose)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logging.getLogger("flows").addHandler(handler)  # the daemon's own messages; Prefect's go to its console handler
-    logging.getLogger("flows").setLevel(logging.INFO)
-    logging.getLogger("flows").propagate = False  # Prefect's root console handler would print them twice
-    from flows.cli import _known_errors, console
-    from flows.daemon import DaemonError, run_daemon
-    from flows.server import ServerError
-    from loop.config import load_daemon_config
+    logging.getLogger("ratchet").addHandler(handler)  # the daemon's own messages; Prefect's go to its console handler
+    logging.getLogger("ratchet").setLevel(logging.INFO)
+    logging.getLogger("ratchet").propagate = False  # Prefect's root console handler would print them twice
+    from ratchet.flows.daemon.server import ServerError
+    from ratchet.flows.daemon.service import DaemonError, run_daemon
+    from ratchet.loop.config import load_daemon_config
 
     if config is None and Path("ratchet.toml").is_file():
         config = Path("ratchet.toml")
@@ -50,49 +55,52 @@ def up(config: Optional[Path] = typer.Option(None, "--config", "-c", help="Confi
 
         def ready(url: str) -> None:
             names = ", ".join(c.campaign for c in dcfg.campaigns)
-            console.print(f"ratchet up: Prefect UI at {url.removesuffix('/api')}  ·  serving {names}  ·  Ctrl-C to stop",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"ratchet up: Prefect UI at {url.removesuffix('/api')}  ·  serving {names}  ·  Ctrl-C to stop",
+                highlight=False,
+                soft_wrap=True,
+            )
 
         stopped_by = run_daemon(dcfg, on_ready=ready)
-    except (DaemonError, ServerError, *_known_errors()) as e:
-        _fail(str(e))
+    except (DaemonError, ServerError, *known_errors()) as e:
+        fail(str(e))
     except KeyboardInterrupt:
         console.print("ratchet up: interrupted before serving; stopped")
         raise typer.Exit(130)
     console.print(f"ratchet up: stopped ({stopped_by or 'runner exited'}); no flow run left running", highlight=False)
 
 
-def init(path: Path = typer.Option(Path("ratchet.toml"), "--path", help="Where to write the config."),
-         force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+def init(
+    path: Path = typer.Option(Path("ratchet.toml"), "--path", help="Where to write the config."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign)."""
-    from flows.cli import console
-    from loop.config_toml import render_default_toml
+    from ratchet.loop.config_toml import render_default_toml
 
     if path.exists() and not force:
-        _fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
+        fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     try:
         path.write_text(render_default_toml())
     except OSError as e:
-        _fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
+        fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
     console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)
 
 
 def _with_client(fn):
     configure_prefect()
-    from flows.schedules import ScheduleError, daemon_client
+    from ratchet.flows.daemon.schedules import ScheduleError, daemon_client
 
     try:
         with daemon_client() as client:
             return fn(client)
     except ScheduleError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 @schedule_app.command("list")
 def schedule_list(format: str = typer.Option("table", "--format", help="table | json")) -> None:
     """Served campaigns, their schedules, whether active, and the next run."""
-    from flows.cli import console
-    from flows.schedules import schedule_rows
+    from ratchet.flows.daemon.schedules import schedule_rows
 
     rows = _with_client(schedule_rows)
     if format == "json":
@@ -107,8 +115,7 @@ def schedule_list(format: str = typer.Option("table", "--format", help="table | 
 @schedule_app.command("pause")
 def schedule_pause(campaign: str = typer.Argument(..., help="Campaign name (see `ratchet schedule list`).")) -> None:
     """Pause a campaign's schedule (until `ratchet schedule resume` or the daemon restarts with active = true)."""
-    from flows.cli import console
-    from flows.schedules import set_paused
+    from ratchet.flows.daemon.schedules import set_paused
 
     _with_client(lambda c: set_paused(c, campaign, True))
     console.print(f"paused {campaign}")
@@ -117,8 +124,7 @@ def schedule_pause(campaign: str = typer.Argument(..., help="Campaign name (see 
 @schedule_app.command("resume")
 def schedule_resume(campaign: str = typer.Argument(..., help="Campaign name.")) -> None:
     """Resume a paused campaign schedule."""
-    from flows.cli import console
-    from flows.schedules import set_paused
+    from ratchet.flows.daemon.schedules import set_paused
 
     _with_client(lambda c: set_paused(c, campaign, False))
     console.print(f"resumed {campaign}")
@@ -127,8 +133,7 @@ def schedule_resume(campaign: str = typer.Argument(..., help="Campaign name.")) 
 @schedule_app.command("run-now")
 def schedule_run_now(campaign: str = typer.Argument(..., help="Campaign name.")) -> None:
     """Start a run of the campaign now (the daemon picks it up within ~10 s)."""
-    from flows.cli import console
-    from flows.schedules import daemon_api_url, run_now
+    from ratchet.flows.daemon.schedules import daemon_api_url, run_now
 
     run_id = _with_client(lambda c: run_now(c, campaign))
     ui = (daemon_api_url() or "").removesuffix("/api")

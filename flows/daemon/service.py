@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.config import DaemonConfig, RatchetConfig
+from ratchet.loop.config import DaemonConfig, RatchetConfig
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class DaemonError(RuntimeError):
 
 
 # --- locks ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Lock:
@@ -75,8 +76,10 @@ def acquire_lock(path: Path, info: dict, what: str) -> Lock:
             holder = json.loads(path.read_text() or "{}").get("pid", "?")
         except (OSError, ValueError):
             holder = "?"
-        raise DaemonError(f"another `ratchet up` (pid {holder}) is already serving {what} (lock {path}); stop it first "
-                          f"(kill -TERM {holder}), or give this one its own RATCHET_HOME and db")
+        raise DaemonError(
+            f"another `ratchet up` (pid {holder}) is already serving {what} (lock {path}); stop it first "
+            f"(kill -TERM {holder}), or give this one its own RATCHET_HOME and db"
+        )
     lock = Lock(path, fd)
     lock.write(info)
     return lock
@@ -87,6 +90,7 @@ def store_lock_path(db: str | Path) -> Path:
 
 
 # --- crash marking ----------------------------------------------------------------------------------
+
 
 def owner_alive(owner: str | None) -> bool:
     """Whether the ``'<host>:<pid>'`` that ran a round still lives (zombies count as dead).
@@ -112,9 +116,9 @@ def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict
     ``wait_s``: give owners up to this many seconds to exit first (at shutdown, after killing them).
     Raises StoreError as ``store.db.connect`` does.
     """
-    from flows.context import now
-    from store.db import init_db, transaction
-    from store.queries import mark_rounds_crashed, running_rounds
+    from ratchet.loop.round_context import now
+    from ratchet.store.db import init_db, transaction
+    from ratchet.store.queries import mark_rounds_crashed, running_rounds
 
     marked = []
     for db in dict.fromkeys(str(Path(d).resolve()) for d in dbs):
@@ -130,8 +134,12 @@ def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict
         with transaction(db) as con:
             mark_rounds_crashed(con, [r["round_id"] for r in dead], now())
         for r in dead:
-            logger.warning("round %d of campaign %s was left running by %s (gone): marked crashed",
-                           r["round_index"], r["campaign"], r["owner"] or "an unknown process")
+            logger.warning(
+                "round %d of campaign %s was left running by %s (gone): marked crashed",
+                r["round_index"],
+                r["campaign"],
+                r["owner"] or "an unknown process",
+            )
         marked += dead
     return marked
 
@@ -147,8 +155,12 @@ def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, ever
     from prefect.client.schemas.objects import StateType
     from prefect.states import Crashed
 
-    runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
-        type=FlowRunFilterStateType(any_=[StateType[s] for s in ACTIVE_STATES]))), limit=200)
+    runs = client.read_flow_runs(
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType[s] for s in ACTIVE_STATES]))
+        ),
+        limit=200,
+    )
     out = []
     for r in runs:
         if everything or str(r.id) in flow_run_ids or r.deployment_id in deployment_ids:
@@ -160,17 +172,23 @@ def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, ever
 def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float = 0.0) -> None:
     from prefect.client.orchestration import get_client
 
-    from flows.schedules import ratchet_deployments
+    from ratchet.flows.daemon.schedules import ratchet_deployments
 
     rounds = mark_crashed_rounds(dbs, wait_s=wait_s)
     with get_client(sync_client=True) as client:
-        ids = crash_flow_runs(client, flow_run_ids={r["flow_run_id"] for r in rounds if r["flow_run_id"]},
-                              deployment_ids={d.id for d in ratchet_deployments(client)}, everything=everything, message=message)
+        ids = crash_flow_runs(
+            client,
+            flow_run_ids={r["flow_run_id"] for r in rounds if r["flow_run_id"]},
+            deployment_ids={d.id for d in ratchet_deployments(client)},
+            everything=everything,
+            message=message,
+        )
     for i in ids:
         logger.warning("flow run %s was left running: marked Crashed", i)
 
 
 # --- serving ------------------------------------------------------------------------------------------
+
 
 def check_schedule(cfg: RatchetConfig) -> None:
     """Build the campaign's Prefect schedule once, so a bad cron fails before any server starts.
@@ -178,24 +196,26 @@ def check_schedule(cfg: RatchetConfig) -> None:
     Raises:
         ConfigError: Prefect rejects the cron expression.
     """
-    from flows.schedules import prefect_schedule
-    from loop.config import ConfigError
+    from ratchet.flows.daemon.schedules import prefect_schedule
+    from ratchet.loop.config import ConfigError
 
     try:
         prefect_schedule(cfg.schedule)
     except ValueError as e:
-        raise ConfigError(f"campaign {cfg.campaign!r}: schedule.cron {cfg.schedule.cron!r} is not valid ({e}); "
-                          "use 5 fields such as '0 2 * * *' (02:00 daily)") from None
+        raise ConfigError(
+            f"campaign {cfg.campaign!r}: schedule.cron {cfg.schedule.cron!r} is not valid ({e}); "
+            "use 5 fields such as '0 2 * * *' (02:00 daily)"
+        ) from None
 
 
 def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
     """Each campaign with absolute store paths, checked like ``ratchet run`` and saved where its flow reads it.
 
     Raises:
-        ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``flows.round.preflight``.
+        ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``ratchet.flows.rounds.campaign.preflight``.
     """
-    from flows.context import save_config
-    from flows.round import preflight
+    from ratchet.flows.rounds.campaign import preflight
+    from ratchet.loop.round_context import save_config
 
     out = []
     for cfg in dcfg.campaigns:
@@ -252,8 +272,8 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
     from prefect.runner import Runner
 
-    from flows.round import campaign as campaign_flow
-    from flows.schedules import TAG, describe, prefect_schedule
+    from ratchet.flows.daemon.schedules import TAG, describe, prefect_schedule
+    from ratchet.flows.rounds.campaign import campaign as campaign_flow
 
     runner = Runner(name="ratchet-up", pause_on_shutdown=False)
     registering = True
@@ -283,11 +303,15 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     signal.signal(signal.SIGINT, on_signal)
     for cfg, path in campaigns:
         dep = await campaign_flow.ato_deployment(
-            name=cfg.campaign, schedule=prefect_schedule(cfg.schedule), paused=not cfg.schedule.active,
-            parameters={"config_path": str(path), "campaign_name": cfg.campaign}, tags=[TAG],
+            name=cfg.campaign,
+            schedule=prefect_schedule(cfg.schedule),
+            paused=not cfg.schedule.active,
+            parameters={"config_path": str(path), "campaign_name": cfg.campaign},
+            tags=[TAG],
             description=f"Ratchet campaign {cfg.campaign}: rounds up to max_rounds={cfg.max_rounds}, store {cfg.db}",
             # one run of a campaign at a time: a tick that fires while the previous run is still going is cancelled
-            concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW))
+            concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
+        )
         await runner.aadd_deployment(dep)
         logger.warning("serving campaign %s: %s", cfg.campaign, describe(dep.schedules[0]) if dep.schedules else "no schedule")
     if stop_signals:  # a signal arrived while registering
@@ -306,8 +330,8 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
         ServerError: the Prefect server cannot start or be reached.
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: a campaign is invalid.
     """
-    from flows.schedules import state_path
-    from flows.server import prefect_server
+    from ratchet.flows.daemon.schedules import state_path
+    from ratchet.flows.daemon.server import prefect_server
 
     stop_signals: list[str] = []
     tree: list = []  # this process's descendants when the stop began
@@ -323,15 +347,19 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
         dbs = [c.db for c, _ in campaigns]
         mark_crashed_rounds(dbs)
         server_pid: list[int] = []
-        with prefect_server(p.port, host=p.host, home=state_path().parent, database_url=p.database_url, pid_out=server_pid) as url:
+        with prefect_server(
+            p.port, host=p.host, home=state_path().parent, database_url=p.database_url, pid_out=server_pid
+        ) as url:
             from prefect.settings import PREFECT_API_URL, temporary_settings
 
             os.environ["PREFECT_API_URL"] = url  # flow-run child processes inherit it
             locks[0].write({**info, "api_url": url})
             with temporary_settings(updates={PREFECT_API_URL: url}):
-                _crash_orphans(dbs, everything=not prior_url, message="found Running when `ratchet up` started: its process is gone")
+                _crash_orphans(
+                    dbs, everything=not prior_url, message="found Running when `ratchet up` started: its process is gone"
+                )
                 if not prior_url:  # our own server: no run is in flight yet, so any taken device slot is stale
-                    from flows.pool import reset_device_slots
+                    from ratchet.flows.compute.slots import reset_device_slots
 
                     reset_device_slots(tuple(dict.fromkeys(d for c, _ in campaigns for d in c.compute.devices)))
                 if on_ready:
@@ -342,8 +370,12 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
                     for s in (signal.SIGINT, signal.SIGTERM):
                         signal.signal(s, lambda *_: logger.warning("already stopping"))
                     _stop_descendants(tree, spare_pgids=server_pid)
-                    _crash_orphans(dbs, everything=not prior_url, wait_s=15.0,
-                                   message=f"`ratchet up` stopped ({stop_signals[0] if stop_signals else 'exit'}) while it ran")
+                    _crash_orphans(
+                        dbs,
+                        everything=not prior_url,
+                        wait_s=15.0,
+                        message=f"`ratchet up` stopped ({stop_signals[0] if stop_signals else 'exit'}) while it ran",
+                    )
                     _drain_prefect_workers()
         _stop_descendants(tree, spare_pgids=[])  # the server's group is gone; anything else left of ours goes too
     finally:

@@ -11,7 +11,8 @@ import contextvars
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 from uuid import UUID
 
 import httpx
@@ -90,7 +91,9 @@ class RunProgress:
                     update_progress_artifact(self.artifact_id, pct)
             except httpx.HTTPError as e:  # PrefectHTTPStatusError included
                 self._broken = True
-                logger.warning("progress artifact %r: the Prefect API refused an update (%s); not updating it again", self.description, e)
+                logger.warning(
+                    "progress artifact %r: the Prefect API refused an update (%s); not updating it again", self.description, e
+                )
                 return
             self.calls += 1
             self.sent_pct, self.sent_at = pct, now

@@ -10,16 +10,26 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from flows.context import Ctx, current_flow_run_id, load_ctx, now, process_owner, read_marker, run_logger
-from loop.config import RatchetConfig
-from flows.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
-from loop.gate import decide
-from loop.models import read_checkpoint_id, resolve_model
-from store.db import connect, init_db, transaction
-from store.ingest import insert_rows
-from store.queries import (campaign_by_name, claim_round, campaign_state, eval_outcomes, gate_decision, round_incumbent,
-                           set_round_status, training_metrics, verifier_stats)
-from verifiers.reward import VERSION as VERIFIER_VERSION
+from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
+from ratchet.loop.config import RatchetConfig
+from ratchet.loop.gate import decide
+from ratchet.loop.models import read_checkpoint_id, resolve_model
+from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
+from ratchet.store.db import connect, init_db, transaction
+from ratchet.store.ingest import insert_rows
+from ratchet.store.queries import (
+    campaign_by_name,
+    campaign_state,
+    claim_round,
+    eval_outcomes,
+    gate_decision,
+    round_incumbent,
+    set_round_status,
+    training_metrics,
+    verifier_stats,
+)
+from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
 class CampaignConflict(ValueError):
@@ -48,8 +58,10 @@ def _check_same_settings(con, cfg: RatchetConfig) -> None:
     # are not a conflict; a key whose value differs is.
     diff = sorted(k for k in settings if existing is not None and settings[k] != existing["config"].get(k))
     if diff:
-        raise CampaignConflict(f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-                               "use --campaign NEW_NAME, or the original settings to continue it")
+        raise CampaignConflict(
+            f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
+            "use --campaign NEW_NAME, or the original settings to continue it"
+        )
 
 
 @task(name="prepare-campaign", cache_policy=NONE)
@@ -62,10 +74,33 @@ def prepare_campaign(config_path: str) -> str:
     settings = ctx.cfg.campaign_settings()
     with transaction(ctx.db) as con:
         _check_same_settings(con, ctx.cfg)
-        insert_rows(con, "checkpoints", [dict(checkpoint_id=base_id, parent_id=None, training_run_id=None,
-                                              model_ref=ctx.cfg.model.name_or_path, path=str(base_dir.resolve()), created_at=now())])
-        insert_rows(con, "campaigns", [dict(campaign_id=ctx.campaign_id, name=ctx.cfg.campaign, base_checkpoint_id=base_id,
-                                            config_json=json.dumps(settings), created_at=now())])
+        insert_rows(
+            con,
+            "checkpoints",
+            [
+                dict(
+                    checkpoint_id=base_id,
+                    parent_id=None,
+                    training_run_id=None,
+                    model_ref=ctx.cfg.model.name_or_path,
+                    path=str(base_dir.resolve()),
+                    created_at=now(),
+                )
+            ],
+        )
+        insert_rows(
+            con,
+            "campaigns",
+            [
+                dict(
+                    campaign_id=ctx.campaign_id,
+                    name=ctx.cfg.campaign,
+                    base_checkpoint_id=base_id,
+                    config_json=json.dumps(settings),
+                    created_at=now(),
+                )
+            ],
+        )
         insert_rows(con, "prompts", prompt_rows(ctx.heldout()))
     return ctx.campaign_id
 
@@ -76,9 +111,22 @@ def start_round(config_path: str, round_index: int) -> str:
     ctx = load_ctx(config_path, round_index)
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-        insert_rows(con, "rounds", [dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, round_index=round_index,
-                                         incumbent_checkpoint_id=state.incumbent_checkpoint_id, status="running",
-                                         started_at=now(), finished_at=None, stage_seconds_json=None)])
+        insert_rows(
+            con,
+            "rounds",
+            [
+                dict(
+                    round_id=ctx.round_id,
+                    campaign_id=ctx.campaign_id,
+                    round_index=round_index,
+                    incumbent_checkpoint_id=state.incumbent_checkpoint_id,
+                    status="running",
+                    started_at=now(),
+                    finished_at=None,
+                    stage_seconds_json=None,
+                )
+            ],
+        )
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
         claim_round(con, ctx.round_id, process_owner(), current_flow_run_id())  # `ratchet up` spots it if this process dies
@@ -130,24 +178,53 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
         inc_pass1 = sum(o["greedy_correct"] for o in inc) / len(inc)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
-        row = dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, candidate_checkpoint_id=candidate,
-                   incumbent_checkpoint_id=incumbent, test=g.test, tolerance=g.tolerance, best_promoted_pass1=best,
-                   incumbent_pass1=inc_pass1, created_at=now())
+        row = dict(
+            round_id=ctx.round_id,
+            campaign_id=ctx.campaign_id,
+            candidate_checkpoint_id=candidate,
+            incumbent_checkpoint_id=incumbent,
+            test=g.test,
+            tolerance=g.tolerance,
+            best_promoted_pass1=best,
+            incumbent_pass1=inc_pass1,
+            created_at=now(),
+        )
         if candidate is None:
             halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
-            row.update(decision="halt" if halt else "reject", candidate_pass1=None, delta=None, p_value=None,
-                       reason="no candidate: no verified-correct trajectories to train on")
+            row.update(
+                decision="halt" if halt else "reject",
+                candidate_pass1=None,
+                delta=None,
+                p_value=None,
+                reason="no candidate: no verified-correct trajectories to train on",
+            )
         else:
             cand = eval_outcomes(con, candidate, es, VERIFIER_VERSION)
             if [o["prompt_id"] for o in cand] != [o["prompt_id"] for o in inc]:
-                raise RuntimeError(f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage")
-            res = decide([o["greedy_correct"] for o in cand], [o["greedy_correct"] for o in inc], best_promoted_pass1=best,
-                         tripped_guards=_training_guards(con, ctx),
-                         consecutive_rejections=state.consecutive_rejections,
-                         candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand), tolerance=g.tolerance,
-                         test=g.test, alpha=g.alpha, max_consecutive_rejections=g.max_consecutive_rejections,
-                         max_no_answer_rate=g.max_no_answer_rate, bootstrap_samples=g.bootstrap_samples)
-            row.update(decision=res.decision, reason=res.reason, candidate_pass1=res.candidate_pass1, delta=res.delta, p_value=res.p_value)
+                raise RuntimeError(
+                    f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage"
+                )
+            res = decide(
+                [o["greedy_correct"] for o in cand],
+                [o["greedy_correct"] for o in inc],
+                best_promoted_pass1=best,
+                tripped_guards=_training_guards(con, ctx),
+                consecutive_rejections=state.consecutive_rejections,
+                candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand),
+                tolerance=g.tolerance,
+                test=g.test,
+                alpha=g.alpha,
+                max_consecutive_rejections=g.max_consecutive_rejections,
+                max_no_answer_rate=g.max_no_answer_rate,
+                bootstrap_samples=g.bootstrap_samples,
+            )
+            row.update(
+                decision=res.decision,
+                reason=res.reason,
+                candidate_pass1=res.candidate_pass1,
+                delta=res.delta,
+                p_value=res.p_value,
+            )
         # One transaction: the decision, the promotion it implies and the round's completion land together.
         insert_rows(con, "gate_decisions", [row])
         seconds = _stage_seconds(ctx, [incumbent, candidate])
@@ -167,12 +244,12 @@ def _publish(ctx: Ctx, row: dict) -> None:
     """Write the campaign's held-out pass@1 plot under the round's run dir, and, inside a Prefect run, publish
     the round's metrics, verifier statistics and gate decision (with the plot embedded) as artifacts.
 
-    Artifacts: ``<campaign>-round-<n>-metrics`` (table, ``flows.report.metrics_rows``),
+    Artifacts: ``<campaign>-round-<n>-metrics`` (table, ``ratchet.flows.report.render.metrics_rows``),
     ``<campaign>-round-<n>-verifier`` (table, reward and verdict reasons per task and purpose) and
     ``<campaign>-round-<n>-gate`` (markdown). A task's ``.fn`` called outside a run publishes nothing.
     """
-    from flows.progress import in_run_context
-    from flows.report import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
+    from ratchet.flows.report.render import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
+    from ratchet.flows.rounds.progress import in_run_context
 
     with connect(ctx.db, read_only=True) as con:
         plot = write_pass1_plot(con, ctx.cfg.campaign, ctx.campaign_dir / f"round-{ctx.round_index}" / "report" / PLOT_NAME)
@@ -180,19 +257,33 @@ def _publish(ctx: Ctx, row: dict) -> None:
             return
         metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
         stats = verifier_stats(con, ctx.round_id)
-    create_table_artifact(key=artifact_key(ctx, "metrics"), table=metrics or [{"metric": "-", "scope": "-", "value": None}],
-                          description=f"Round {ctx.round_index}: held-out, rollout and training metrics")
-    create_table_artifact(key=artifact_key(ctx, "verifier"), table=stats or [{"task": "-", "n": 0}],
-                          description=f"Round {ctx.round_index}: reward mean/variance and verdict reasons per task")
+    create_table_artifact(
+        key=artifact_key(ctx, "metrics"),
+        table=metrics or [{"metric": "-", "scope": "-", "value": None}],
+        description=f"Round {ctx.round_index}: held-out, rollout and training metrics",
+    )
+    create_table_artifact(
+        key=artifact_key(ctx, "verifier"),
+        table=stats or [{"task": "-", "n": 0}],
+        description=f"Round {ctx.round_index}: reward mean/variance and verdict reasons per task",
+    )
     fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-    figure = (f"![held-out pass@1 across rounds]({data_uri(plot.read_bytes())})\n\nPlot file: `{plot}`" if plot
-              else "No held-out pass@1 to plot yet.")
-    create_markdown_artifact(key=artifact_key(ctx, "gate"), description=f"Round {ctx.round_index} gate decision", markdown=(
-        f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
-        f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
-        f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
-        f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-        f"tolerance {row['tolerance']}\n\n### Held-out pass@1 across rounds\n\n{figure}\n"))
+    figure = (
+        f"![held-out pass@1 across rounds]({data_uri(plot.read_bytes())})\n\nPlot file: `{plot}`"
+        if plot
+        else "No held-out pass@1 to plot yet."
+    )
+    create_markdown_artifact(
+        key=artifact_key(ctx, "gate"),
+        description=f"Round {ctx.round_index} gate decision",
+        markdown=(
+            f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
+            f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
+            f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
+            f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
+            f"tolerance {row['tolerance']}\n\n### Held-out pass@1 across rounds\n\n{figure}\n"
+        ),
+    )
 
 
 @flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)

@@ -1,0 +1,29 @@
+"""Every random seed a round uses, derived in one place from the configured base seeds.
+
+The formulas are fixed: changing one changes every run's samples (and the README's demo figures).
+Each purpose mixes the round index and on-policy step with its own odd constants, so no two purposes
+of the same round, and no two rounds, share a seed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Purpose = Literal["rollouts", "train_prompts", "grpo", "sft"]
+
+
+def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) -> int:
+    """The seed of ``purpose`` in round ``round_index``, on-policy step ``step``.
+
+    Raises:
+        ValueError: an unknown purpose (the message lists the valid ones).
+    """
+    if purpose == "rollouts":
+        return base * 1_000_003 + round_index + 7919 * step
+    if purpose == "train_prompts":
+        return base * 1_000_003 + round_index
+    if purpose == "grpo":
+        return base + 1009 * round_index + step
+    if purpose == "sft":
+        return base + round_index
+    raise ValueError(f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft")

@@ -1,0 +1,13 @@
+"""The ``ratchet`` command line: the round and store commands (``commands``) and the daemon's (``daemon_commands``)."""
+
+from __future__ import annotations
+
+from ratchet.flows.cli.commands import app
+from ratchet.flows.cli.daemon_commands import register
+
+register(app)
+
+
+def main() -> None:
+    """Entry point of the ``ratchet`` console script."""
+    app()

@@ -1,0 +1,67 @@
+"""What the device pool and its worker processes exchange: progress lines on stdout and generation shard files.
+
+Imports neither torch nor Prefect (the worker imports it before loading a model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ratchet.common.files import atomic_write_parquet
+from ratchet.loop.generation import Completion
+
+PROGRESS_PREFIX = "@ratchet-progress "  # a stdout line starting with this is JSON {"bar", "done", "total"}
+
+
+def shard_file(shard_dir: Path, key: str, call: str, shard: int) -> Path:
+    return shard_dir / f"{key}-{call}-{shard}.parquet"
+
+
+def write_shard(path: Path, comps: list[Completion]) -> None:
+    """Completions as a Parquet file, written to a temporary name and renamed (a reader never sees half a shard)."""
+    import pyarrow as pa
+
+    rows = [
+        dict(
+            prompt_index=c.prompt_index,
+            sample_index=c.sample_index,
+            text=c.text,
+            token_ids=list(c.token_ids),
+            prompt_tokens=c.prompt_tokens,
+            finish_reason=c.finish_reason,
+        )
+        for c in comps
+    ]
+    schema = pa.schema(
+        [
+            ("prompt_index", pa.int64()),
+            ("sample_index", pa.int64()),
+            ("text", pa.string()),
+            ("token_ids", pa.list_(pa.int64())),
+            ("prompt_tokens", pa.int64()),
+            ("finish_reason", pa.string()),
+        ]
+    )
+    atomic_write_parquet(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def merge_shards(paths: list[Path], n_prompts: int, n: int) -> list[Completion]:
+    """Read shard files and return their completions in (prompt_index, sample_index) order.
+
+    Raises:
+        RuntimeError: the shards do not hold exactly one completion per (prompt, sample) job.
+    """
+    import pyarrow.parquet as pq
+
+    rows = [r for p in paths for r in pq.read_table(p).to_pylist()]
+    rows.sort(key=lambda r: (r["prompt_index"], r["sample_index"]))
+    got = [(r["prompt_index"], r["sample_index"]) for r in rows]
+    if got != [(i, s) for i in range(n_prompts) for s in range(n)]:
+        raise RuntimeError(
+            f"generation shards {[p.name for p in paths]} hold {len(got)} completions, expected one per "
+            f"(prompt, sample) job ({n_prompts} x {n}); delete {paths[0].parent} and re-run the stage"
+        )
+    return [
+        Completion(r["prompt_index"], r["sample_index"], r["text"], tuple(r["token_ids"]), r["prompt_tokens"], r["finish_reason"])
+        for r in rows
+    ]

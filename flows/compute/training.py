@@ -1,0 +1,100 @@
+"""The round's training pass as it runs inside the training worker process (``ratchet.flows.compute.worker``).
+
+Rejection-sampling fine-tuning (``algorithm = "rft"``) or a GRPO-family pass (``"grpo"``) from the
+stage's filtered examples; no Prefect here (worker processes never import it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ratchet.common.seeds import derive_seed
+from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
+from ratchet.loop.round_context import Ctx
+from ratchet.loop.sft import SFTExample, train_sft
+from ratchet.loop.tasks import Prompt
+from ratchet.store.db import connect
+from ratchet.store.queries import checkpoint_dir
+
+
+def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
+    with connect(ctx.db, read_only=True) as con:
+        path = checkpoint_dir(con, checkpoint_id)
+    if path is None:
+        raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
+    return Path(path)
+
+
+def train_compute(
+    ctx: Ctx, init_id: str, ref_id: str | None, examples: list[dict], out: Path, progress
+) -> tuple[Path | None, dict, list[str]]:
+    """The round's training pass into ``out``: (saved checkpoint dir or None, metrics, consumed trajectory ids).
+
+    Runs inside the training worker process (``python -m ratchet.flows.compute.worker train``, started by the train stage via ``ratchet.flows.compute.pool``).
+    """
+    if ctx.cfg.algorithm == "rft":
+        return _train_rft(ctx, init_id, examples, out, progress)
+    return _train_grpo(ctx, init_id, ref_id, examples, out, progress)
+
+
+def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
+    sft = ctx.cfg.sft
+    res = train_sft(
+        checkpoint_path(ctx, init_id),
+        [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
+        out,
+        sft,
+        seed=derive_seed("sft", sft.seed, ctx.round_index),
+        dtype=ctx.cfg.model.dtype,
+        on_step=lambda s, n, _loss: progress(s, n),
+    )
+    return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
+
+
+def _train_grpo(
+    ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress
+) -> tuple[Path | None, dict, list[str]]:
+    g, gen = ctx.cfg.grpo, ctx.cfg.generation
+    group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
+    samples = [
+        GRPOSample(
+            group_of[r["prompt_id"]],
+            SFTExample(ctx.messages(_as_prompt(r)), r["completion"]),
+            float(r["reward"]),
+            r["finish_reason"] == "length",
+        )
+        for r in rows
+    ]
+    run = GRPORun(
+        temperature=gen.temperature,
+        max_completion_length=gen.max_new_tokens,
+        max_seq_len=ctx.cfg.sft.max_seq_len,
+        seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
+    )
+    # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
+    # step that trained left behind (copied, so a re-run of this step starts from the same state).
+    opt_state = ctx.stage_dir("train") / "optimizer.pt"
+    opt_state.parent.mkdir(parents=True, exist_ok=True)
+    prev = [p for p in (ctx.at_step(s).stage_dir("train") / "optimizer.pt" for s in range(ctx.step - 1, -1, -1)) if p.is_file()]
+    if prev:
+        shutil.copyfile(prev[0], opt_state)
+    else:
+        opt_state.unlink(missing_ok=True)
+    res = train_grpo(
+        checkpoint_path(ctx, init_id),
+        samples,
+        out,
+        g,
+        run,
+        ref_dir=checkpoint_path(ctx, ref_id),
+        dtype=ctx.cfg.model.dtype,
+        on_step=lambda s, n, _m: progress(s, n),
+        optimizer_state=opt_state,
+    )
+    metrics = {**res.metrics, "steps": res.step_metrics}
+    return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
+
+
+def _as_prompt(e: dict) -> Prompt:
+    return Prompt(e["prompt_id"], "", "", e["question"], "", "train")

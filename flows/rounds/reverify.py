@@ -1,0 +1,81 @@
+"""``ratchet reverify``: re-score stored trajectories with the current verifier version.
+
+New verdict rows are added next to the old ones (never overwritten), so a verifier change is
+auditable in SQL: join the two versions on ``trajectory_id`` to see every flip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from ratchet.loop.round_context import VERIFIER_NAME, now, short_hash
+from ratchet.store.db import connect, transaction
+from ratchet.store.ingest import ingest_parquet, write_parquet
+from ratchet.store.queries import trajectories_to_reverify
+from ratchet.verifiers.reward import VERSION, score_batch
+
+
+def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
+    """Score every trajectory lacking a verdict of the current composite verifier version.
+
+    Returns:
+        ``{"version", "rescored", "flips": {"wrong->right", "right->wrong", "unchanged", "new"}, "inserted"}``.
+    Raises:
+        StoreError: the store cannot be opened.
+    """
+    db = Path(db)
+    with connect(db, read_only=True) as con:
+        todo = trajectories_to_reverify(con, VERIFIER_NAME, VERSION)
+    flips: Counter[str] = Counter()
+    rows: list[dict] = []
+    by_config: dict[str, list[dict]] = {}
+    for t in todo:
+        by_config.setdefault(t["config_json"], []).append(t)
+    for config_json, items in by_config.items():
+        v = json.loads(config_json).get("verifier", {})
+        verdicts = score_batch(
+            [t["completion"] for t in items],
+            [t["answer"] for t in items],
+            kind="math",
+            format_template=v.get("format_template", "none"),
+            format_weight=v.get("format_weight", 0.1),
+            timeout_s=v.get("timeout_s", 2.0),
+        )
+        ts = now()
+        for t, vd in zip(items, verdicts):
+            prev = t["prev_correct"]
+            flips[
+                "new" if prev is None else "unchanged" if prev == vd.correct else "wrong->right" if vd.correct else "right->wrong"
+            ] += 1
+            rows.append(
+                dict(
+                    trajectory_id=t["trajectory_id"],
+                    verifier=VERIFIER_NAME,
+                    verifier_version=vd.verifier_version,
+                    reward=float(vd.reward),
+                    correct=bool(vd.correct),
+                    reason=vd.reason,
+                    parsed=vd.parsed,
+                    format_ok=vd.format_ok,
+                    latency_s=float(vd.latency_s),
+                    created_at=ts,
+                )
+            )
+    inserted = 0
+    if rows:
+        out = Path(run_dir) if run_dir else db.with_suffix(".runs")
+        path = write_parquet(
+            rows,
+            out / "reverify" / f"{short_hash(VERSION)}-{short_hash(*[r['trajectory_id'] for r in rows])}.parquet",
+            "verdicts",
+        )
+        with transaction(db) as con:
+            inserted = ingest_parquet(con, "verdicts", [path])
+    return {
+        "version": VERSION,
+        "rescored": len(rows),
+        "inserted": inserted,
+        "flips": {k: flips.get(k, 0) for k in ("wrong->right", "right->wrong", "unchanged", "new")},
+    }

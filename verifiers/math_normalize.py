@@ -1,0 +1,305 @@
+"""Normalization of an answer's text before parsing: approximation words, LaTeX spacing and wrappers,
+unicode, degrees and unit words, and bracket-aware splitting at top level. Pure string work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+
+class ParseError(ValueError):
+    """The text was found but cannot be read completely as one answer."""
+
+
+class TooLarge(ParseError):
+    """The answer would be too expensive to evaluate (huge exponent, power tower, giant factorial)."""
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s:
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# normalization
+
+_APPROX = re.compile(
+    r"^\s*(?:≈|\\approx|~|\\sim|约为|约等于|大约|约|approximately|approx\.?|about|around|roughly|nearly|circa)\s*[:：]?\s*",
+    re.I,
+)
+_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
+_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
+_UNICODE = {
+    "−": "-",
+    "–": "-",
+    "×": r"\times ",
+    "·": r"\cdot ",
+    "≤": r"\le ",
+    "≥": r"\ge ",
+    "≠": r"\ne ",
+    "∞": r"\infty ",
+    "π": r"\pi ",
+    "√": r"\sqrt",
+    "，": ",",
+    "：": ":",
+    "（": "(",
+    "）": ")",
+    "÷": "/",
+    "≈": r"\approx ",
+    "∈": r"\in ",
+    "∪": r"\cup ",
+    "±": r"\pm ",
+    "∓": r"\mp ",
+}
+# a degree mark is presentation only right after a number/group and at the end of it ("30^\\circ",
+# not "3^\\circ0" nor "\\circ 30", which would otherwise read as 30)
+_DEGREE = re.compile(r"(?<=[\d}\s])\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ)(?!\s*[\d.])")
+_TEXT_UNIT = re.compile(
+    r"(?<=[\d}])\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
+    r"\s*(?:\^\s*\{?\s*-?[1-3]\s*\}?)?\s*$"
+)
+# words after a number that change or qualify its value: never dropped as if they were units
+_MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_NOT_UNITS = set(_MULTIPLIERS) | {
+    "hundreds",
+    "thousands",
+    "millions",
+    "billions",
+    "dozen",
+    "dozens",
+    "score",
+    "gross",
+    "half",
+    "halves",
+    "third",
+    "thirds",
+    "quarter",
+    "quarters",
+    "fourth",
+    "fourths",
+    "fifth",
+    "fifths",
+    "sixth",
+    "sixths",
+    "eighth",
+    "eighths",
+    "tenth",
+    "tenths",
+    "hundredth",
+    "hundredths",
+    "thousandth",
+    "thousandths",
+    "millionth",
+    "millionths",
+    "squared",
+    "cubed",
+    "percent",
+    "percentage",
+    "pct",
+    "factorial",
+    "inverse",
+    "reciprocal",
+    "negative",
+    "positive",
+    "times",
+    "over",
+    "plus",
+    "minus",
+    "divided",
+    "by",
+    "choose",
+    "mod",
+    "modulo",
+    "to",
+    "the",
+    "power",
+    "or",
+    "and",
+    "not",
+    "no",
+    "nor",
+    "less",
+    "more",
+    "fewer",
+    "least",
+    "most",
+    "up",
+    "down",
+    "is",
+    "are",
+    "was",
+    "were",
+    "ish",
+    "roughly",
+    "approx",
+    "approximately",
+    "about",
+    "around",
+    "nearly",
+    "almost",
+    "so",
+    "maybe",
+    "perhaps",
+    "probably",
+    "possibly",
+    "wrong",
+    "incorrect",
+    "false",
+    "true",
+    "but",
+    "only",
+    "at",
+    "than",
+    "of",
+    "except",
+    "excluding",
+    "including",
+    "if",
+    "else",
+    "otherwise",
+    "infinity",
+    "infinite",
+    "many",
+    "much",
+    "repeating",
+    "recurring",
+    "etc",
+    "root",
+    "roots",
+    "sqrt",
+    "log",
+    "exp",
+    "pi",
+    "plusminus",
+    "pm",
+    "either",
+    "also",
+    "any",
+    "all",
+    "each",
+    "per",
+    "cent",
+    "ten",
+    "hundredfold",
+    "fold",
+    "twice",
+    "thrice",
+    "double",
+    "triple",
+    "e",
+    "i",
+    "ii",
+    "iii",
+    "mult",
+}
+_UNIT_WORD = re.compile(
+    r"^(.*?\d)\s*(?:\\?\$)?\s*((?:[a-zA-Z]{2,}\.?|[a-zA-Z]{2,}\s*\^?\s*\{?[23]\}?)(?:\s*(?:/|per)\s*[a-zA-Z]+)?(?:\s+[a-zA-Z]{2,})*)$"
+)
+KNOWN_FUNCS = set(
+    "sin cos tan cot sec csc log ln exp sqrt arcsin arccos arctan sinh cosh tanh lg max min gcd lcm det mod pmod bmod".split()
+)
+
+
+def strip_approx(text: str) -> tuple[str, bool]:
+    """Remove a leading "approximately" marker; return (rest, had_marker)."""
+    m = _APPROX.match(text)
+    return (text[m.end() :], True) if m and m.end() < len(text) else (text, False)
+
+
+def _unit_words_ok(words: list[str]) -> bool:
+    """Whether trailing words are a unit (``cm``, ``square units``), not a value change or a hedge."""
+    return bool(words) and not any(w.lower() in _NOT_UNITS or w in KNOWN_FUNCS for w in words)
+
+
+def _strip_unit(s: str) -> tuple[str, bool]:
+    """Drop a trailing unit after a number; ``5 million`` -> ``5 \\times 10^{6}``; ``5 percent`` -> percent."""
+    m = _UNIT_WORD.match(s)
+    if not m or re.search(r"[=<>]", s):
+        return s, False
+    words = re.findall(r"[a-zA-Z]+", m.group(2))
+    head, percent, scale = m.group(1).strip(), False, ""
+    if words and words[0].lower() in _MULTIPLIERS:
+        scale = f" \\times 10^{{{_MULTIPLIERS[words.pop(0).lower()]}}}"
+    elif words and words[0].lower() in ("percent", "percentage", "pct"):
+        words.pop(0)
+        percent = True
+    if words and not _unit_words_ok(words):
+        return s, False
+    if not words and not (scale or percent):
+        return s, False
+    if scale and not re.fullmatch(r"[+-]?\d[\d,]*(?:\.\d+)?", head):
+        return s, False  # "2\\sqrt{3} million": not a plain number to scale
+    return head + scale, percent
+
+
+def normalize(text: str) -> tuple[str, bool]:
+    """Normalize LaTeX presentation; return (text, had_percent). Degrees and units are dropped."""
+    s = text.strip()
+    for k, v in _UNICODE.items():
+        s = s.replace(k, v)
+    s = re.sub(r"^\$+|\$+$", "", s).strip()
+    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
+    s = _SPACES_CMD.sub(" ", s).replace("~", " ")
+    s = re.sub(r"\\[dt]frac", r"\\frac", s)
+    s = re.sub(r"\\lbrace(?![a-zA-Z])", r"\\{", re.sub(r"\\rbrace(?![a-zA-Z])", r"\\}", s))
+    s = re.sub(r"\\sqrt\s*([0-9a-zA-Z])(?![0-9])", r"\\sqrt{\1}", s)  # "\\sqrt2" = "\\sqrt{2}" (one token)
+    s = re.sub(r"\{,\}", ",", s)
+    s = _DEGREE.sub("", s)
+    m = _TEXT_UNIT.search(s)
+    if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
+        s = s[: m.start()]
+    prev = None
+    while prev != s:  # unwrap nested \text{...}
+        prev = s
+        s = _WRAPPERS.sub(lambda m: m.group(1), s)
+    s = s.replace(r"\$", "")
+    if not re.search(r"\\begin\s*\{", s):  # matrix rows keep their "\\\\" separators
+        s = s.replace("\\\\", " ")
+    percent = False
+    if re.search(r"\\?%\s*$", s):
+        s, percent = re.sub(r"\\?%\s*$", "", s), True
+    s = re.sub(r"\s+", " ", s).strip().rstrip(".。").strip()
+    while s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):  # "{{2}}" is 2
+        s = s[1:-1].strip()
+    s, word_percent = _strip_unit(s)
+    if word_percent and percent:
+        raise ParseError(f"two percent marks in {text!r}")
+    percent = percent or word_percent
+    if re.search(r"\\?%\s*$", s) and not percent:
+        s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
+    if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
+        s = r"\{\}"
+    return s, percent
+
+
+def _top_level_matches(s: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """Non-empty, non-overlapping matches of ``pattern`` outside (), [], {} (and \\{ \\}), left to right."""
+    depth, i = 0, 0
+    while i < len(s):
+        c = s[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            m = pattern.match(s, i)
+            if m and m.end() > i:
+                yield m
+                i = m.end()
+                continue
+        i += 1
+
+
+def split_top(s: str, seps: str) -> list[str]:
+    """Split ``s`` on the regex ``seps`` where it occurs outside (), [], {} (and \\{ \\})."""
+    parts, last = [], 0
+    for m in _top_level_matches(s, re.compile(seps)):
+        parts.append(s[last : m.start()])
+        last = m.end()
+    parts.append(s[last:])
+    return [p.strip() for p in parts]
