@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 import pytest
@@ -83,6 +84,17 @@ def test_compute_config_rules_and_not_a_campaign_setting():
         load_config(None, **{"compute.devices": ["cuda:0", "cuda:1", "cuda:2"], "generation.tensor_parallel_size": 2})
 
 
+@contextmanager
+def _captured(caplog):
+    """Attach caplog's handler to the stage logger itself: Prefect's logging setup may replace the root handlers."""
+    lg = logging.getLogger("ratchet.flows")
+    lg.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        lg.removeHandler(caplog.handler)
+
+
 # --- the generate stage over two CPU workers ------------------------------------------------------
 
 
@@ -102,7 +114,7 @@ def test_two_cpu_workers_generate_the_same_rollouts_as_one(prefect_harness, tiny
     path = str(save_config(cfg))
     prepare_campaign.fn(path)
     start_round.fn(path, 1)
-    with caplog.at_level(logging.INFO, logger="flows"):
+    with caplog.at_level(logging.INFO, logger="ratchet.flows"), _captured(caplog):
         parquet = generate.fn(path, 1)
     merged = [
         (r["sample_index"], r["completion"], r["completion_tokens"], r["finish_reason"])
@@ -126,7 +138,7 @@ def test_two_cpu_workers_generate_the_same_rollouts_as_one(prefect_harness, tiny
     assert [f.name.rsplit("-", 1)[1] for f in shards] == ["0.parquet", "1.parquet"]
     shards[1].unlink()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="flows"):
+    with caplog.at_level(logging.INFO, logger="ratchet.flows"), _captured(caplog):
         generate.fn(path, 1)
     assert "generate worker 1 [cpu]" in caplog.text and "generate worker 0 [cpu]" not in caplog.text
     again = [
