@@ -65,14 +65,7 @@ def engine_generate(backend, msgs, params) -> tuple[float, int]:
     from vllm import SamplingParams as VSP
 
     ids = backend.tokenizer([backend.render(m) for m in msgs])["input_ids"]  # outside the timing
-    sp = VSP(
-        n=params.n,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        max_tokens=params.max_new_tokens,
-        stop_token_ids=sorted(backend.eos_ids),
-        detokenize=False,
-    )
+    sp = VSP(**backend.sampling_kwargs(params))
     t0 = time.perf_counter()
     outs = backend.llm.generate([{"prompt_token_ids": row} for row in ids], sp, use_tqdm=False)
     dt = time.perf_counter() - t0
@@ -90,8 +83,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args()
 
-    from ratchet.loop.generation import SamplingParams, TransformersBackend, timed_generate
+    from ratchet.loop.generation import SamplingParams, timed_generate
     from ratchet.loop.models import resolve_model
+    from ratchet.loop.transformers_backend import TransformersBackend
     from ratchet.loop.vllm_backend import VLLMBackend
 
     model = resolve_model("smollm2-135m-instruct")

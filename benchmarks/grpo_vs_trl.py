@@ -72,7 +72,8 @@ def _rewards(completions: list[str], golds: list[str], cfg) -> list[float]:
 
 def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
     """Greedy held-out pass@1 with Ratchet's backend and verifier (the gate's metric)."""
-    from ratchet.loop.generation import SamplingParams, TransformersBackend
+    from ratchet.loop.generation import SamplingParams
+    from ratchet.loop.transformers_backend import TransformersBackend
     from ratchet.verifiers.reward import score_batch
 
     b = TransformersBackend(model_dir, batch_size=cfg.generation.batch_size)
@@ -88,9 +89,10 @@ def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
 
 def run_ours(args, out: Path) -> dict:
     from ratchet.loop.config import GRPOConfig
-    from ratchet.loop.generation import SamplingParams, TransformersBackend
+    from ratchet.loop.generation import SamplingParams
     from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
     from ratchet.loop.sft import SFTExample
+    from ratchet.loop.transformers_backend import TransformersBackend
 
     base, train, heldout, render, cfg = _setup(args)
     st = GRPOConfig(

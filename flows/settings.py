@@ -21,6 +21,9 @@ def configure_prefect(quiet_console: bool = True) -> None:
         Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     except OSError:
         pass  # Prefect then warns once and still runs (seen with a fresh, not yet created RATCHET_HOME)
+    # The ephemeral API (a `ratchet run` without a server) starts a uvicorn subprocess; on a loaded machine it
+    # can take longer than Prefect's 20 s default to answer, which failed whole runs before any work started.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; cached HF ids still resolve
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

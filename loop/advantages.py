@@ -74,12 +74,8 @@ def dr_grpo(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     dividing by std up-weights too-easy and too-hard questions, a question-level difficulty bias).
     Equals TRL's ``scale_rewards="none"``.
 
-    Args:
-        rewards: (num_groups, G) float32, G >= 2.
-        eps: unused; accepted so every estimator has the same signature.
-
-    Returns:
-        (num_groups, G), same dtype as ``rewards``.
+    Shapes: ``rewards`` (num_groups, G) float32 with G >= 2 -> (num_groups, G), same dtype; ``eps`` is unused
+    (accepted so every estimator has one signature). Raises ``ValueError`` as ``_check_rewards``.
     """
     del eps
     _check_rewards(rewards)
@@ -94,12 +90,8 @@ def rloo(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     Kool et al. 2019). The leave-one-out baseline does not depend on the sample it scores, so the
     estimator is unbiased.
 
-    Args:
-        rewards: (num_groups, G) float32, G >= 2.
-        eps: unused; accepted so every estimator has the same signature.
-
-    Returns:
-        (num_groups, G), same dtype as ``rewards``.
+    Shapes: ``rewards`` (num_groups, G) float32 with G >= 2 -> (num_groups, G), same dtype; ``eps`` is unused
+    (accepted so every estimator has one signature). Raises ``ValueError`` as ``_check_rewards``.
     """
     del eps
     _check_rewards(rewards)

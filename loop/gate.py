@@ -22,6 +22,8 @@ from typing import Literal
 
 import numpy as np
 
+from ratchet.loop.config import GateConfig
+
 Decision = Literal["promote", "reject", "halt"]
 
 
@@ -76,20 +78,23 @@ class GateResult:
 def decide(
     candidate: Sequence[bool],
     incumbent: Sequence[bool],
+    cfg: GateConfig,
     *,
     best_promoted_pass1: float,
     consecutive_rejections: int,
     candidate_no_answer_rate: float,
-    tolerance: float,
-    test: str = "mcnemar",
-    alpha: float = 0.05,
-    max_consecutive_rejections: int = 2,
-    max_no_answer_rate: float = 0.5,
-    bootstrap_samples: int = 2000,
     tripped_guards: Sequence[str] = (),
 ) -> GateResult:
-    """Decide on one candidate. ``consecutive_rejections`` counts rejections before this round;
-    ``tripped_guards`` are reasons from training guard metrics (KL, entropy) that force a halt."""
+    """Decide on one candidate under the campaign's ``[gate]`` settings (tolerance, test, alpha, limits).
+
+    ``consecutive_rejections`` counts rejections before this round; ``tripped_guards`` are reasons from
+    training guard metrics (KL, entropy) that force a halt.
+
+    Raises:
+        ValueError: unpaired or empty outcomes; an unknown test name.
+    """
+    tolerance, test, alpha = cfg.tolerance, cfg.test, cfg.alpha
+    max_consecutive_rejections, max_no_answer_rate = cfg.max_consecutive_rejections, cfg.max_no_answer_rate
     m = len(candidate)
     if m == 0 or m != len(incumbent):
         raise ValueError(
@@ -100,7 +105,7 @@ def decide(
     if test == "mcnemar":
         p = mcnemar_worse_p(candidate, incumbent)
     elif test == "bootstrap":
-        p = bootstrap_worse_p(candidate, incumbent, samples=bootstrap_samples)
+        p = bootstrap_worse_p(candidate, incumbent, samples=cfg.bootstrap_samples)
     else:
         raise ValueError(f"unknown gate test {test!r}; choose 'mcnemar' or 'bootstrap'")
     common = dict(

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_path
 from ratchet.loop.config import GRPOConfig
+from ratchet.loop.generation import render_prompt
 from ratchet.loop.sft import SFTExample
 
 StepFn = Callable[[int, int, dict], None]  # (step, total_steps, metrics)
@@ -116,7 +117,7 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     rows: dict[str, int] = {}
     prompt_row, comps = [], []
     for s in samples:
-        text = tok.apply_chat_template(s.example.messages, tokenize=False, add_generation_prompt=True)
+        text = render_prompt(tok, s.example.messages)
         prompt_row.append(rows.setdefault(text, len(rows)))
         c = tok(s.example.completion, add_special_tokens=False)["input_ids"] + ([] if s.truncated else [tok.eos_token_id])
         comps.append(c[: max_seq_len // 2])

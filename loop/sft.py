@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ratchet.loop.config import SFTConfig
+from ratchet.loop.generation import render_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[
     Returns:
         ``(input_ids, labels)``, two int lists of equal length <= ``max_seq_len``.
     """
-    prompt = tokenizer.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
+    prompt = render_prompt(tokenizer, ex.messages)
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     c_ids = tokenizer(ex.completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     c_ids = c_ids[:max_seq_len]

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation import Completion, ProgressFn, SamplingParams, check_jobs
+from ratchet.loop.generation import Completion, ProgressFn, SamplingParams, check_jobs, eos_ids, make_completion, render_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -114,20 +114,25 @@ class VLLMBackend:
 
     def render(self, messages: list[dict[str, str]]) -> str:
         """The chat as prompt text, exactly as ``TransformersBackend.render`` writes it."""
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return render_prompt(self.tokenizer, messages)
 
-    def sampling_params(self, params: SamplingParams, prompt_indices: range) -> Any:
-        """``vllm.SamplingParams`` for the prompts ``prompt_indices``: one shared object, or on GPU with sampling
-        one per prompt whose request seed ``params.seed * 100_003 + prompt_index`` uses the global prompt index
-        (so a shard of the prompts samples what the whole call would)."""
-        kw = dict(
+    def sampling_kwargs(self, params: SamplingParams) -> dict[str, Any]:
+        """Keyword arguments of ``vllm.SamplingParams`` shared by every request of a call (no seed); we decode with
+        the HF tokenizer, so vLLM does not detokenize."""
+        return dict(
             n=params.n,
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,
             stop_token_ids=sorted(self.eos_ids),
             detokenize=False,
-        )  # we decode with the HF tokenizer
+        )
+
+    def sampling_params(self, params: SamplingParams, prompt_indices: range) -> Any:
+        """``vllm.SamplingParams`` for the prompts ``prompt_indices``: one shared object, or on GPU with sampling
+        one per prompt whose request seed ``params.seed * 100_003 + prompt_index`` uses the global prompt index
+        (so a shard of the prompts samples what the whole call would)."""
+        kw = self.sampling_kwargs(params)
         if self.on_cpu or params.temperature == 0:
             return self._vllm.SamplingParams(**kw)
         return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in prompt_indices]
@@ -170,17 +175,7 @@ class VLLMBackend:
             pi = chosen[k]
             for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
                 tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
-                stopped = bool(tok_ids) and tok_ids[-1] in self.eos_ids
-                out.append(
-                    Completion(
-                        pi,
-                        si,
-                        self.tokenizer.decode(tok_ids, skip_special_tokens=True),
-                        tuple(tok_ids),
-                        len(ids[k]),
-                        "stop" if stopped else "length",
-                    )
-                )
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, len(ids[k])))
         return out
 
     def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:
@@ -220,13 +215,11 @@ def _eos_ids(model_path: str | Path, tokenizer) -> set[int]:
     """Tokenizer EOS plus the generation config's (the set ``TransformersBackend`` stops on)."""
     from transformers import GenerationConfig
 
-    ids = {tokenizer.eos_token_id}
     try:
         gen_eos = GenerationConfig.from_pretrained(model_path).eos_token_id
     except OSError:  # no generation_config.json: the tokenizer's EOS is all there is
         gen_eos = None
-    ids |= set(gen_eos) if isinstance(gen_eos, list) else {gen_eos}
-    return {i for i in ids if i is not None}
+    return eos_ids(tokenizer, gen_eos)
 
 
 def _progress_bar(progress: ProgressFn, total: int):

@@ -62,7 +62,8 @@ def progress_printer(bar: str, every_s: float = 0.5):
 def run_generate(request_path: Path, shard: int) -> None:
     """Run shard ``shard`` of every call in the request; skip calls whose shard file exists."""
     from ratchet.flows.compute.protocol import shard_file, write_shard
-    from ratchet.loop.generation import SamplingParams, make_backend
+    from ratchet.loop.backends import make_backend
+    from ratchet.loop.generation import SamplingParams
 
     req = json.loads(request_path.read_text())
     key = request_path.stem

@@ -207,16 +207,11 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             res = decide(
                 [o["greedy_correct"] for o in cand],
                 [o["greedy_correct"] for o in inc],
+                g,
                 best_promoted_pass1=best,
                 tripped_guards=_training_guards(con, ctx),
                 consecutive_rejections=state.consecutive_rejections,
                 candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand),
-                tolerance=g.tolerance,
-                test=g.test,
-                alpha=g.alpha,
-                max_consecutive_rejections=g.max_consecutive_rejections,
-                max_no_answer_rate=g.max_no_answer_rate,
-                bootstrap_samples=g.bootstrap_samples,
             )
             row.update(
                 decision=res.decision,

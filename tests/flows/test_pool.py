@@ -18,9 +18,10 @@ from ratchet.flows.compute.pool import Child, StageTimeout, WorkerFailed, run_ch
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX
 from ratchet.flows.compute.slots import slot_names
 from ratchet.loop.config import ConfigError, load_config
-from ratchet.loop.generation import SamplingParams, TransformersBackend, shard_jobs
+from ratchet.loop.generation import SamplingParams, shard_jobs
 from ratchet.loop.round_context import load_ctx, save_config
 from ratchet.loop.tasks import chat_messages
+from ratchet.loop.transformers_backend import TransformersBackend
 from tests.flows.test_round import tiny_config  # noqa: F401 - fixture
 
 PY = sys.executable

@@ -1,5 +1,6 @@
 import pytest
 
+from ratchet.loop.config import GateConfig
 from ratchet.loop.gate import bootstrap_worse_p, decide, mcnemar_worse_p
 
 T, F = True, False
@@ -18,7 +19,7 @@ def test_bootstrap_says_worse_only_for_a_clear_drop():
     assert bootstrap_worse_p([T] * 30, [F] * 20 + [T] * 10) > 0.99
 
 
-KW = dict(consecutive_rejections=0, candidate_no_answer_rate=0.0, tolerance=0.05, max_consecutive_rejections=2)
+KW = dict(cfg=GateConfig(tolerance=0.05, max_consecutive_rejections=2), consecutive_rejections=0, candidate_no_answer_rate=0.0)
 
 
 def test_promote_when_better():
@@ -42,10 +43,7 @@ def test_halt_after_consecutive_rejections_and_on_format_collapse():
     kw = {**KW, "consecutive_rejections": 1}
     assert decide([F, F], [T, T], best_promoted_pass1=1.0, **kw).decision == "halt"
     collapse = {**KW, "candidate_no_answer_rate": 0.9}
-    assert (
-        decide([T, T], [T, T], best_promoted_pass1=1.0, max_no_answer_rate=0.5, **{k: v for k, v in collapse.items()}).decision
-        == "halt"
-    )
+    assert decide([T, T], [T, T], best_promoted_pass1=1.0, **collapse).decision == "halt"
 
 
 def test_unpaired_outcomes_rejected():

@@ -1,7 +1,9 @@
 import pytest
 
-from ratchet.loop.generation import SamplingParams, TransformersBackend, make_backend
+from ratchet.loop.backends import make_backend
+from ratchet.loop.generation import SamplingParams
 from ratchet.loop.tasks import chat_messages
+from ratchet.loop.transformers_backend import TransformersBackend
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ else:
         "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
     )
 
-from ratchet.loop.generation import SamplingParams, TransformersBackend  # noqa: E402
+from ratchet.loop.generation import SamplingParams  # noqa: E402
 from ratchet.loop.tasks import ArithmeticTasks, chat_messages  # noqa: E402
+from ratchet.loop.transformers_backend import TransformersBackend  # noqa: E402
 from ratchet.loop.vllm_backend import VLLMBackend  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,158 @@
+"""The transformers generation backend: batched ``model.generate`` with a shared-prefix KV cache (CPU or one GPU)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+
+from ratchet.loop.generation import (
+    Completion,
+    ProgressFn,
+    SamplingParams,
+    check_jobs,
+    eos_ids,
+    make_completion,
+    render_prompt,
+)
+
+
+class TransformersBackend:
+    """Batched ``model.generate`` with left padding; ``batch_size`` sequences per forward pass.
+
+    Sampling is reproducible: batch ``b`` of the (prompt, sample) job list seeds torch with
+    ``params.seed * 100_003 + b``, and a shard of the jobs (``jobs=``) runs exactly the batches the whole
+    call would run, so shards generated in separate processes merge into the single call's output.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "float32",
+        batch_size: int = 32,
+        device: str = "cpu",
+        prefix_cache: bool = True,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
+        self.device = device
+        self.batch_size = batch_size
+        self.prefix_cache = prefix_cache
+        self.eos_ids = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return render_prompt(self.tokenizer, messages)
+
+    def generate(
+        self,
+        messages: Sequence[list[dict[str, str]]],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+        jobs: range | None = None,
+    ) -> list[Completion]:
+        """Generate ``params.n`` completions for each chat in ``messages`` (or only the jobs of one shard).
+
+        Prompts usually share a long prefix (system prompt and few-shot turns: ~97 of ~110 tokens in
+        the demo). That prefix is prefilled once and its KV cache copied into every batch; each
+        sequence is laid out as ``[prefix][pad...][own suffix]``, with positions from the attention
+        mask, so outputs equal plain left-padded generation (greedy: 32/32 identical on SmolLM2)
+        while prefill work drops ~2x for the demo's rollouts and evaluation.
+
+        Args:
+            jobs: a range over the flattened (prompt_index, sample_index) jobs, bounds on multiples of
+                ``batch_size`` (see ``shard_jobs``); ``None`` = all. Indices in the output stay global.
+
+        Returns:
+            the selected completions (all: ``len(messages) * params.n``) ordered by (prompt_index, sample_index).
+
+        Raises:
+            ValueError: ``jobs`` is not aligned to ``batch_size`` or runs past the job list.
+        """
+        torch = self.torch
+        ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
+        plen = _shared_prefix_len(ids) if self.prefix_cache else 0
+        prefix_cache = None
+        if plen >= 8:
+            with torch.inference_mode():
+                prefix_cache = self.model(torch.tensor([ids[0][:plen]], device=self.device), use_cache=True).past_key_values
+        else:
+            plen = 0
+        all_jobs = [(i, s) for i in range(len(messages)) for s in range(params.n)]
+        sel = check_jobs(jobs, len(all_jobs), self.batch_size)
+        out: list[Completion] = []
+        for b, start in enumerate(range(0, len(all_jobs), self.batch_size)):
+            if start not in sel:
+                continue
+            chunk = all_jobs[start : start + self.batch_size]
+            input_ids, mask = self._layout([ids[i] for i, _ in chunk], plen)  # (B, P + S) int64 each
+            kw = (
+                dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
+                if params.temperature > 0
+                else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            )
+            if prefix_cache is not None:
+                cache = copy.deepcopy(prefix_cache)
+                cache.batch_repeat_interleave(len(chunk))
+                kw["past_key_values"] = cache
+            torch.manual_seed(params.seed * 100_003 + b)
+            with torch.inference_mode():
+                seqs = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    max_new_tokens=params.max_new_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=list(self.eos_ids),
+                    **kw,
+                )
+            gen = seqs[:, input_ids.shape[1] :]  # (B, new_tokens) int64
+            prompt_lens = mask.sum(dim=1).tolist()
+            for row, (pi, si) in enumerate(chunk):
+                tok_ids = _trim(gen[row].tolist(), self.eos_ids)
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, int(prompt_lens[row])))
+            if progress:
+                progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
+        return out
+
+    def _layout(self, rows: list[list[int]], plen: int):
+        """``[prefix][left padding][suffix]`` token ids and the matching attention mask, both (B, P + S) int64."""
+        torch = self.torch
+        width = plen + max(len(r) - plen for r in rows)
+        input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, r in enumerate(rows):
+            input_ids[k, :plen] = torch.tensor(r[:plen])
+            input_ids[k, width - (len(r) - plen) :] = torch.tensor(r[plen:])
+            mask[k, :plen] = 1
+            mask[k, width - (len(r) - plen) :] = 1
+        return input_ids.to(self.device), mask.to(self.device)
+
+    def close(self) -> None:
+        del self.model
+
+
+def _shared_prefix_len(rows: list[list[int]]) -> int:
+    """Length of the token prefix all rows share, leaving every row at least one token of its own."""
+    n = min(len(r) for r in rows) - 1
+    for k in range(max(n, 0)):
+        t = rows[0][k]
+        if any(r[k] != t for r in rows):
+            return k
+    return max(n, 0)
+
+
+def _trim(ids: list[int], eos: set[int]) -> list[int]:
+    """Cut a generated row after its first EOS (the rest is padding)."""
+    for k, t in enumerate(ids):
+        if t in eos:
+            return ids[: k + 1]
+    return ids
