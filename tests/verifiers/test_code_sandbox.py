@@ -19,7 +19,7 @@ def prog(body: str) -> str:
 
 def test_correct_program_passes() -> None:
     v = verify_code(None, GOOD, TESTS, timeout_s=2)
-    assert v.correct and v.details == {"passed": 2, "total": 2}
+    assert v.correct and v.details == {"passed": 2, "total": 2, "isolation": "kernel"}
 
 
 def test_wrong_program_fails() -> None:
