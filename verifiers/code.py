@@ -176,6 +176,7 @@ def _indexed(res: RunResult, kinds: tuple[str, ...], n: int) -> dict[int, list[s
     Raises:
         _Malformed: an index that is not a decimal in range, or a duplicate.
     """
+    _check_records(res)
     out: dict[int, list[str]] = {}
     for r in res.records:
         if r[0] in kinds:
@@ -249,7 +250,10 @@ def _prep_args(plan: Plan, limits: Limits, isolation: str) -> tuple[list[Any], t
         if r is None or r[0] == "error":
             why = "raised " + " ".join(r[2:]) if r else "did not run"
             return [], ("bad_gold", {"error": f"test argument {expr!r} {why}; arguments must be plain data (no objects)"[:300]})
-        out.append(json.loads(r[2]))
+        try:
+            out.append(_ENCODE(_decode(r[2]), [1_000_000]))  # re-encoded here: only well-formed data goes on
+        except (_Malformed, TypeError, ValueError) as exc:
+            return [], ("bad_gold", {"error": f"test argument {expr!r} is not plain data: {exc}"[:300]})
     return out, None
 
 
