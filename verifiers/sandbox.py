@@ -180,6 +180,8 @@ def _bwrap_candidates() -> list[str]:
 def _runtime_binds(python: str) -> list[str]:
     """bwrap arguments mounting the interpreter, its prefix and the system libraries read-only."""
     prefix = str(Path(python).parent.parent)
+    if prefix == "/" or not os.path.isfile(python):
+        raise RuntimeError(f"sandbox interpreter {python!r} is not a python under a <prefix>/bin; set RATCHET_SANDBOX_PYTHON")
     args: list[str] = []
     libs = [d for d in ("/usr/lib", "/usr/lib64", "/usr/lib32") if os.path.isdir(d)]
     for d in libs:
@@ -276,13 +278,17 @@ def kernel_isolation_problem() -> str | None:
         python = sandbox_python()
     except RuntimeError as exc:
         return str(exc)
+    try:
+        _runtime_binds(python)
+    except RuntimeError as exc:
+        return str(exc)
     errors = []
     for bwrap in cands:
         fds = {"harness": _memfd("harness", b"pass\n"), "job": _memfd("job", b"{}")}
-        argv = _bwrap_argv(bwrap, python, 1024**2, fds)
         try:
+            argv = _bwrap_argv(bwrap, python, 1024**2, fds)
             r = subprocess.run(argv, capture_output=True, timeout=30, pass_fds=tuple(fds.values()), **_as_user(_next_uid()))
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
             errors.append(f"{bwrap}: {type(exc).__name__}: {exc}")
             continue
         finally:
@@ -293,7 +299,9 @@ def kernel_isolation_problem() -> str | None:
             return None
         msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
         errors.append(f"{bwrap}: {msg[-1] if msg else f'exit {r.returncode}'}")
-    return "bwrap cannot set up the sandbox (" + "; ".join(errors) + "); user namespaces may be disabled"
+    text = "; ".join(errors)
+    hint = "; unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+    return f"bwrap cannot set up the sandbox ({text})" + (hint if "namespace" in text or "not permitted" in text else "")
 
 
 _BWRAP: list[str | None] = [None]
