@@ -316,7 +316,7 @@ def _trusted(job, emit):
     import builtins
 
     enc, dec, _ = make_codec(set())
-    ns = {"__builtins__": builtins, "__p": [dec(v) for v in job.get("values", [])]}
+    ns = {"__builtins__": builtins, "__p": [dec(v) for v in job.get("values", [])], "__a": [dec(v) for v in job.get("args", [])]}
     for stmt in job["setup"]:
         exec(compile(stmt, "<setup>", "exec"), ns)
     for i, expr in enumerate(job["exprs"]):
@@ -325,8 +325,11 @@ def _trusted(job, emit):
             if job["mode"] == "judge":
                 emit("judged", i, bool(value))
             else:
+                ns["__a"].append(value)  # a later argument may project an earlier one
                 emit("value", i, json.dumps(enc(value, [1_000_000])))
         except Exception as exc:  # a test that raises is a failed test; recorded, not hidden
+            if job["mode"] == "prep":
+                ns["__a"].append(None)
             emit("judged_error" if job["mode"] == "judge" else "error", i, type(exc).__name__)
     emit("done")
 
@@ -353,7 +356,7 @@ def _candidate(job, emit, secret, result_fd, workdir):
 
     pristine = dict(vars(builtins))
     enc, dec, _ = make_codec(set())
-    args = [dec(v) for v in job.get("args", [])]
+    args = [None if v is None else dec(v) for v in job.get("args", [])]  # None: an argument only the judge sees
     if job.get("audit", True):
         _install_hook(secret, result_fd, workdir, _read_roots())
     g = {"__name__": "__main__", "__builtins__": builtins}

@@ -265,7 +265,7 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
         "mode": "assert",
         "program": program,
         "setup": plan.cand_setup,
-        "args": args,
+        "args": [None if i in plan.judge_only else a for i, a in enumerate(args)],
         "probes": plan.probes,
         "candidate_names": sorted(names),
     }
@@ -291,6 +291,7 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
             "setup": plan.setup,
             "exprs": [ast.unparse(plan.judges[i]) for i in todo],
             "values": [json.loads(recs[k][2]) for k in range(len(plan.probes))],  # as received: decoded only by the judge
+            "args": args,  # an unrolled comprehension's loop bindings (from the prep run)
             "audit": False,
         }
         jr = run_job(judge, limits, isolation=isolation)

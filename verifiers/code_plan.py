@@ -92,11 +92,25 @@ class _ArgLifter(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-class _Splitter(ast.NodeTransformer):
-    """Replace candidate-rooted sub-expressions by ``__p[k]`` and collect them as probes."""
+def _sub(name: str, k: int) -> ast.Subscript:
+    return ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load())
 
-    def __init__(self, names: set[str], trusted: set[str], probes: list[str], args: list[str]) -> None:
-        self.names, self.trusted, self.probes, self.args = names, trusted, probes, args
+
+class _Splitter(ast.NodeTransformer):
+    """Replace candidate-rooted sub-expressions by ``__p[k]`` and collect them as probes.
+
+    A comprehension whose element uses the program's names while its loops and conditions do not
+    (``all(f(x) == ref(x) for x in xs)``) is unrolled instead of run beside the program: the loop
+    bindings are computed in the trusted ``prep`` run (``__a[k]``), the program's process evaluates only
+    the candidate-rooted parts for each binding (one probe, a list of tuples), and the judge evaluates
+    the element with those values. So expected values inside a comprehension never reach the program.
+    """
+
+    def __init__(
+        self, names: set[str], trusted: set[str], plan: Plan, probes: list[str] | None = None, local: frozenset = frozenset()
+    ) -> None:
+        self.names, self.trusted, self.plan, self.local = names, trusted, plan, set(local)
+        self.probes, self.args = (plan.probes if probes is None else probes), plan.args
 
     def _refs(self, node: ast.AST) -> bool:
         return bool(_names(node) & self.names)
@@ -106,17 +120,53 @@ class _Splitter(ast.NodeTransformer):
             node = node.func if isinstance(node, ast.Call) else node.value
         return isinstance(node, ast.Name) and node.id in self.names
 
+    def _unroll(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> ast.expr | None:
+        gens = node.generators
+        inner_loops = [n for g in gens for n in g.ifs] + [g.iter for g in gens[1:]]
+        if self.local or any(g.is_async for g in gens):
+            return None  # nested inside another unrolled comprehension: its bindings depend on the outer loop
+        if not self._refs(node.elt) and not any(self._refs(n) for n in inner_loops):
+            gens[0].iter = self.visit(gens[0].iter)  # only the outer iterable uses the program: probe just that
+            return node
+        if any(self._refs(n) for n in [gens[0].iter, *inner_loops]):
+            return None
+        targets = sorted(set().union(*(_names(g.target) for g in gens)))
+        tup = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
+        bind = ast.ListComp(ast.Tuple([ast.Name(t, ast.Load()) for t in targets], ast.Load()), gens)
+        inner: list[str] = []
+        elt = _Splitter(self.names, self.trusted, self.plan, inner, frozenset(self.local | set(targets))).visit(node.elt)
+        self.args.append(ast.unparse(bind))  # every binding: for the judge only (it holds the expected side too)
+        k = len(self.args) - 1
+        self.plan.judge_only.add(k)
+        used = sorted(set(targets) & set().union(*(_names(ast.parse(p, mode="eval")) for p in inner)))
+        self.args.append(f"[({', '.join(used)},) for {ast.unparse(tup)} in __a[{k}]]")  # what the program may see
+        self.probes.append(f"[({', '.join(inner)},) for ({', '.join(used)},) in __a[{k + 1}]]")
+        for n in ast.walk(elt):  # the element's probes are now fields of this binding's tuple, __q
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
+                n.value.id = "__q"
+        loop = ast.comprehension(
+            ast.Tuple([tup, ast.Name("__q", ast.Store())], ast.Store()),
+            ast.Call(ast.Name("zip", ast.Load()), [_sub("__a", k), _sub("__p", len(self.probes) - 1)], []),
+            [],
+            0,
+        )
+        return type(node)(elt, [loop])  # type: ignore[call-arg]
+
     def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and self._refs(node):
+            out = self._unroll(node)
+            if out is not None:
+                return ast.fix_missing_locations(out)
         if isinstance(node, ast.expr) and self._refs(node) and (self._rooted(node) or isinstance(node, _SCOPED)):
             if isinstance(node, _SCOPED) and _names(node) & self.trusted:
                 raise BadTests(
                     f"test expression {ast.unparse(node)!r} mixes the program's names with setup-defined names inside "
-                    f"a comprehension/lambda; write one assert per case (e.g. 'assert f(x1) == ref(x1)')"
+                    f"a lambda or a comprehension whose loops use the program; write one assert per case"
                 )
-            node = _ArgLifter(self.names, self.trusted, _local_names(node), self.args).visit(node)
+            node = _ArgLifter(self.names, self.trusted, _local_names(node) | self.local, self.args).visit(node)
             src = ast.unparse(node)
             self.probes.append(f"list({src})" if isinstance(node, ast.GeneratorExp) else src)
-            return ast.Subscript(ast.Name("__p", ast.Load()), ast.Constant(len(self.probes) - 1), ast.Load())
+            return _sub("__p", len(self.probes) - 1)
         return self.generic_visit(node)
 
 
@@ -185,7 +235,9 @@ class Plan:
             ``prep``/``judge`` processes, never beside the program.
         cand_setup: setup statements that use the program's names (``s = Solution()``), run in the
             program's process with setup-defined values replaced by ``__a[k]``.
-        args: trusted expressions whose values the program's process gets as plain data (``__a``).
+        args: trusted expressions evaluated in the prep run (in order; each may use earlier ones as
+            ``__a[k]``); the program's process gets their values as plain data, except ``judge_only``
+            ones (an unrolled comprehension's full loop bindings), which only the judge sees.
         probes: candidate-rooted expressions evaluated beside the program.
         judges: each assert with probes replaced by ``__p[k]``; decided by the parent or the judge run.
         stdio: (stdin, expected stdout or None) cases.
@@ -194,6 +246,7 @@ class Plan:
     setup: list[str] = field(default_factory=list)
     cand_setup: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
+    judge_only: set[int] = field(default_factory=set)
     probes: list[str] = field(default_factory=list)
     judges: list[ast.expr] = field(default_factory=list)
     stdio: list[tuple[str, str | None]] = field(default_factory=list)
@@ -244,7 +297,7 @@ def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
         for s in stmts:
             check = s.test if isinstance(s, ast.Assert) else _unittest_assert(s)
             if check is not None:
-                plan.judges.append(_Splitter(cand, trusted, plan.probes, plan.args).visit(check))  # type: ignore[arg-type]
+                plan.judges.append(_Splitter(cand, trusted, plan).visit(check))  # type: ignore[arg-type]
             elif isinstance(s, _SETUP):
                 bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}
                 if _names(s) & cand or (isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name in cand):

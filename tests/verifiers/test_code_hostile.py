@@ -304,3 +304,18 @@ def test_control_surviving_grandchild_is_detected(world: dict) -> None:
     for pid in left:
         os.kill(pid, 9)
     assert left
+
+
+def test_expected_values_inside_a_comprehension_never_reach_the_program() -> None:
+    """``all(f(x) == y for x, y in CASES)``: the loop runs in the trusted prep run; the program sees only x."""
+    thief = (
+        "import sys\ndef f(x):\n    fr = sys._getframe(1)\n    while fr:\n        if 'y' in fr.f_locals:\n"
+        "            return fr.f_locals['y']\n        fr = fr.f_back\n    return None"
+    )
+    tests = ["assert all(f(x) == y for x, y in [(1, 'one'), (2, 'two')])"]
+    assert not verify_code(None, f"```python\n{thief}\n```", tests, timeout_s=5).correct
+    honest = "def f(x):\n    return {1: 'one', 2: 'two'}[x]"
+    assert verify_code(None, f"```python\n{honest}\n```", tests, timeout_s=5).correct
+    ref = ["def ref(n):\n    return n * 7 + 1", "assert all(f(n) == ref(n) for n in range(4) if n)"]
+    assert verify_code(None, "```python\ndef f(n):\n    return n * 7 + 1\n```", ref, timeout_s=5).correct
+    assert not verify_code(None, "```python\ndef f(n):\n    return n * 7\n```", ref, timeout_s=5).correct
