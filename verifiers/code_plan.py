@@ -1,0 +1,316 @@
+"""Reading a code task's tests: which names a program defines, and how each test splits into trusted
+setup, candidate-side setup, plain-data arguments, probes and judge expressions (``verifiers/code.py``
+has the policy; this module only parses, it runs nothing).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_STDIO = re.compile(r"^\s*stdin\s+(.+?)\s*->\s*expected\s+stdout\s+(.+?)\s*$", re.S)
+_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
+
+
+class BadTests(ValueError):
+    """The task's tests cannot be read (a task-data problem: verdict reason ``bad_gold``)."""
+
+
+def _bound(target: ast.expr) -> set[str]:
+    """Names an assignment target binds: ``x``, ``a, (b, *c)``; not ``math.pi`` or ``memo[k]`` (those mutate)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound(e) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return set()
+
+
+def defined_names(program: str) -> set[str]:
+    """Top-level names a program binds (functions, classes, assignments; not imports)."""
+    names: set[str] = set()
+
+    def walk(stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(s.name)
+            elif isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                for t in targets:
+                    names.update(_bound(t))
+            for attr in ("body", "orelse", "finalbody", "handlers"):
+                sub = getattr(s, attr, None)
+                if isinstance(sub, list) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    walk(
+                        [x for x in sub if isinstance(x, ast.stmt)]
+                        + [y for h in sub if isinstance(h, ast.ExceptHandler) for y in h.body]
+                    )
+
+    walk(ast.parse(program).body)
+    return names
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _local_names(node: ast.AST) -> set[str]:
+    """Names bound inside an expression (comprehension targets, lambda arguments, walrus targets)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.comprehension):
+            out |= _names(n.target)
+        elif isinstance(n, ast.Lambda):
+            out |= {a.arg for a in ast.walk(n.args) if isinstance(a, ast.arg)}
+        elif isinstance(n, ast.NamedExpr):
+            out |= _names(n.target)
+    return out
+
+
+class _ArgLifter(ast.NodeTransformer):
+    """Inside candidate-side code, replace sub-expressions over setup-defined names by ``__a[k]`` (plain data).
+
+    A lifted sub-expression is evaluated in the trusted ``prep`` run; the candidate process gets its
+    value only, never the setup's objects, assignments or helpers.
+    """
+
+    def __init__(self, cand: set[str], trusted: set[str], local: set[str], args: list[str]) -> None:
+        self.cand, self.trusted, self.local, self.args = cand, trusted, local, args
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.expr) and not isinstance(node, _SCOPED):
+            used = _names(node)
+            if used & self.trusted and not used & (self.cand | self.local):
+                src = ast.unparse(node)
+                if src not in self.args:
+                    self.args.append(src)
+                return ast.Subscript(ast.Name("__a", ast.Load()), ast.Constant(self.args.index(src)), ast.Load())
+        return self.generic_visit(node)
+
+
+def _sub(name: str, k: int) -> ast.Subscript:
+    return ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load())
+
+
+class _Splitter(ast.NodeTransformer):
+    """Replace candidate-rooted sub-expressions by ``__p[k]`` and collect them as probes.
+
+    A comprehension whose element uses the program's names while its loops and conditions do not
+    (``all(f(x) == ref(x) for x in xs)``) is unrolled instead of run beside the program: the loop
+    bindings are computed in the trusted ``prep`` run (``__a[k]``), the program's process evaluates only
+    the candidate-rooted parts for each binding (one probe, a list of tuples), and the judge evaluates
+    the element with those values. So expected values inside a comprehension never reach the program.
+    """
+
+    def __init__(
+        self, names: set[str], trusted: set[str], plan: Plan, probes: list[str] | None = None, local: frozenset = frozenset()
+    ) -> None:
+        self.names, self.trusted, self.plan, self.local = names, trusted, plan, set(local)
+        self.probes, self.args = (plan.probes if probes is None else probes), plan.args
+
+    def _refs(self, node: ast.AST) -> bool:
+        return bool(_names(node) & self.names)
+
+    def _rooted(self, node: ast.AST) -> bool:
+        while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return isinstance(node, ast.Name) and node.id in self.names
+
+    def _unroll(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> ast.expr | None:
+        gens = node.generators
+        inner_loops = [n for g in gens for n in g.ifs] + [g.iter for g in gens[1:]]
+        if self.local or any(g.is_async for g in gens):
+            return None  # nested inside another unrolled comprehension: its bindings depend on the outer loop
+        if not self._refs(node.elt) and not any(self._refs(n) for n in inner_loops):
+            gens[0].iter = self.visit(gens[0].iter)  # only the outer iterable uses the program: probe just that
+            return node
+        if any(self._refs(n) for n in [gens[0].iter, *inner_loops]):
+            return None
+        targets = sorted(set().union(*(_names(g.target) for g in gens)))
+        tup = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
+        bind = ast.ListComp(ast.Tuple([ast.Name(t, ast.Load()) for t in targets], ast.Load()), gens)
+        inner: list[str] = []
+        elt = _Splitter(self.names, self.trusted, self.plan, inner, frozenset(self.local | set(targets))).visit(node.elt)
+        self.args.append(ast.unparse(bind))  # every binding: for the judge only (it holds the expected side too)
+        k = len(self.args) - 1
+        self.plan.judge_only.add(k)
+        used = sorted(set(targets) & set().union(*(_names(ast.parse(p, mode="eval")) for p in inner)))
+        self.args.append(f"[({', '.join(used)},) for {ast.unparse(tup)} in __a[{k}]]")  # what the program may see
+        self.probes.append(f"[({', '.join(inner)},) for ({', '.join(used)},) in __a[{k + 1}]]")
+        for n in ast.walk(elt):  # the element's probes are now fields of this binding's tuple, __q
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
+                n.value.id = "__q"
+        loop = ast.comprehension(
+            ast.Tuple([tup, ast.Name("__q", ast.Store())], ast.Store()),
+            ast.Call(ast.Name("zip", ast.Load()), [_sub("__a", k), _sub("__p", len(self.probes) - 1)], []),
+            [],
+            0,
+        )
+        return type(node)(elt, [loop])  # type: ignore[call-arg]
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and self._refs(node):
+            out = self._unroll(node)
+            if out is not None:
+                return ast.fix_missing_locations(out)
+        if isinstance(node, ast.expr) and self._refs(node) and (self._rooted(node) or isinstance(node, _SCOPED)):
+            if isinstance(node, _SCOPED) and _names(node) & self.trusted:
+                raise BadTests(
+                    f"test expression {ast.unparse(node)!r} mixes the program's names with setup-defined names inside "
+                    f"a lambda or a comprehension whose loops use the program; write one assert per case"
+                )
+            node = _ArgLifter(self.names, self.trusted, _local_names(node) | self.local, self.args).visit(node)
+            src = ast.unparse(node)
+            self.probes.append(f"list({src})" if isinstance(node, ast.GeneratorExp) else src)
+            return _sub("__p", len(self.probes) - 1)
+        return self.generic_visit(node)
+
+
+# unittest.TestCase assertion helpers as the expression they check (``tc.assertEqual(a, b)`` -> ``a == b``);
+# the receiver (``self``, ``tc``) is not needed. Semantics as in unittest (assertAlmostEqual: 7 places or delta).
+_UNITTEST = {
+    "assertEqual": "({0}) == ({1})",
+    "assertEquals": "({0}) == ({1})",
+    "assertListEqual": "({0}) == ({1})",
+    "assertTupleEqual": "({0}) == ({1})",
+    "assertDictEqual": "({0}) == ({1})",
+    "assertSetEqual": "({0}) == ({1})",
+    "assertSequenceEqual": "({0}) == ({1})",
+    "assertMultiLineEqual": "({0}) == ({1})",
+    "assertNotEqual": "({0}) != ({1})",
+    "assertTrue": "bool({0})",
+    "assertFalse": "not ({0})",
+    "assertIs": "({0}) is ({1})",
+    "assertIsNot": "({0}) is not ({1})",
+    "assertIsNone": "({0}) is None",
+    "assertIsNotNone": "({0}) is not None",
+    "assertIn": "({0}) in ({1})",
+    "assertNotIn": "({0}) not in ({1})",
+    "assertGreater": "({0}) > ({1})",
+    "assertGreaterEqual": "({0}) >= ({1})",
+    "assertLess": "({0}) < ({1})",
+    "assertLessEqual": "({0}) <= ({1})",
+    "assertCountEqual": "__import__('collections').Counter(list({0})) == __import__('collections').Counter(list({1}))",
+    "assertIsInstance": "isinstance({0}, {1})",
+}
+
+
+def _unittest_assert(s: ast.stmt) -> ast.expr | None:
+    """The checked expression of a ``<obj>.assertXxx(...)`` statement; None when ``s`` is not one.
+
+    Raises:
+        BadTests: an assert helper that has no expression form here (e.g. ``assertRaises``).
+    """
+    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)):
+        return None
+    call, name = s.value, s.value.func.attr
+    if not name.startswith("assert"):
+        return None
+    args = [ast.unparse(a) for a in call.args]
+    kw = {k.arg: ast.unparse(k.value) for k in call.keywords if k.arg}
+    if name in ("assertAlmostEqual", "assertNotAlmostEqual") and len(args) >= 2:
+        if "delta" in kw:
+            text = f"abs(({args[0]}) - ({args[1]})) <= ({kw['delta']})"
+        else:
+            places = args[2] if len(args) > 2 else kw.get("places", "7")
+            text = f"({args[0]}) == ({args[1]}) or round(abs(({args[0]}) - ({args[1]})), {places}) == 0"
+        text = text if name == "assertAlmostEqual" else f"not ({text})"
+    elif name in _UNITTEST and len(args) >= _UNITTEST[name].count("{1}") + 1:
+        text = _UNITTEST[name].format(*args, "")
+    else:
+        raise BadTests(f"test helper {name!r} is not supported; write the test as 'assert <expression>'")
+    return ast.parse(text, mode="eval").body
+
+
+@dataclass
+class Plan:
+    """Tests prepared for one program.
+
+    Attributes:
+        setup: trusted setup statements (imports, assignments, helper defs); run only in the
+            ``prep``/``judge`` processes, never beside the program.
+        cand_setup: setup statements that use the program's names (``s = Solution()``), run in the
+            program's process with setup-defined values replaced by ``__a[k]``.
+        args: trusted expressions evaluated in the prep run (in order; each may use earlier ones as
+            ``__a[k]``); the program's process gets their values as plain data, except ``judge_only``
+            ones (an unrolled comprehension's full loop bindings), which only the judge sees.
+        probes: candidate-rooted expressions evaluated beside the program.
+        judges: each assert with probes replaced by ``__p[k]``; decided by the parent or the judge run.
+        stdio: (stdin, expected stdout or None) cases.
+    """
+
+    setup: list[str] = field(default_factory=list)
+    cand_setup: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    judge_only: set[int] = field(default_factory=set)
+    probes: list[str] = field(default_factory=list)
+    judges: list[ast.expr] = field(default_factory=list)
+    stdio: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+def _stdio_case(t: Any) -> tuple[str, str | None] | None:
+    if isinstance(t, dict):
+        if "stdin" in t or "input" in t:
+            out = t.get("stdout", t.get("output"))
+            return str(t.get("stdin", t.get("input", ""))), None if out is None else str(out)
+        raise BadTests(f"test dict {t!r} has neither 'stdin' nor 'input'; use {{'stdin': ..., 'stdout': ...}}")
+    if not isinstance(t, str):
+        raise BadTests(f"test {t!r} is a {type(t).__name__}; use an assert line or a {{'stdin': ..., 'stdout': ...}} dict")
+    m = _STDIO.match(t)
+    if not m:
+        return None
+    try:
+        stdin, stdout = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError) as exc:
+        raise BadTests(f"stdio test {t!r}: both sides must be Python string literals ({exc})") from None
+    return str(stdin), str(stdout)
+
+
+_SETUP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef)
+
+
+def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
+    """Split tests into trusted setup, candidate-side setup, data arguments, probes and judges.
+
+    A setup statement that uses none of the program's names is trusted (it may hold expected
+    values or a reference helper) and runs only in processes without model code; one that does
+    (``s = Solution()``) runs beside the program and the names it binds count as the program's.
+
+    Raises:
+        BadTests: a test is neither an assert, a unittest-style assert call, a setup statement nor a
+            stdio case, or mixes program and setup names inside a comprehension.
+    """
+    plan, cand, trusted = Plan(), set(names), set()
+    for t in tests:
+        case = _stdio_case(t)
+        if case is not None:
+            plan.stdio.append(case)
+            continue
+        try:
+            stmts = ast.parse(t).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            raise BadTests(f"test {t!r} is not valid Python: {exc}") from None
+        for s in stmts:
+            check = s.test if isinstance(s, ast.Assert) else _unittest_assert(s)
+            if check is not None:
+                plan.judges.append(_Splitter(cand, trusted, plan).visit(check))  # type: ignore[arg-type]
+            elif isinstance(s, _SETUP):
+                bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}
+                if _names(s) & cand or (isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name in cand):
+                    plan.cand_setup.append(ast.unparse(_ArgLifter(cand, trusted, set(), plan.args).visit(s)))
+                    cand |= bound
+                    trusted -= bound
+                else:
+                    plan.setup.append(ast.unparse(s))
+                    trusted |= bound
+                    cand -= bound
+            else:
+                raise BadTests(
+                    f"test statement {ast.unparse(s)!r} is not an assert, import, assignment or def; "
+                    f"write tests as 'assert f(x) == y' lines"
+                )
+    return plan
