@@ -54,7 +54,7 @@ import time
 from collections.abc import Sequence
 
 from ratchet.verifiers.math_compare import NeedsCAS, compare
-from ratchet.verifiers.math_extract import Extraction, extract_answer
+from ratchet.verifiers.math_extract import _HEDGE, Extraction, extract_answer, find_boxed
 from ratchet.verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.verdict import Verdict
 
@@ -101,24 +101,48 @@ def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> V
 def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
+    gold = gold_answer_text(gold)
     try:
         g = parse_answer(gold)
     except ParseError as exc:
         return _verdict("bad_gold", None, t0, error=str(exc))
     ex = extract_answer(completion, fallback_last_number=fallback_last_number)
-    if ex.status != "ok" or ex.text is None:
-        return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None)
+    pred_text = ex.text if ex.status == "ok" else _joined_boxes(g, ex)
+    if pred_text is None:
+        extra = {"problem": ex.problem} if ex.problem else {}
+        return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None, **extra)
     try:
-        p = parse_answer(ex.text)
+        p = parse_answer(pred_text)
     except TooLarge as exc:
-        return _verdict("timeout", ex.text[:200], t0, error=str(exc), guard=True)
+        return _verdict("timeout", pred_text[:200], t0, error=str(exc), guard=True)
     except ParseError as exc:
-        return _verdict("parse_error", ex.text[:200], t0, error=str(exc))
+        return _verdict("parse_error", pred_text[:200], t0, error=str(exc))
     try:
         reason = compare(g, p)
     except NeedsCAS:
-        return (gold, ex.text, p.canonical(), t0)
+        return (gold, pred_text, p.canonical(), t0)
+    if reason == "wrong" and pred_text is not ex.text:
+        reason = "ambiguous"  # several boxes that are not exactly the gold's answers: a hedge
     return _verdict(reason, p.canonical(), t0, source=ex.source)
+
+
+def gold_answer_text(gold: str) -> str:
+    """The answer a gold states: a worked solution's (MATH-style) last non-empty ``\\boxed{}``, else the gold."""
+    if "boxed" not in gold and "fbox" not in gold:
+        return gold
+    boxed = [b for b in find_boxed(gold) if b]
+    return boxed[-1] if boxed else gold
+
+
+def _joined_boxes(gold: Answer, ex: Extraction) -> str | None:
+    """Several different boxes read as one list when the gold lists exactly that many answers, else None."""
+    if ex.status != "ambiguous" or ex.problem or ex.source not in ("boxed", "answer_tag"):
+        return None
+    if gold.kind not in ("list", "set") or gold.hedged or len(gold.value) != len(ex.candidates):  # type: ignore[arg-type]
+        return None
+    if any(_HEDGE.search(c) for c in ex.candidates):
+        return None
+    return "; ".join(ex.candidates)
 
 
 def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False) -> Verdict:

@@ -9,10 +9,11 @@ disagree about policy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from ratchet.verifiers.math_parse import Answer
+from ratchet.verifiers.math_parse import _GREEK, _SYMBOL, Answer
 
 Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
 
@@ -82,11 +83,24 @@ def _num_eq(gold: Answer, pred: Answer) -> bool:
 
 def _is_symbol(lhs: str) -> bool:
     """A relation's left side that is just a name (``x``, ``y_1``, ``\\theta``, ``f(x)``)."""
-    import re
-
-    from ratchet.verifiers.math_parse import _SYMBOL
-
     return bool(re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", lhs))  # a Greek letter, not "\\lim" or "\\sin"
+
+
+_NAME = r"(?:[A-Za-z]{1,4}|\\(?:" + _GREEK + r"))(?:_\{?[A-Za-z0-9]+\}?)?"
+_LABEL = re.compile(
+    r"(?:m?\\angle|\\overline|\\triangle)?\{?" + _NAME + r"\}?(?:\([A-Za-z0-9]{1,3}\))?"  # AB, \\angle ABC, f(2)
+    r"|\(" + _NAME + r"(?:," + _NAME + r")+\)"  # (a, b)
+    r"|\|" + _NAME + r"\||\\[lv]?vert" + _NAME + r"\\[rv]?vert"  # |AB|
+    r"|\\frac\{" + _NAME + r"\}\{" + _NAME + r"\}"  # \\frac{NO}{BO}
+)
+
+
+def _is_label(lhs: str) -> bool:
+    """A relation's left side that names the value on its right (``x``, ``(a, b)``, ``|AB|``, ``\\frac{NO}{BO}``, ``f(2)``).
+
+    A label holds no operator, so ``x + y = 5`` (an equation) is never read as the value ``5``.
+    """
+    return bool(_LABEL.fullmatch(lhs.replace(" ", "")))
 
 
 def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
@@ -114,8 +128,6 @@ def _same_text(gold: Answer, pred: Answer) -> bool:
 
 def _as_interval(a: Answer) -> tuple | None:
     """An interval, a round-bracket pair, or a one-sided inequality on a name (``x \\le 2``) as an interval."""
-    from ratchet.verifiers.math_parse import Answer as A
-
     if a.kind == "interval":
         return a.value  # type: ignore[return-value]
     if a.kind == "tuple" and a.parens:
@@ -124,9 +136,15 @@ def _as_interval(a: Answer) -> tuple | None:
         lhs, op, rhs = a.value  # type: ignore[misc]
         if not _is_symbol(lhs) or op not in ("<", "<=", ">", ">="):
             return None
-        inf, ninf = A("expression", r"\infty"), A("expression", r"-\infty")
+        inf, ninf = Answer("expression", r"\infty"), Answer("expression", r"-\infty")
         return (False, ninf, rhs, op == "<=") if op in ("<", "<=") else (op == ">=", rhs, inf, False)
     return None
+
+
+def _interval_vs_inequality(gold: Answer, pred: Answer) -> bool:
+    """One side an inequality on a name (``x < 4``), the other a round-bracket pair (``(-\\infty, 4)``)."""
+    kinds = {gold.kind, pred.kind}
+    return kinds == {"relation", "tuple"} and _as_interval(gold) is not None and _as_interval(pred) is not None
 
 
 def _assignments(a: Answer) -> tuple | None:
@@ -148,6 +166,8 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         NeedsCAS: an expression is involved and ``cas`` is None.
     """
     gk, pk = gold.kind, pred.kind
+    if gold.unit and pred.unit and gold.unit != pred.unit:  # "8 kg" is not "8 g"
+        return False
     if gk in _NUMBER and pk in _NUMBER:
         return _num_eq(gold, pred)
     if _same_text(gold, pred):
@@ -159,21 +179,26 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     if gk == "tuple" and _assignments(pred) is not None:  # "x = 3, y = 4" for (3, 4)
         vals = _assignments(pred)
         return len(vals) == len(gold.value) and all(leaf_equal(a, b, cas) for a, b in zip(gold.value, vals))  # type: ignore
-    if gk == "interval" or pk == "interval":
+    if pk == "tuple" and _assignments(gold) is not None:  # gold "k = 45, n = 2" names the tuple (45, 2)
+        vals = _assignments(gold)
+        return len(vals) == len(pred.value) and all(leaf_equal(a, b, cas) for a, b in zip(vals, pred.value))  # type: ignore
+    if gk == "interval" or pk == "interval" or _interval_vs_inequality(gold, pred):
         g, p = _as_interval(gold), _as_interval(pred)
         if g is None or p is None:
             return False
         return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
     if gk == "relation" and pk != "relation":
         lhs, op, rhs = gold.value  # type: ignore[misc]
-        return op == "=" and _is_symbol(lhs) and leaf_equal(rhs, pred, cas)
+        return op == "=" and _is_label(lhs) and leaf_equal(rhs, pred, cas)
     if pk == "relation" and gk != "relation":
         lhs, op, rhs = pred.value  # type: ignore[misc]
-        return op == "=" and _is_symbol(lhs) and leaf_equal(gold, rhs, cas)
+        return op == "=" and _is_label(lhs) and leaf_equal(gold, rhs, cas)
     if gk == "relation":
         (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
         if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
             return True
+        if gop == pop == "=" and _is_label(gl) and _is_label(pl) and not (_is_symbol(gl) and _is_symbol(pl)):
+            return gl == pl and leaf_equal(gr, pr, cas)  # "|AB| = 1": labelled values, not equations
         if cas is None:
             raise NeedsCAS("relation")
         return cas(gold, pred, None)

@@ -10,7 +10,7 @@ finding the answer in a completion is ``math_extract``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal
 
@@ -20,7 +20,7 @@ from ratchet.verifiers.math_normalize import (
     TooLarge,
     _balanced,
     _top_level_matches,
-    normalize,
+    normalize_with_unit,
     split_top,
     strip_approx,
 )
@@ -63,6 +63,7 @@ class Answer:
         hedged: a list joined by "or" (a prediction listing candidates).
         parens: a 2-tuple written with round parentheses (may also mean an open interval).
         content: for a choice written with its option text (``(C) 12``), that text parsed.
+        unit: the unit written after a number (canonical, ``math_normalize.unit_key``), or None.
     """
 
     kind: AnswerKind
@@ -74,6 +75,7 @@ class Answer:
     parens: bool = False
     text: str = field(default="", compare=False)
     content: Answer | None = field(default=None, compare=False)
+    unit: str | None = field(default=None, compare=False)
 
     def canonical(self) -> str:
         """A short canonical text of the value (stored as ``Verdict.parsed``)."""
@@ -367,9 +369,18 @@ def parse_answer(text: str, *, _inner: bool = False) -> Answer:
     if len(text) > MAX_ANSWER_CHARS:
         raise ParseError(f"answer of {len(text)} characters exceeds {MAX_ANSWER_CHARS}")
     raw, approx = strip_approx(text)
-    s, percent = normalize(raw)
+    s, percent, unit = normalize_with_unit(raw)
     if not s:
         raise ParseError("empty answer")
+    ans = _parse_normalized(s, percent, approx, text)
+    return replace(ans, unit=unit) if unit and ans.kind in _UNIT_KINDS else ans
+
+
+_UNIT_KINDS = ("integer", "rational", "decimal", "expression")
+
+
+def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
+    """``parse_answer`` after normalization: ``s`` is the normalized text, ``text`` the original."""
     # several answers: "1331 and 1728", "2 or 3", "x=1; x=2"
     for sep, hedged in ((r"\s+or\s+|\\text\s*\{\s*or\s*\}", True), (r"\s+and\s+|;|\\text\s*\{\s*and\s*\}", False)):
         parts = [p for p in split_top(s, sep) if p]
