@@ -70,7 +70,7 @@ __all__ = [
     "shutdown_pool",
 ]
 
-VERSION = "math-1.1.0"
+VERSION = "math-1.2.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None

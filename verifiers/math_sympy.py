@@ -86,6 +86,23 @@ def _zero(d: Any) -> bool:
     return bool(d.equals(0))
 
 
+def _same_solutions(gop: str, gd: Any, pop: str, pd: Any, mirror: dict[str, str]) -> bool:
+    """``lhs - rhs`` of two relations differ by a constant factor: same solution set (``2y = 4x + 2`` = ``y = 2x + 1``).
+
+    A negative factor flips an inequality (``x < 4`` = ``-x > -4``).
+    """
+    import sympy
+
+    if pd == 0 or not (gd.free_symbols and pd.free_symbols):
+        return False
+    ratio = sympy.simplify(gd / pd)
+    if not ratio.is_number or ratio == 0 or not ratio.is_finite or not ratio.is_real:
+        return False
+    if gop in ("=", "!="):
+        return gop == pop
+    return gop == pop if ratio > 0 else mirror[gop] == pop
+
+
 def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
     """Sympy equivalence of two leaves (expressions, numbers, relations).
 
@@ -104,7 +121,9 @@ def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
         mirror = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
         if gop == pop and _zero(gd - pd):
             return True
-        return mirror[gop] == pop and _zero(gd + pd)
+        if mirror[gop] == pop and _zero(gd + pd):
+            return True
+        return _same_solutions(gop, gd, pop, pd, mirror)
     if hasattr(g, "is_Relational") and (g.is_Relational or p.is_Relational):
         return False
     pv = p.doit() if hasattr(p, "doit") else p  # latex2sympy may leave "82 + 1/100" unevaluated

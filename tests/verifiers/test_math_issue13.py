@@ -1,0 +1,146 @@
+"""Issue 13's failure classes: golden rows (hand-computed) and property tests, grouped by class.
+
+Each row is (gold, completion, expected). The policy each class checks is written in the policy
+docstring of ``verifiers/math.py``.
+"""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ratchet.verifiers.math import verify_math, verify_math_batch
+
+FINAL_SENTENCES = [
+    ("12", "3 times 4 is 12.\nFinal Answer: The final answer is $12$. I hope it is correct.", True),
+    ("12", "Final Answer: The final answer is $13$. I hope it is correct.", False),
+    ("9", "Let me add: 4 + 5 = 9.\n\n🎯 **Final answer:** 9", True),
+    ("9", "**Answer:** $9$", True),
+    ("9", "Answer \\[ 9 \\]", True),
+    ("9", "### Final Answer\n\n9", True),
+    ("9", "### Final Answer\n\n8", False),
+    ("7", r"The problem asks me to put the answer in \boxed{}. 3 + 4 = 7, so the answer is 7.", True),
+    ("7", r"Put the answer in \boxed and so the answer is 7.", True),  # "\boxed and" is no box
+    ("7", r"Put the answer in \boxed and stop.", False),
+    ("7", "the answer is $7$, which is prime.", True),
+    ("7", "Answer: $7$ or $8$", False),
+    ("5", "Answer: 5, although 6 also works", False),
+]
+GOLD_FORMS = [
+    (r"Adding gives $2+5=7$, so the answer is $\boxed{7}$.", r"The total is $\boxed{7}$.", True),
+    (r"First $\boxed{3}$ is wrong; the answer is $\boxed{8}$.", r"$\boxed{3}$", False),
+    ("(a, b) = (4, 1)", r"So $\boxed{(4, 1)}$.", True),
+    ("(a, b) = (4, 1)", r"So $\boxed{(1, 4)}$.", False),
+    ("k = 45, n = 2", r"$\boxed{(45, 2)}$", True),
+    ("k = 45, n = 2", r"$\boxed{(2, 45)}$", False),
+    ("|AB| = 1", r"$\boxed{1}$", True),
+    ("|AB| = 1", r"$\boxed{2}$", False),
+    (r"\frac{NO}{BO} = \frac{1}{2}", r"$\boxed{0.5}$", True),
+    ("x + y = 5", r"$\boxed{5}$", False),  # an equation is not a label: 5 is not the line
+]
+LATEX = [
+    ("3/4", r"$\boxed{\cfrac{3}{4}}$", True),
+    ("40", r"$\boxed{40\textnormal{ km}}$", True),
+    ("40", r"$\boxed{40 \textbf{meters}}$", True),
+    (r"\frac{5}{2}\pi", r"$\boxed{\frac52\pi}$", True),
+    (r"\frac{5}{2}\pi", r"$\boxed{\frac53\pi}$", False),
+    ("(1, 2)", r"$\boxed{\left( 1, 2 \right)}$", True),
+    (r"\frac{1}{2}", r"$\\boxed{\\frac{1}{2}}$", True),  # JSON-escaped backslashes
+    (r"\begin{pmatrix} 2 & 0 \\ 1 & 3 \end{pmatrix}", r"$\boxed{\begin{bmatrix} 2 & 0 \\ 1 & 3 \end{bmatrix}}$", True),
+    (r"\begin{pmatrix} 2 & 0 \\ 1 & 3 \end{pmatrix}", r"$\boxed{\begin{array}{cc} 2 & 0 \\ 1 & 3 \end{array}}$", True),
+    (r"\begin{pmatrix} 2 & 0 \\ 1 & 3 \end{pmatrix}", r"$\boxed{\begin{pmatrix} 2 & 0 \\ 3 & 1 \end{pmatrix}}$", False),
+]
+MEANING = [
+    (r"[3, \infty)", r"So $x \in \boxed{[3, +\infty)}$.", True),
+    (r"(-\infty, 4)", r"The solution set is $\boxed{x < 4}$.", True),
+    (r"(-\infty, 4]", r"The solution set is $\boxed{x < 4}$.", False),
+    ("x < 4", r"$\boxed{(-\infty, 4)}$", True),
+    ("x > 4", r"$\boxed{(-\infty, 4)}$", False),
+    ("y = 2x + 1", r"The line is $\boxed{2x - y + 1 = 0}$.", True),
+    ("y = 2x + 1", r"$\boxed{2y = 4x + 2}$", True),
+    ("y = 2x + 1", r"$\boxed{y = 2x + 2}$", False),
+    ("2, 5", r"The roots are $\boxed{2}$ and $\boxed{5}$.", True),
+    ("2, 5", r"The roots are $\boxed{2}$, $\boxed{5}$ or maybe $\boxed{7}$.", False),
+    ("2, 5", r"The roots are $\boxed{2}$ and $\boxed{7}$.", False),
+    ("5", r"$\boxed{2}$ and $\boxed{5}$", False),
+    (r"8\text{ kg}", r"$\boxed{8\text{ g}}$", False),
+    (r"8\text{ kg}", r"$\boxed{8\text{ kilograms}}$", True),
+    (r"8\text{ kg}", r"$\boxed{8}$", True),
+    ("8", r"$\boxed{8 \text{ cm}}$", True),
+]
+MALFORMED_FINAL = [
+    ("6", r"First I get $\boxed{6}$. Hmm, that misses a case; recounting, the answer is $\boxed{\frac{13}{", False),
+    ("9", "<answer>9</answer>\nActually I made an error.\n<answer>1", False),
+    ("2", r"I think it is $\boxed{2}$. On reflection the answer is $\boxed{}$", False),
+    ("9", "<think>hmm</think><answer>9", True),  # a lone unclosed tag: generation stopped at </answer>
+    ("9", r"\boxed{\boxed{9}}", True),
+]
+THEMES = {
+    "FINAL_SENTENCES": FINAL_SENTENCES,
+    "GOLD_FORMS": GOLD_FORMS,
+    "LATEX": LATEX,
+    "MEANING": MEANING,
+    "MALFORMED_FINAL": MALFORMED_FINAL,
+}
+
+
+@pytest.mark.parametrize("theme", sorted(THEMES))
+def test_issue13_golden(theme: str) -> None:
+    table = THEMES[theme]
+    verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=10.0)
+    wrong = [(g, p, e, v.reason) for (g, p, e), v in zip(table, verdicts) if v.correct != e]
+    assert not wrong, wrong
+
+
+def test_malformed_final_reason_names_the_problem() -> None:
+    v = verify_math("6", r"$\boxed{6}$ no wait $\boxed{7")
+    assert v.reason == "no_answer" and "not closed" in v.details["problem"]
+
+
+answers = st.integers(-999, 999).map(str)
+tails = st.sampled_from([r"\boxed{", r"\boxed{\frac{1}{", r"\boxed{}", "<answer>", r"\boxed{ }"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(answers, answers, tails)
+def test_retracted_answer_never_credited(first: str, second: str, tail: str) -> None:
+    """Whatever the malformed final attempt, the earlier answer earns nothing."""
+    wrap = "<answer>%s</answer>" if tail == "<answer>" else r"\boxed{%s}"
+    v = verify_math(first, f"I get {wrap % first}. Wait, recounting: {tail}{second[:1]}")
+    assert not v.correct
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-50, 50), min_size=2, max_size=4, unique=True), st.integers(100, 200), st.randoms())
+def test_boxes_equal_to_gold_answers_only(roots: list[int], extra: int, rnd) -> None:
+    """Boxes that are exactly the gold's answers (any order) are right; one box more is a hedge."""
+    gold = ", ".join(map(str, roots))
+    shuffled = roots[:]
+    rnd.shuffle(shuffled)
+    boxes = " and ".join(rf"\boxed{{{r}}}" for r in shuffled)
+    assert verify_math(gold, f"The roots are {boxes}.").correct
+    assert not verify_math(gold, f"The roots are {boxes} and \\boxed{{{extra}}}.").correct
+    assert not verify_math(gold, rf"The roots are {boxes[: boxes.rindex(chr(92))]}\boxed{{{extra}}}.").correct
+
+
+units = st.sampled_from(["kg", "g", "km", "m", "cm", "s", "h", "ft"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 10**6), units, units)
+def test_units_that_differ_are_different_answers(n: int, u1: str, u2: str) -> None:
+    v = verify_math(rf"{n}\text{{ {u1}}}", rf"\boxed{{{n}\text{{ {u2}}}}}")
+    assert v.correct == (u1 == u2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-99, 99), st.sampled_from(["<", "<=", ">", ">="]), st.sampled_from(["<", "<=", ">", ">="]))
+def test_inequality_equals_its_interval(a: int, op: str, op_pred: str) -> None:
+    """``x OP a`` equals exactly one interval; the interval of another operator is wrong."""
+    interval = {
+        "<": rf"(-\infty, {a})",
+        "<=": rf"(-\infty, {a}]",
+        ">": rf"({a}, \infty)",
+        ">=": rf"[{a}, \infty)",
+    }
+    tex = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge"}
+    assert verify_math(interval[op], rf"\boxed{{x {tex[op_pred]} {a}}}").correct == (op == op_pred)
