@@ -141,6 +141,17 @@ def _as_interval(a: Answer) -> tuple | None:
     return None
 
 
+def _named_tuple(a: Answer) -> tuple[list[str], Answer] | None:
+    """``(a, b) = (4, 1)`` as (["a", "b"], the tuple (4, 1)); None for anything else."""
+    if a.kind != "relation" or a.value[1] != "=" or a.value[2].kind != "tuple":  # type: ignore[index]
+        return None
+    m = re.fullmatch(r"\((.+)\)", a.value[0])  # type: ignore[index]
+    names = m.group(1).split(",") if m else []
+    if not names or not all(re.fullmatch(_SYMBOL, n) for n in names) or len(names) != len(a.value[2].value):  # type: ignore[index]
+        return None
+    return names, a.value[2]  # type: ignore[index]
+
+
 def _interval_vs_inequality(gold: Answer, pred: Answer) -> bool:
     """One side an inequality on a name (``x < 4``), the other a round-bracket pair (``(-\\infty, 4)``)."""
     kinds = {gold.kind, pred.kind}
@@ -240,6 +251,12 @@ def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
     """
     if pred.kind == "list" and gold.kind == "tuple" and _assignments(pred) is not None:
         return "ok" if leaf_equal(gold, pred, cas) else "wrong"
+    named = _named_tuple(gold)
+    if named is not None and _assignments(pred) is not None:  # gold "(a, b) = (4, 1)", pred "a = 4, b = 1"
+        names, values = named
+        given = {i.value[0]: i.value[2] for i in pred.value}  # type: ignore[union-attr]
+        ok = set(given) == set(names) and all(leaf_equal(v, given[n], cas) for n, v in zip(names, values.value))  # type: ignore[arg-type]
+        return "ok" if ok else "wrong"
     if pred.kind == "list" and gold.kind not in _MULTI:
         items = pred.value
         if len({i.canonical() for i in items}) > 1:  # type: ignore[attr-defined]

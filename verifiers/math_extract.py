@@ -28,6 +28,7 @@ Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math``
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -63,7 +64,9 @@ class Extraction:
 # tags: bounded whitespace runs, so "<" followed by 10^5 spaces is one linear scan
 
 _REASONING_TAG = re.compile(
-    r"<\s{0,8}(/?)\s{0,8}(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)\s{0,8}>", re.I
+    r"<\s{0,8}(/?)\s{0,8}(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)\s{0,8}>"
+    r"|<\|(begin|end)_of_thought\|>",  # OpenThoughts / Bespoke-Stratos markers
+    re.I,
 )
 _ANSWER_TAG = re.compile(r"<\s{0,8}(/?)\s{0,8}answer\s{0,8}>", re.I)
 
@@ -73,7 +76,7 @@ def strip_reasoning(text: str) -> str:
     parts: list[str] = []
     pos, inside = 0, False
     for m in _REASONING_TAG.finditer(text):
-        if m.group(1):  # a closing tag
+        if m.group(1) or m.group(2) == "end":  # a closing tag
             if not inside:
                 parts = []  # a stray closing tag hides everything before it
             inside, pos = False, m.end()
@@ -141,7 +144,7 @@ def find_boxes(text: str) -> list[Box]:
     that holds the next one is an outer box, dropped by ``find_boxed``) and ``MAX_CANDIDATE_CHARS``,
     so every character is scanned at most once.
     """
-    hits = list(_BOX.finditer(text))
+    hits = list(itertools.islice(_BOX.finditer(text), MAX_BOXES + 1))
     if len(hits) > MAX_BOXES:  # not read: see _from_boxes
         return [Box(m.start(), m.end(), None) for m in hits]
     boxes: list[Box] = []
@@ -181,6 +184,7 @@ _LINE_LABEL = re.compile(
     r"[^\w\\$]{0,12}?\s{0,3}(?:final\s{1,3})?answer(?![A-Za-z])\s{0,3}(?:\*{1,3}|_{1,2})?\s{0,3}([:：]|(?=\\\[|\\\(|\$))",
     re.I,
 )
+_GSM_LINE = re.compile(r"####\s{0,3}([-+$\\\d(].*)")
 _HEADING = re.compile(r"[#*_\s]{0,8}(?:final\s{1,3})?answer\s{0,3}[#*_:：\s]{0,8}", re.I)
 _PHRASE = re.compile(
     r"answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be|=)\s{0,3}[:：]?|(?:答案|结果)\s{0,3}(?:是|为|：|:)", re.I
@@ -217,6 +221,8 @@ def _value(content: str) -> str:
     for opener in ("$$", "$", "\\(", "\\["):
         if s.startswith(opener):
             end = s.find(_MATH_OPEN[opener], len(opener))
+            while opener == "$" and end > 0 and s[end - 1] == "\\":  # "\\$" is a dollar sign, not the end
+                end = s.find("$", end + 1)
             if end > 0:
                 rest = s[end + len(_MATH_OPEN[opener]) :]
                 if not rest.strip(" .,;。*") or rest.lstrip().startswith(".") or _CLAUSE.match(rest):
@@ -229,27 +235,56 @@ def _value(content: str) -> str:
     return s
 
 
+_LINE_HINT = re.compile(r"answer|####", re.I)
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what str.splitlines splits on
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str] | None:
+    """(start, line) of the line holding ``pos`` when ``pos`` is in its first 200 characters, else None.
+
+    Both searches are bounded (200 characters back, ``MAX_CANDIDATE_CHARS`` forward), so a call costs
+    O(1) whatever the length of the text or of the line.
+    """
+    back = text[max(0, pos - 200) : pos]
+    breaks = list(_LINE_BREAK.finditer(back))
+    if breaks:
+        start = pos - len(back) + breaks[-1].end()
+    elif pos <= 200:
+        start = 0
+    else:
+        return None
+    ahead = _LINE_BREAK.search(text, pos, start + MAX_CANDIDATE_CHARS)
+    return start, text[start : ahead.start() if ahead else min(len(text), start + MAX_CANDIDATE_CHARS)]
+
+
 def _answer_lines(text: str) -> list[str]:
-    """Values of ``Answer: X`` lines (and of the line after an ``Answer`` heading), in order."""
+    """Values of ``Answer: X`` lines, ``#### X`` lines (GSM8K) and the line after an ``Answer`` heading, in order.
+
+    Only lines holding "answer" or "####" in their first 200 characters are looked at (one linear
+    pass of a literal pattern), never every line of the text.
+    """
     out: list[str] = []
-    lines = text.splitlines()
-    for k, line in enumerate(lines):
+    seen = -1
+    for hit in _LINE_HINT.finditer(text):
+        if hit.start() <= seen:
+            continue
+        found = _line_at(text, hit.start())
+        if found is None:  # deep inside a long line: nothing more on this line can be a label
+            nb = _LINE_BREAK.search(text, hit.start())
+            seen = nb.start() if nb else len(text)
+            continue
+        start, line = found
+        seen = start + len(line)
         if len(out) > MAX_BOXES:  # a wall of answer lines is a list of guesses: make it ambiguous
             return [*out, f"(more than {MAX_BOXES} answer lines)"]
-        if "nswer" not in line[:200] and "NSWER" not in line[:200]:
-            continue
-        head = line[:200]
-        low = head.lower()
-        if "answer" not in low:
-            continue
-        m = _LINE_LABEL.match(head)
-        if m:
-            value = _value(line[m.end() :])
-            if value.strip(" *_"):
-                out.append(value)
-                continue
-        if _HEADING.fullmatch(head):  # "### Final Answer" (value on the next non-empty line)
-            nxt = next((ln for ln in lines[k + 1 : k + 4] if ln.strip()), "")
+        gsm = _GSM_LINE.match(line) if line.startswith("####") else None  # GSM8K's final line "#### 42"
+        m = _LINE_LABEL.match(line[:200]) if gsm is None else None
+        if gsm is not None:
+            out.append(gsm.group(1))
+        elif m is not None and _value(line[m.end() :]).strip(" *_"):
+            out.append(_value(line[m.end() :]))
+        elif _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
+            nxt = next((ln for ln in text[seen : seen + MAX_CANDIDATE_CHARS].splitlines()[1:4] if ln.strip()), "")
             if nxt and "answer" not in nxt[:200].lower():
                 out.append(_value(nxt))
     return out
@@ -286,6 +321,8 @@ def _clean_candidate(s: str) -> str:
 def _distinct(cands: list[str]) -> list[str]:
     seen: dict[str, str] = {}
     raw: dict[str, None] = dict.fromkeys(cands)
+    if len(raw) == 1:
+        return list(raw)
     if len(raw) > MAX_DISTINCT:
         return list(raw)[: MAX_DISTINCT + 1]
     for c in raw:

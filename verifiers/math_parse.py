@@ -9,6 +9,7 @@ finding the answer in a completion is ``math_extract``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -353,6 +354,16 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
 
 
 def parse_answer(text: str, *, _inner: bool = False) -> Answer:
+    """Parse an answer text into a typed ``Answer`` (cached; see ``_parse_answer``)."""
+    return _parse_cached(text, _inner)
+
+
+@functools.lru_cache(maxsize=8192)  # a gold is parsed once per completion of its prompt; Answers are immutable
+def _parse_cached(text: str, _inner: bool) -> Answer:
+    return _parse_answer(text, _inner=_inner)
+
+
+def _parse_answer(text: str, *, _inner: bool = False) -> Answer:
     """Parse an answer text into a typed ``Answer`` without any computer algebra.
 
     Args:

@@ -69,6 +69,9 @@ def test_named_hostile_cases_are_fast() -> None:
         "a tag's open bracket then spaces": "<" + " " * MB,
         "distinct boxes": "".join(f"\\boxed{{{i}}}" for i in range(MB // 12)),
         "one unclosed brace run": "\\boxed{" + "{" * MB,
+        "closing answer tags on one line": "</answer>" * (MB // 9),
+        "answer words on one line": "the answer is " * (MB // 14),
+        "answer lines": "Answer: 5\n" * (MB // 10),
     }
     for name, text in cases.items():
         _, took = _timed(extract_answer, text)

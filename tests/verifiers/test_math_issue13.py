@@ -24,6 +24,11 @@ FINAL_SENTENCES = [
     ("7", "the answer is $7$, which is prime.", True),
     ("7", "Answer: $7$ or $8$", False),
     ("5", "Answer: 5, although 6 also works", False),
+    ("18", "She makes 9 * 2 = $18.\n#### 18", True),  # GSM8K's final line
+    ("18", "#### Step 1\nShe makes 9 * 2 = $16.\n#### 16", False),
+    ("4", "<|begin_of_thought|>maybe \\boxed{3}<|end_of_thought|>\n<|begin_of_solution|>\\boxed{4}<|end_of_solution|>", True),
+    ("3", "<|begin_of_thought|>maybe \\boxed{3}<|end_of_thought|>\n<|begin_of_solution|>\\boxed{4}<|end_of_solution|>", False),
+    ("18.90", "Final Answer: The final answer is $\\$18.90$. I hope it is correct.", True),
 ]
 GOLD_FORMS = [
     (r"Adding gives $2+5=7$, so the answer is $\boxed{7}$.", r"The total is $\boxed{7}$.", True),
@@ -35,7 +40,10 @@ GOLD_FORMS = [
     ("|AB| = 1", r"$\boxed{1}$", True),
     ("|AB| = 1", r"$\boxed{2}$", False),
     (r"\frac{NO}{BO} = \frac{1}{2}", r"$\boxed{0.5}$", True),
-    ("x + y = 5", r"$\boxed{5}$", False),  # an equation is not a label: 5 is not the line
+    ("x + y = 5", r"$\boxed{5}$", False),
+    ("(a, b) = (4, 1)", r"$\boxed{b = 1, a = 4}$", True),
+    ("(a, b) = (4, 1)", r"$\boxed{a = 1, b = 4}$", False),
+    ("(a, b) = (4, 1)", r"$\boxed{c = 4, b = 1}$", False),  # an equation is not a label: 5 is not the line
 ]
 LATEX = [
     ("3/4", r"$\boxed{\cfrac{3}{4}}$", True),
