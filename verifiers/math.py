@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import time
 from collections.abc import Sequence
 
 from ratchet.verifiers.math_compare import NeedsCAS, compare
-from ratchet.verifiers.math_extract import _HEDGE, Extraction, extract_answer, find_boxed
+from ratchet.verifiers.math_extract import _HEDGE, Extraction, extract_answer, find_boxes
 from ratchet.verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.verdict import Verdict
 
@@ -126,12 +127,36 @@ def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | 
     return _verdict(reason, p.canonical(), t0, source=ex.source)
 
 
+_JOINED = re.compile(r"\band\b|\bor\b|[,;&]|\\q?quad|和|或", re.I)
+
+
 def gold_answer_text(gold: str) -> str:
-    """The answer a gold states: a worked solution's (MATH-style) last non-empty ``\\boxed{}``, else the gold."""
-    if "boxed" not in gold and "fbox" not in gold:
-        return gold
-    boxed = [b for b in find_boxed(gold) if b]
-    return boxed[-1] if boxed else gold
+    """The answer a gold states (see the policy docstring, "Golds").
+
+    A worked solution (MATH) gives its last non-empty ``\\boxed{}``; boxes joined to it by a
+    conjunction (``\\boxed{1} and \\boxed{-2}``, ``\\boxed{1}, \\boxed{2}``) are one multi-answer gold,
+    a list of them all (boxes separated by other prose are not); a gold in prose that does not
+    parse (a stored model solution ending ``Final Answer: The final answer is $28\\%$``) gives its
+    extracted final answer; anything else is the gold itself.
+    """
+    if "boxed" in gold or "fbox" in gold:
+        boxes = [b for b in find_boxes(gold) if b.content]
+        if not boxes:
+            return gold
+        listed = [boxes[-1].content]  # the last box, and the boxes joined to it by "and" / "," / "or"
+        for prev, nxt in zip(boxes[-2::-1], boxes[:0:-1]):
+            if not _JOINED.search(gold[prev.end : nxt.start]) or len(gold[prev.end : nxt.start]) > 40:
+                break
+            listed.insert(0, prev.content)
+        return "; ".join(dict.fromkeys(listed))  # type: ignore[arg-type]
+    if len(gold) > 80 or "\n" in gold:
+        try:
+            parse_answer(gold)
+        except ParseError:
+            ex = extract_answer(gold)
+            if ex.status == "ok" and ex.text:
+                return ex.text
+    return gold
 
 
 def _joined_boxes(gold: Answer, ex: Extraction) -> str | None:

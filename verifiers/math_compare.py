@@ -18,6 +18,7 @@ from ratchet.verifiers.math_parse import _GREEK, _SYMBOL, Answer
 Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
 
 _NUMBER = ("integer", "rational", "decimal")
+FLOAT_DIGITS = 10  # a decimal with this many significant digits is a float rendering, not a rounding
 _MULTI = ("set", "list", "union")
 
 
@@ -43,9 +44,16 @@ def tolerance(gold: Answer, pred: Answer) -> Fraction | None:
     exactly: the gold may well be exact, and accepting would be a false positive. A coarser
     prediction (``3.1`` for ``3.14``) or a decimal against an exact gold (``3.14`` for ``\\pi``) is
     never accepted. There are no ``gold*100`` or ``gold/100`` heuristics.
+
+    A prediction printed like a float (``FLOAT_DIGITS`` or more significant digits, ``0.0833333333333333``)
+    against an exact gold with no terminating decimal (``\\frac{1}{12}``) gets half a unit of the
+    prediction's own last place: it is that value to every digit written (``3.14159`` for ``\\pi``
+    or ``0.083`` for ``\\frac1{12}`` are not).
     """
     if gold.kind not in _NUMBER:
         return None
+    if gold.kind == "rational" and not _terminates(gold.value) and pred.kind == "decimal" and sig_digits(pred) >= FLOAT_DIGITS:  # type: ignore[arg-type]
+        return Fraction(1, 2) / Fraction(10) ** pred.places  # "0.0833333333333333" is 1/12 printed as a float
     half = Fraction(1, 2) / Fraction(10) ** gold.places
     if gold.approx:
         return half
@@ -92,6 +100,7 @@ _LABEL = re.compile(
     r"|\(" + _NAME + r"(?:," + _NAME + r")+\)"  # (a, b)
     r"|\|" + _NAME + r"\||\\[lv]?vert" + _NAME + r"\\[rv]?vert"  # |AB|
     r"|\\frac\{" + _NAME + r"\}\{" + _NAME + r"\}"  # \\frac{NO}{BO}
+    r"|" + _NAME + r"(?::" + _NAME + r")+"  # S_{ABC}:S, A:B (a ratio's name)
 )
 
 
@@ -105,6 +114,8 @@ def _is_label(lhs: str) -> bool:
 
 def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
     """Unordered matching: every gold item is matched by a distinct prediction item, and vice versa."""
+    gold = tuple({a.canonical(): a for a in gold}.values())  # a list of solutions names each one once
+    pred = tuple({a.canonical(): a for a in pred}.values())
     if len(gold) != len(pred):
         return False
     left = list(pred)
@@ -150,6 +161,24 @@ def _named_tuple(a: Answer) -> tuple[list[str], Answer] | None:
     if not names or not all(re.fullmatch(_SYMBOL, n) for n in names) or len(names) != len(a.value[2].value):  # type: ignore[index]
         return None
     return names, a.value[2]  # type: ignore[index]
+
+
+_COMMA_DECIMAL = re.compile(r"\$*\s*([+-]?\d+),(\d{1,2}|(?<=0,)\d+)\s*\$*")
+
+
+def _decimal_comma(a: Answer) -> Answer | None:
+    """``1000,99`` / ``0,111`` written with a decimal comma, as the decimal; None for anything else.
+
+    Only a comma with no space after it and one or two digits (or a leading ``0,``) reads as a decimal
+    comma: ``1,000`` is a thousands separator and ``1, 2`` a list.
+    """
+    if a.kind != "list" or len(a.value) != 2:  # type: ignore[arg-type]
+        return None
+    m = _COMMA_DECIMAL.fullmatch(a.text.strip())
+    if not m:
+        return None
+    value = Fraction(f"{m.group(1)}.{m.group(2)}")
+    return Answer("decimal", value, places=len(m.group(2)), text=f"{m.group(1)}.{m.group(2)}")
 
 
 def _interval_vs_inequality(gold: Answer, pred: Answer) -> bool:
@@ -223,7 +252,7 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         return gk == pk and gold.value == pred.value
     if gk in _MULTI and pk in _MULTI:
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
-    if gk in ("tuple", "matrix") and pk == gk:
+    if gk in ("tuple", "matrix", "ratio") and pk == gk:
         g, p = gold.value, pred.value
         return len(g) == len(p) and all(leaf_equal(a, b, cas) for a, b in zip(g, p))  # type: ignore[arg-type]
     if gk == "expression" or pk == "expression":
@@ -257,6 +286,9 @@ def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
         given = {i.value[0]: i.value[2] for i in pred.value}  # type: ignore[union-attr]
         ok = set(given) == set(names) and all(leaf_equal(v, given[n], cas) for n, v in zip(names, values.value))  # type: ignore[arg-type]
         return "ok" if ok else "wrong"
+    comma_g, comma_p = _decimal_comma(gold), _decimal_comma(pred)
+    if (comma_g or comma_p) and (comma_g or gold).kind in _NUMBER and (comma_p or pred).kind in _NUMBER:
+        return "ok" if leaf_equal(comma_g or gold, comma_p or pred, cas) else "wrong"
     if pred.kind == "list" and gold.kind not in _MULTI:
         items = pred.value
         if len({i.canonical() for i in items}) > 1:  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ _APPROX = re.compile(
     r"^\s*(?:≈|\\approx|~|\\sim|约为|约等于|大约|约|approximately|approx\.?|about|around|roughly|nearly|circa)\s*[:：]?\s*",
     re.I,
 )
-_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
+_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
 _TEXT_CMDS = r"text|textbf|textit|textrm|textnormal|textsf|texttt|textup|mathrm|mathbf|mathit|mathsf|mathtt|mbox|rm|bf"
 _WRAPPERS = re.compile(r"\\(?:" + _TEXT_CMDS + r"|operatorname|boldsymbol)\s*\{([^{}]*)\}")
 _UNICODE = {
@@ -330,6 +330,7 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
         s = s.replace(k, v)
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
+    s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3})", ",", s)  # "11,\\! 111": a thousands separator, not a list
     s = _SPACES_CMD.sub(" ", s).replace("~", " ")
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
     s = _frac_args(s)

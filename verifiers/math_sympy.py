@@ -66,6 +66,9 @@ def _to_sympy(a: Answer, side: str) -> Any:
         expr = _latex(str(a.value))
     except Exception as exc:  # the ANTLR parser raises bare Exception subclasses; record the text
         raise SideError(side, f"latex parse failed: {str(exc).splitlines()[0][:200]}") from None
+    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
+    if floats:  # a written decimal is exact: 10.5 is 21/2 (so 10\\sqrt{10.5} = 5\\sqrt{42})
+        expr = expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_Number and abs(node.exp) > MAX_POW_EXPONENT:
             raise SideError(side, f"exponent {node.exp} above {MAX_POW_EXPONENT}", "timeout")

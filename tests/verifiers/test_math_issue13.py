@@ -82,7 +82,44 @@ MALFORMED_FINAL = [
     ("9", "<think>hmm</think><answer>9", True),  # a lone unclosed tag: generation stopped at </answer>
     ("9", r"\boxed{\boxed{9}}", True),
 ]
+GRADER_SUITE_CLASSES = [  # forms seen in public graders' golden suites (bare answers in a boxed final line)
+    ("1000.99", r"\boxed{1000,99}", True),  # decimal comma
+    ("0,111", r"\boxed{0.111}", True),
+    ("1.2", r"\boxed{1,2}", True),
+    ("1.2", r"\boxed{1, 2}", False),  # a list, not a decimal comma
+    ("1000", r"\boxed{1,000}", True),
+    ("11111111100", r"\boxed{11,\! 111,\! 111,\! 100}", True),
+    ("11, 111", r"\boxed{11,\! 111}", False),
+    (r"S_{MBCN}:S=7:32", r"\boxed{7:32}", True),
+    (r"S_{MBCN}:S=7:32", r"\boxed{32:7}", False),
+    ("A:B=1", r"\boxed{1}", True),
+    ("(11,7)or(7,11)", r"\boxed{(7,11),\ (11,7)}", True),
+    ("(11,7)or(7,11)", r"\boxed{(7,11)}", False),
+    ("p=5,q=2;p=7,q=2", r"\boxed{(5,2),(7,2)}", True),
+    ("p=5,q=2;p=7,q=2", r"\boxed{(5,2),(2,7)}", False),
+    ("(0;0;6),(4;-2;0)", r"\boxed{(4, -2, 0), (0, 0, 6)}", True),
+    ("(1,2),(3,4)", r"\boxed{(3,4), (1,2), (3, 4)}", True),  # a solution named twice is one solution
+    ("f(2) < f(1) < f(4)", r"\boxed{f(2) < f(1) < f(4)}", True),
+    ("f(2) < f(1) < f(4)", r"\boxed{f(1) < f(2) < f(4)}", False),
+    ("0<f(x)<1", r"\boxed{(0,1)}", True),
+    ("1/3", r"\boxed{x=\frac13\approx0.33}", True),
+    ("1/3", r"\boxed{x=\frac14\approx0.33}", False),
+    (r"\frac{1}{12}", r"\boxed{0.0833333333333333}", True),  # a float rendering
+    (r"\frac{1}{12}", r"\boxed{0.0833}", False),  # a rounding
+    (r"\frac{1}{12}", r"\boxed{0.0833333333533333}", False),
+    (r"\frac{5\sqrt{42}}{27}", r"\boxed{\frac{10\sqrt{10.5}}{27}}", True),  # 10.5 is exactly 21/2
+    (r"\boxed{1} and \boxed{-2}", r"\boxed{-2, 1}", True),
+    (r"\boxed{1} no no no no no \boxed{2}", r"\boxed{1, 2}", False),
+    (r"\boxed{1} no no no no no \boxed{2}", r"\boxed{2}", True),
+    (
+        "The stock keeps 90% then 80% of that.\nFinal Answer: The final answer is $28 \\%$. I hope it is correct.",
+        r"a total loss of $\boxed{28\%}$.",
+        True,
+    ),
+    (r"x_{1}=2,\quadx_{2}=3", r"$\boxed{2} \quad \text{and} \quad \boxed{3}$", True),
+]
 THEMES = {
+    "GRADER_SUITE_CLASSES": GRADER_SUITE_CLASSES,
     "FINAL_SENTENCES": FINAL_SENTENCES,
     "GOLD_FORMS": GOLD_FORMS,
     "LATEX": LATEX,
