@@ -21,6 +21,8 @@ Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math``
       without a colon; a heading ``### Final Answer`` takes the next line); otherwise the last
       "the answer is X" statement. The Minerva closing line ``Final Answer: The final answer is $X$.
       I hope it is correct.`` gives ``X``;
+    * the completion ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``,
+      ``<|endoftext|>``, ``<|eot_id|>``): what a model writes after it is another turn;
     * several *different* final answers, or hedge words ("one of", "either", "maybe", ...), give
       ``ambiguous``; there is no "last number anywhere" fallback unless asked for
       (``fallback_last_number=True``), because it rewards hedging.
@@ -197,6 +199,8 @@ _HEDGE = re.compile(
     r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s{0,8}$"
 )
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
+_END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
 _MATH_OPEN = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
 
 
@@ -232,6 +236,9 @@ def _value(content: str) -> str:
     m = _CLAUSE.search(s)
     if m and m.start() > 0:
         s = s[: m.start()]
+    if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
+        m = _LAST_IS.match(s)
+        s = s[m.end() :] if m else s
     return s
 
 
@@ -403,6 +410,9 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     Returns:
         An ``Extraction``; ``text`` is None unless ``status == "ok"``.
     """
+    for marker in _END_OF_TURN:  # the completion ends at its first end-of-turn token
+        cut = completion.find(marker)
+        completion = completion if cut < 0 else completion[:cut]
     visible = strip_reasoning(completion)
     tagged = _from_tags(visible)
     if tagged is not None:

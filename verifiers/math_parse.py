@@ -293,6 +293,9 @@ def _parse_container(s: str) -> Answer | None:
             for a in item.value if item.kind == "list" and not item.hedged else (item,):  # type: ignore[attr-defined]
                 members.setdefault(a.canonical(), a)
         return Answer("set", tuple(members.values()), text=s)
+    wrapped = re.fullmatch(r"[(\[]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\end\{\2\})\s*[)\]]", s, re.S)
+    if wrapped:  # "\\left[\\begin{array}...\\end{array}\\right]": the brackets are the matrix's own
+        s = wrapped.group(1)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", s, re.S)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]

@@ -117,6 +117,12 @@ GRADER_SUITE_CLASSES = [  # forms seen in public graders' golden suites (bare an
         True,
     ),
     (r"x_{1}=2,\quadx_{2}=3", r"$\boxed{2} \quad \text{and} \quad \boxed{3}$", True),
+    (r"$\boxed{1}\boxed{2}$", r"\boxed{2, 1}", True),
+    ("120", "Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", True),
+    ("121", "Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", False),
+    (r"\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}", r"\boxed{\left[\begin{array}{cc}1 & 2 \\ 3 & 4\end{array}\right]}", True),
+    ("5", r"\boxed{5}<|im_end|><|im_start|>user: and 2+4? <|im_start|>assistant \boxed{6}", True),
+    ("6", r"\boxed{5}<|im_end|><|im_start|>user: and 2+4? <|im_start|>assistant \boxed{6}", False),
 ]
 THEMES = {
     "GRADER_SUITE_CLASSES": GRADER_SUITE_CLASSES,
