@@ -195,3 +195,46 @@ def test_inequality_equals_its_interval(a: int, op: str, op_pred: str) -> None:
     }
     tex = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge"}
     assert verify_math(interval[op], rf"\boxed{{x {tex[op_pred]} {a}}}").correct == (op == op_pred)
+
+
+PIECES = [
+    "1",
+    "2",
+    " ",
+    "x",
+    "\\frac{",
+    "{",
+    "}",
+    "(",
+    ")",
+    ",",
+    ";",
+    "=",
+    "<",
+    ":",
+    "\\text{ kg}",
+    "and",
+    "or",
+    "\\boxed{",
+    "</answer>",
+    "<answer>",
+    "\\infty",
+    "\\pi",
+    "[",
+    "]",
+    "\\{",
+    "\\}",
+    "|",
+    "\\!",
+    ".",
+    "%",
+    "$",
+]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14).map("".join), st.lists(st.sampled_from(PIECES), max_size=14).map("".join))
+def test_any_text_gets_a_verdict(gold: str, completion: str) -> None:
+    """Whatever the gold and completion, the verifier answers with a verdict, never an exception."""
+    v = verify_math(gold or "1", completion, timeout_s=2.0)
+    assert v.reason in ("ok", "wrong", "no_answer", "ambiguous", "parse_error", "timeout", "bad_gold")
