@@ -39,6 +39,7 @@ from ratchet.verifiers.math_normalize import ParseError
 from ratchet.verifiers.math_parse import MAX_ANSWER_CHARS, parse_answer
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
+MAX_PROSE_CHARS = 300  # a prose final answer longer than this is an explanation, not an answer
 MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
 MAX_DISTINCT = 32  # more different candidates than this is a list of guesses: ambiguous without parsing
 
@@ -313,10 +314,39 @@ def _answer_phrases(text: str) -> list[str]:
 # deciding
 
 
+# display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
+_SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
+_PROSE_STOP = re.compile(
+    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
+    r"probably|might|could|guess|wrong|incorrect|false|unsure|approximately|about|almost|nearly|if|unless|but)\b|\?",
+    re.I,
+)
+
+
+def _sole_math_span(s: str) -> str | None:
+    """The one math span of a prose answer (``We find that $x < 3$.``), or None.
+
+    Only when the prose around the span holds no digit and no negation, hedge or condition word
+    (``it is not $5$``, ``maybe $5$``, ``$5$ if n is odd`` keep their prose and fail to parse).
+    """
+    if len(s) > MAX_PROSE_CHARS or "$" not in s and "\\" not in s:
+        return None
+    spans = list(_SPAN.finditer(s))
+    if len(spans) != 1:
+        return None
+    outside = s[: spans[0].start()] + " " + s[spans[0].end() :]
+    if not re.search(r"[A-Za-z]{2,}", outside) or re.search(r"\d", outside) or _PROSE_STOP.search(outside):
+        return None
+    return next(g for g in spans[0].groups() if g is not None).strip()
+
+
 def _clean_candidate(s: str) -> str:
     if len(s) > MAX_CANDIDATE_CHARS:
         return s
     s = s.strip().strip("*").strip()
+    span = _sole_math_span(s)
+    if span:
+        return span.rstrip(".。,;").strip()
     for opener, closer in _MATH_OPEN.items():
         if s.startswith(opener) and s.endswith(closer) and len(s) >= len(opener) + len(closer):
             s = s[len(opener) : len(s) - len(closer)].strip()

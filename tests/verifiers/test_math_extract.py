@@ -72,6 +72,8 @@ def test_named_hostile_cases_are_fast() -> None:
         "closing answer tags on one line": "</answer>" * (MB // 9),
         "answer words on one line": "the answer is " * (MB // 14),
         "answer lines": "Answer: 5\n" * (MB // 10),
+        "boxes of dollar runs": ("\\boxed{" + "$" * 3900 + "}") * 250,
+        "boxes of unclosed spans": ("\\boxed{a " + "\\(" * 1900 + "}") * 250,
     }
     for name, text in cases.items():
         _, took = _timed(extract_answer, text)

@@ -29,6 +29,17 @@ FINAL_SENTENCES = [
     ("4", "<|begin_of_thought|>maybe \\boxed{3}<|end_of_thought|>\n<|begin_of_solution|>\\boxed{4}<|end_of_solution|>", True),
     ("3", "<|begin_of_thought|>maybe \\boxed{3}<|end_of_thought|>\n<|begin_of_solution|>\\boxed{4}<|end_of_solution|>", False),
     ("18.90", "Final Answer: The final answer is $\\$18.90$. I hope it is correct.", True),
+    ("x < 3", r"\boxed{We find that $x \lt 3$.}", True),  # prose around one math span
+    (
+        r"\begin{pmatrix}0 & 0 \\ 0 & 0\end{pmatrix}",
+        r"\boxed{Here is a zero matrix: $\begin{pmatrix}0 & 0 \\ 0 & 0\end{pmatrix}$}",
+        True,
+    ),
+    ("5", r"\boxed{It is not $5$}", False),
+    ("5", r"\boxed{maybe $5$}", False),
+    ("5", r"\boxed{$5$ if n is odd}", False),
+    ("9", "\\boxed{Answer $ \n 9 \n $}", False),  # inline math does not span lines
+    ("9", "\\boxed{Answer \\[ \n 9 \n \\]}", True),
 ]
 GOLD_FORMS = [
     (r"Adding gives $2+5=7$, so the answer is $\boxed{7}$.", r"The total is $\boxed{7}$.", True),
