@@ -18,7 +18,10 @@ Policy (a change to any of these bumps ``VERSION``):
       (Minerva) gives ``X``; labels decorated with markdown or emoji (``🎯 **Final answer:** 9``),
       ``Answer \\[ 9 \\]`` without a colon, a ``### Final Answer`` heading with the value on the next
       line, GSM8K's ``#### 42``, and ``Final Answer: The volume of $V$ is 120.`` (the value after the
-      last "is" of a sentence starting "The") are answer lines. An empty ``\\boxed{}`` quoted from the
+      last "is" of a sentence starting "The") are answer lines; so is such a sentence inside a box or
+      tag. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
+      span, unless the prose holds a digit or a negation, hedge or condition word (``not``, ``maybe``,
+      ``if``, ...); inline math (``$...$``, ``\\(...\\)``) never spans lines. An empty ``\\boxed{}`` quoted from the
       instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
       word is no box (``\\boxed 5`` is).
     * **Malformed final answers get no credit, never the earlier answer**: the last box is the final

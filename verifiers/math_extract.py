@@ -344,6 +344,9 @@ def _clean_candidate(s: str) -> str:
     if len(s) > MAX_CANDIDATE_CHARS:
         return s
     s = s.strip().strip("*").strip()
+    label = _LINE_LABEL.match(s[:200]) if "nswer" in s[:200] else None
+    if label and "\n" not in s:  # a box or tag holding an answer sentence: "Final Answer: The largest $n$ is 34."
+        s = _value(s[label.end() :]).strip().strip("*").strip()
     span = _sole_math_span(s)
     if span:
         return span.rstrip(".。,;").strip()

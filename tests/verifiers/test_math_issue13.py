@@ -40,6 +40,8 @@ FINAL_SENTENCES = [
     ("5", r"\boxed{$5$ if n is odd}", False),
     ("9", "\\boxed{Answer $ \n 9 \n $}", False),  # inline math does not span lines
     ("9", "\\boxed{Answer \\[ \n 9 \n \\]}", True),
+    ("34", r"\boxed{Final Answer: The largest $n$ is 34.}", True),
+    ("35", r"\boxed{Final Answer: The largest $n$ is 34.}", False),
 ]
 GOLD_FORMS = [
     (r"Adding gives $2+5=7$, so the answer is $\boxed{7}$.", r"The total is $\boxed{7}$.", True),
