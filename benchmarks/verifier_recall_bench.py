@@ -9,7 +9,9 @@ disagreement between Ratchet and Math-Verify on stderr and, as its LAST line, on
      "ratchet": {"precision", "recall", "false_positives", "false_negatives", "verifications_per_s"},
      "math_verify_default": {...}, "math_verify_best": {..., "config"}, "throughput_ratio"}
 
-``throughput_ratio`` is Ratchet's verifications/s over Math-Verify's (default config).
+``throughput_ratio`` is Ratchet's verifications/s over Math-Verify's (default config). Both run warm:
+Ratchet's worker pool is started (its workers parse ``math_sympy._WARMUP`` at start) and Math-Verify
+parses the same expressions once before its timing.
 Run: ``.venv/bin/python benchmarks/verifier_recall_bench.py`` (needs ``pip install -e ".[bench]"``).
 """
 
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from math_recall_corpus import rows  # noqa: E402
 
 from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch  # noqa: E402
+from ratchet.verifiers.math_sympy import _WARMUP  # noqa: E402
 
 Row = tuple[str, str, str, str, bool]
 
@@ -109,7 +112,9 @@ def main() -> None:
     shutdown_pool()
     r = summarize(ours, data, t_ours)
     mv: dict[str, tuple[list[bool], dict[str, float]]] = {}
-    for name, fn in _mv_configs().items():
+    configs = _mv_configs()
+    run_math_verify([("warm", "", "1", f"${t}$", True) for t in _WARMUP], configs["default"])  # same warm parser as ours
+    for name, fn in configs.items():
         got, secs = run_math_verify(data, fn)
         mv[name] = (got, summarize(got, data, secs))
         print(f"math-verify[{name}]: {mv[name][1]}", file=sys.stderr)

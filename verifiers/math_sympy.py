@@ -199,7 +199,7 @@ def judge(gold_text: str, pred_text: str) -> dict[str, Any]:
         return {"reason": "parse_error", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
-_WARMUP = (  # one of each common answer construct, parsed at worker start (not during a verification)
+_WARMUP = (  # one of each common answer shape, parsed at worker start (ANTLR caches predictions per token shape)
     r"\frac{\sqrt{3}}{2}",
     r"2\sqrt{3}+\sqrt[3]{2}",
     r"\frac{5\pi}{2}-\pi/4",
@@ -211,6 +211,29 @@ _WARMUP = (  # one of each common answer construct, parsed at worker start (not 
     r"\infty",
     r"2^{10}-10^6",
     r"ab+xy-a_1+b_{2}",
+    r"\sqrt{7}",
+    r"3\sqrt{7}",
+    r"\frac{2\sqrt{5}}{3}",
+    r"\frac{\pi}{6}",
+    r"\pi/3",
+    r"3\pi",
+    r"\frac{7}{3}\pi",
+    r"1.5\pi",
+    r"e^3",
+    r"3e",
+    r"\ln(5)",
+    r"\ln 5",
+    r"7!",
+    r"\binom{6}{3}",
+    r"a^2-3a+2",
+    r"2+3a+a^2",
+    r"(a+2)^3",
+    r"3x+2y-5",
+    r"x",
+    r"-\frac{2}{7}",
+    r"\frac{1-\sqrt{3}}{4}",
+    r"10^{3}",
+    r"2.71",
 )
 
 
