@@ -199,6 +199,28 @@ def _assignments(a: Answer) -> tuple | None:
     return tuple(i.value[2] for i in items)
 
 
+def _relation_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
+    """A relation against a value (``x = 3`` / ``|AB| = 1`` for ``3`` / ``1``) or against another relation.
+
+    Raises:
+        NeedsCAS: two relations whose equality needs sympy and ``cas`` is None.
+    """
+    if gold.kind != "relation":
+        lhs, op, rhs = pred.value  # type: ignore[misc]
+        return op == "=" and _is_label(lhs) and leaf_equal(gold, rhs, cas)
+    if pred.kind != "relation":
+        lhs, op, rhs = gold.value  # type: ignore[misc]
+        return op == "=" and _is_label(lhs) and leaf_equal(rhs, pred, cas)
+    (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
+    if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
+        return True
+    if gop == pop == "=" and _is_label(gl) and _is_label(pl) and not (_is_symbol(gl) and _is_symbol(pl)):
+        return gl == pl and leaf_equal(gr, pr, cas)  # "|AB| = 1": labelled values, not equations
+    if cas is None:
+        raise NeedsCAS("relation")
+    return cas(gold, pred, None)
+
+
 def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     """Equality of two parsed answers of any kind (see ``compare`` for the top-level rules).
 
@@ -227,21 +249,8 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         if g is None or p is None:
             return False
         return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
-    if gk == "relation" and pk != "relation":
-        lhs, op, rhs = gold.value  # type: ignore[misc]
-        return op == "=" and _is_label(lhs) and leaf_equal(rhs, pred, cas)
-    if pk == "relation" and gk != "relation":
-        lhs, op, rhs = pred.value  # type: ignore[misc]
-        return op == "=" and _is_label(lhs) and leaf_equal(gold, rhs, cas)
-    if gk == "relation":
-        (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
-        if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
-            return True
-        if gop == pop == "=" and _is_label(gl) and _is_label(pl) and not (_is_symbol(gl) and _is_symbol(pl)):
-            return gl == pl and leaf_equal(gr, pr, cas)  # "|AB| = 1": labelled values, not equations
-        if cas is None:
-            raise NeedsCAS("relation")
-        return cas(gold, pred, None)
+    if "relation" in (gk, pk):
+        return _relation_equal(gold, pred, cas)
     if gk == "choice":
         return (
             pk == "choice"
