@@ -7,23 +7,63 @@ involve a real expression (``\\sqrt{2}``, ``2\\pi``, ``x^2+1``) go to sympy, in 
 that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``exec`` of model text).
 
 Policy (a change to any of these bumps ``VERSION``):
-    * **Extraction**: answer tag > last ``\\boxed{}`` > ``Answer:`` line > last "the answer is X";
-      never from ``<think>``/``<thinking>``/``<reasoning>`` (tag spacing and case ignored); several
-      different final answers or hedges -> ``ambiguous``, including a box that disagrees with an
-      ``Answer:`` line or with a box outside the answer tag; no "last number anywhere" fallback
+    * **Extraction** (``math_extract``, linear time on any text): answer tag > last ``\\boxed{}`` >
+      ``Answer:`` line > last "the answer is X"; never from ``<think>``/``<thinking>``/``<reasoning>``
+      or OpenThoughts' ``<|begin_of_thought|>`` blocks (tag spacing and case ignored); the completion
+      ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``, ``<|endoftext|>``).
+      Several different final answers or hedges -> ``ambiguous``, including a box that disagrees with
+      an ``Answer:`` line or with a box outside the answer tag; no "last number anywhere" fallback
       unless ``fallback_last_number=True``.
-    * **Numbers**: exact rational comparison: ``1,000`` = ``1000``; ``1.5e3`` = ``1500``;
-      ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``.
+    * **Final-answer sentences**: ``Final Answer: The final answer is $X$. I hope it is correct.``
+      (Minerva) gives ``X``; labels decorated with markdown or emoji (``🎯 **Final answer:** 9``),
+      ``Answer \\[ 9 \\]`` without a colon, a ``### Final Answer`` heading with the value on the next
+      line, GSM8K's ``#### 42``, and ``Final Answer: The volume of $V$ is 120.`` (the value after the
+      last "is" of a sentence starting "The") are answer lines; so is such a sentence inside a box or
+      tag. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
+      span, unless the prose holds a digit or a negation, hedge or condition word (``not``, ``maybe``,
+      ``if``, ...); inline math (``$...$``, ``\\(...\\)``) never spans lines. An empty ``\\boxed{}`` quoted from the
+      instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
+      word is no box (``\\boxed 5`` is).
+    * **Malformed final answers get no credit, never the earlier answer**: the last box is the final
+      attempt, so a truncated (unclosed) or empty last box after an earlier answer is ``no_answer``
+      (``details["problem"]`` says which); so is an unclosed ``<answer>`` after a closed one. A lone
+      unclosed ``<answer>`` (generation stopped at ``</answer>``) runs to the end. More than
+      ``math_extract.MAX_BOXES`` boxes or answer lines is ``ambiguous`` without being read.
+    * **Several boxes**: boxes that together are exactly the answers of a multi-answer gold
+      (``\\boxed{2}`` and ``\\boxed{5}`` for ``2, 5``, any order) are one answer; more or other
+      boxes than the gold's answers are a hedge (``ambiguous``); a single-answer gold never accepts two
+      different boxes.
+    * **Golds as datasets store them**: a worked solution (MATH) is graded by its last ``\\boxed{}``;
+      boxes joined to it by "and", ",", ";" or "or" (``\\boxed{1} and \\boxed{-2}``) are a multi-answer
+      gold; a gold in prose that does not parse is read like a completion (its extracted final
+      answer). A labelled gold names its value: ``(a, b) = (4, 1)``, ``k = 45, n = 2``, ``|AB| = 1``,
+      ``\\frac{NO}{BO} = ...``, ``A:B = 1``, ``f(2) = 5`` (a label holds no operator: ``x + y = 5`` is
+      an equation, not the value 5); ``(a, b) = (4, 1)`` also accepts ``b = 1, a = 4``.
+    * **LaTeX**: ``\\frac``/``\\dfrac``/``\\tfrac``/``\\cfrac`` are one fraction; ``\\frac52\\pi`` =
+      ``\\frac{5}{2}\\pi``; ``\\text``/``\\textnormal``/``\\textbf``/``\\mathrm``... wrappers and units;
+      ``\\left(``/``\\right)`` and spacing commands (``\\quad``, ``\\!``) are presentation; JSON-escaped
+      text (every command written ``\\\\frac``) has its backslashes halved; ``pmatrix``, ``bmatrix``,
+      ``array`` (also inside ``\\left[ ... \\right]``) are the same matrix when entries agree.
+    * **Numbers**: exact rational comparison: ``1,000`` = ``1000``; ``11,\\!111`` = ``11111``;
+      ``1.5e3`` = ``1500``; ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``;
+      a decimal comma (``1000,99``, ``0,111``: one or two digits, or a leading ``0,``, no space) equals
+      the decimal when the other side is one number; ``1, 2`` is a list. A decimal inside an
+      expression is exact (``10\\sqrt{10.5}`` = ``5\\sqrt{42}``). ``x = \\frac13 \\approx 0.33`` is the
+      exact value (the approximation after it is commentary).
     * **Tolerance**: half a unit of the gold's last place, only for an approximate gold (``≈``,
       ``约为``, ``approximately``, ``about``) or for an unmarked decimal gold against an exact value
       with no terminating decimal (``0.33`` vs ``\\frac13``); an unmarked ``82.0`` does not accept
-      ``82.01`` (see ``math_compare.tolerance``). ``3.14`` is not ``\\pi``.
-      Never ``gold*100`` / ``gold/100``.
+      ``82.01`` (see ``math_compare.tolerance``). ``3.14`` is not ``\\pi``. A float rendering (10 or
+      more significant digits, ``0.0833333333333333``) of a non-terminating rational gold is that
+      value to every written digit and is accepted. Never ``gold*100`` / ``gold/100``.
     * **Percent**: ``X%`` equals ``X/100`` and also the bare ``X`` (``50\\%`` = ``0.5`` = ``50``):
       a bare number is accepted for a percent gold because "what percent ...?" answers routinely
       drop the sign, and the sign may equally be added to a bare gold. Nothing else rescales.
     * **Units**: a trailing unit word (``12 cm``, ``5\\text{ dollars}``, ``10^{3}\\text{ J}``) is
-      presentation and dropped; words that change or qualify the value never are (``5 hundred``,
+      presentation and dropped when only one side has a unit; when **both sides carry units that
+      differ** (``8 kg`` vs ``8 g``; spellings such as ``km``/``kilometers`` are one unit, see
+      ``math_normalize.unit_key``) the answers differ. Placeholders (``units``, ``square units``) are
+      no unit. Words that change or qualify the value never are units (``5 hundred``,
       ``5 squared``, ``5 or more``: parse error); ``5 million`` = ``5000000``; ``5 percent`` = ``5%``.
       When both sides carry ``%`` the values must agree (``\\frac12\\%`` is not ``50\\%``).
     * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion);
@@ -31,18 +71,26 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
       ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
-    * **Structure**: intervals compare openness and endpoints; sets and "and"-lists are unordered;
-      tuples are ordered; a gold listing several answers needs all of them; ``x=3`` matches a bare
-      ``3`` (assignment to a single name or Greek letter, not ``\\lim = 3``); ``x = 3, y = 4`` is two
-      assignments (never the chain ``x = (3, y) = 4``) and matches the tuple ``(3, 4)``; a chain
-      ``x = 4 = 3`` with different values is a parse error; ``1 \\le x < 2``, ``x \\in [1, 2)``,
-      ``\\{x \\mid 1 \\le x < 2\\}`` are ``[1, 2)`` and ``x \\le 2`` is ``(-\\infty, 2]``; ``\\pm 1``
-      is the list ``1, -1``; sets ignore repeated members; ``0.\\overline{3}`` = ``\\frac13``.
-      Symbols keep their case in sympy (``X`` is not ``x``), and ``12 15`` (two numbers side by
-      side) is a parse error, never a product or a sum.
+    * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; an inequality
+      on one name equals its interval whatever the bracket shape (``x < 4`` = ``(-\\infty, 4)``,
+      ``0 < f(x) < 1`` = ``(0, 1)``); sets and "and"/"or"-lists are unordered and name each solution
+      once (a repeated solution is not an extra one); tuples are ordered (``(0;-2;6)`` is a tuple);
+      ``p=5,q=2; p=7,q=2`` is two solutions ``(5, 2), (7, 2)``; a gold listing several answers needs
+      all of them; ``x=3`` matches a bare ``3`` (assignment to a single name or Greek letter, not
+      ``\\lim = 3``); ``x = 3, y = 4`` is two assignments (never the chain ``x = (3, y) = 4``) and
+      matches the tuple ``(3, 4)``; a chain ``x = 4 = 3`` with different values is a parse error; a
+      chain of inequalities between expressions (``f(2) < f(1) < f(4)``) is compared as written;
+      ``1 \\le x < 2``, ``x \\in [1, 2)``, ``\\{x \\mid 1 \\le x < 2\\}`` are ``[1, 2)`` and ``x \\le 2``
+      is ``(-\\infty, 2]``; ``\\pm 1`` is the list ``1, -1``; ``0.\\overline{3}`` = ``\\frac13``; ``7:32``
+      is a ratio compared term by term. Equations with the same solution set are equal (``2y = 4x + 2``
+      = ``y = 2x + 1`` = ``2x - y + 1 = 0``: the sides' differences differ by a constant factor; a
+      negative factor flips an inequality). Symbols keep their case in sympy (``X`` is not ``x``),
+      and ``12 15`` (two numbers side by side) is a parse error, never a product or a sum.
     * **Guards**: power towers (also ``9^9^9``), exponents with > 4 digits, huge, iterated
       (``9!!!``) or computed (``(10^{10})!``) factorials and numbers with more
-      than ``math_parse.MAX_DIGITS`` digits are refused cheaply (reason ``timeout``).
+      than ``math_parse.MAX_DIGITS`` digits are refused cheaply (reason ``timeout``). In the sympy
+      worker a numeric probe (the difference evaluated at rational points) rejects a wrong answer
+      before ``simplify``; equality is always decided exactly.
     * A gold that cannot be parsed gives ``bad_gold``: a task-data problem, never a silent False.
 """
 
@@ -50,11 +98,12 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import time
 from collections.abc import Sequence
 
 from ratchet.verifiers.math_compare import NeedsCAS, compare
-from ratchet.verifiers.math_extract import Extraction, extract_answer
+from ratchet.verifiers.math_extract import _HEDGE, Extraction, extract_answer, find_boxes
 from ratchet.verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.verdict import Verdict
 
@@ -70,7 +119,7 @@ __all__ = [
     "shutdown_pool",
 ]
 
-VERSION = "math-1.1.0"
+VERSION = "math-1.2.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None
@@ -101,24 +150,73 @@ def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> V
 def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
+    gold = gold_answer_text(gold)
     try:
         g = parse_answer(gold)
     except ParseError as exc:
         return _verdict("bad_gold", None, t0, error=str(exc))
     ex = extract_answer(completion, fallback_last_number=fallback_last_number)
-    if ex.status != "ok" or ex.text is None:
-        return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None)
+    pred_text = ex.text if ex.status == "ok" else _joined_boxes(g, ex)
+    if pred_text is None:
+        extra = {"problem": ex.problem} if ex.problem else {}
+        return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None, **extra)
     try:
-        p = parse_answer(ex.text)
+        p = parse_answer(pred_text)
     except TooLarge as exc:
-        return _verdict("timeout", ex.text[:200], t0, error=str(exc), guard=True)
+        return _verdict("timeout", pred_text[:200], t0, error=str(exc), guard=True)
     except ParseError as exc:
-        return _verdict("parse_error", ex.text[:200], t0, error=str(exc))
+        return _verdict("parse_error", pred_text[:200], t0, error=str(exc))
     try:
         reason = compare(g, p)
     except NeedsCAS:
-        return (gold, ex.text, p.canonical(), t0)
+        return (gold, pred_text, p.canonical(), t0)
+    if reason == "wrong" and pred_text is not ex.text:
+        reason = "ambiguous"  # several boxes that are not exactly the gold's answers: a hedge
     return _verdict(reason, p.canonical(), t0, source=ex.source)
+
+
+_JOINED = re.compile(r"\band\b|\bor\b|[,;&]|\\q?quad|和|或", re.I)
+
+
+def gold_answer_text(gold: str) -> str:
+    """The answer a gold states (see the policy docstring, "Golds").
+
+    A worked solution (MATH) gives its last non-empty ``\\boxed{}``; boxes joined to it by a
+    conjunction (``\\boxed{1} and \\boxed{-2}``, ``\\boxed{1}, \\boxed{2}``) are one multi-answer gold,
+    a list of them all (boxes separated by other prose are not); a gold in prose that does not
+    parse (a stored model solution ending ``Final Answer: The final answer is $28\\%$``) gives its
+    extracted final answer; anything else is the gold itself.
+    """
+    if "boxed" in gold or "fbox" in gold:
+        boxes = [b for b in find_boxes(gold) if b.content]
+        if not boxes:
+            return gold
+        listed = [boxes[-1].content]  # the last box, and the boxes joined to it by "and" / "," / "or"
+        for prev, nxt in zip(boxes[-2::-1], boxes[:0:-1]):
+            between = gold[prev.end : nxt.start]
+            if len(between) > 40 or (between.strip(" $\\()[]") and not _JOINED.search(between)):
+                break
+            listed.insert(0, prev.content)
+        return "; ".join(dict.fromkeys(listed))  # type: ignore[arg-type]
+    if len(gold) > 80 or "\n" in gold:
+        try:
+            parse_answer(gold)
+        except ParseError:
+            ex = extract_answer(gold)
+            if ex.status == "ok" and ex.text:
+                return ex.text
+    return gold
+
+
+def _joined_boxes(gold: Answer, ex: Extraction) -> str | None:
+    """Several different boxes read as one list when the gold lists exactly that many answers, else None."""
+    if ex.status != "ambiguous" or ex.problem or ex.source not in ("boxed", "answer_tag"):
+        return None
+    if gold.kind not in ("list", "set") or gold.hedged or len(gold.value) != len(ex.candidates):  # type: ignore[arg-type]
+        return None
+    if any(_HEDGE.search(c) for c in ex.candidates):
+        return None
+    return "; ".join(ex.candidates)
 
 
 def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False) -> Verdict:

@@ -9,14 +9,16 @@ disagree about policy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from ratchet.verifiers.math_parse import Answer
+from ratchet.verifiers.math_parse import _GREEK, _SYMBOL, Answer
 
 Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
 
 _NUMBER = ("integer", "rational", "decimal")
+FLOAT_DIGITS = 10  # a decimal with this many significant digits is a float rendering, not a rounding
 _MULTI = ("set", "list", "union")
 
 
@@ -42,9 +44,16 @@ def tolerance(gold: Answer, pred: Answer) -> Fraction | None:
     exactly: the gold may well be exact, and accepting would be a false positive. A coarser
     prediction (``3.1`` for ``3.14``) or a decimal against an exact gold (``3.14`` for ``\\pi``) is
     never accepted. There are no ``gold*100`` or ``gold/100`` heuristics.
+
+    A prediction printed like a float (``FLOAT_DIGITS`` or more significant digits, ``0.0833333333333333``)
+    against an exact gold with no terminating decimal (``\\frac{1}{12}``) gets half a unit of the
+    prediction's own last place: it is that value to every digit written (``3.14159`` for ``\\pi``
+    or ``0.083`` for ``\\frac1{12}`` are not).
     """
     if gold.kind not in _NUMBER:
         return None
+    if gold.kind == "rational" and not _terminates(gold.value) and pred.kind == "decimal" and sig_digits(pred) >= FLOAT_DIGITS:  # type: ignore[arg-type]
+        return Fraction(1, 2) / Fraction(10) ** pred.places  # "0.0833333333333333" is 1/12 printed as a float
     half = Fraction(1, 2) / Fraction(10) ** gold.places
     if gold.approx:
         return half
@@ -82,15 +91,31 @@ def _num_eq(gold: Answer, pred: Answer) -> bool:
 
 def _is_symbol(lhs: str) -> bool:
     """A relation's left side that is just a name (``x``, ``y_1``, ``\\theta``, ``f(x)``)."""
-    import re
-
-    from ratchet.verifiers.math_parse import _SYMBOL
-
     return bool(re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", lhs))  # a Greek letter, not "\\lim" or "\\sin"
+
+
+_NAME = r"(?:[A-Za-z]{1,4}|\\(?:" + _GREEK + r"))(?:_\{?[A-Za-z0-9]+\}?)?"
+_LABEL = re.compile(
+    r"(?:m?\\angle|\\overline|\\triangle)?\{?" + _NAME + r"\}?(?:\([A-Za-z0-9]{1,3}\))?"  # AB, \\angle ABC, f(2)
+    r"|\(" + _NAME + r"(?:," + _NAME + r")+\)"  # (a, b)
+    r"|\|" + _NAME + r"\||\\[lv]?vert" + _NAME + r"\\[rv]?vert"  # |AB|
+    r"|\\frac\{" + _NAME + r"\}\{" + _NAME + r"\}"  # \\frac{NO}{BO}
+    r"|" + _NAME + r"(?::" + _NAME + r")+"  # S_{ABC}:S, A:B (a ratio's name)
+)
+
+
+def _is_label(lhs: str) -> bool:
+    """A relation's left side that names the value on its right (``x``, ``(a, b)``, ``|AB|``, ``\\frac{NO}{BO}``, ``f(2)``).
+
+    A label holds no operator, so ``x + y = 5`` (an equation) is never read as the value ``5``.
+    """
+    return bool(_LABEL.fullmatch(lhs.replace(" ", "")))
 
 
 def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
     """Unordered matching: every gold item is matched by a distinct prediction item, and vice versa."""
+    gold = tuple({a.canonical(): a for a in gold}.values())  # a list of solutions names each one once
+    pred = tuple({a.canonical(): a for a in pred}.values())
     if len(gold) != len(pred):
         return False
     left = list(pred)
@@ -114,8 +139,6 @@ def _same_text(gold: Answer, pred: Answer) -> bool:
 
 def _as_interval(a: Answer) -> tuple | None:
     """An interval, a round-bracket pair, or a one-sided inequality on a name (``x \\le 2``) as an interval."""
-    from ratchet.verifiers.math_parse import Answer as A
-
     if a.kind == "interval":
         return a.value  # type: ignore[return-value]
     if a.kind == "tuple" and a.parens:
@@ -124,9 +147,44 @@ def _as_interval(a: Answer) -> tuple | None:
         lhs, op, rhs = a.value  # type: ignore[misc]
         if not _is_symbol(lhs) or op not in ("<", "<=", ">", ">="):
             return None
-        inf, ninf = A("expression", r"\infty"), A("expression", r"-\infty")
+        inf, ninf = Answer("expression", r"\infty"), Answer("expression", r"-\infty")
         return (False, ninf, rhs, op == "<=") if op in ("<", "<=") else (op == ">=", rhs, inf, False)
     return None
+
+
+def _named_tuple(a: Answer) -> tuple[list[str], Answer] | None:
+    """``(a, b) = (4, 1)`` as (["a", "b"], the tuple (4, 1)); None for anything else."""
+    if a.kind != "relation" or a.value[1] != "=" or a.value[2].kind != "tuple":  # type: ignore[index]
+        return None
+    m = re.fullmatch(r"\((.+)\)", a.value[0])  # type: ignore[index]
+    names = m.group(1).split(",") if m else []
+    if not names or not all(re.fullmatch(_SYMBOL, n) for n in names) or len(names) != len(a.value[2].value):  # type: ignore[index]
+        return None
+    return names, a.value[2]  # type: ignore[index]
+
+
+_COMMA_DECIMAL = re.compile(r"\$*\s*([+-]?\d+),(\d{1,2}|(?<=0,)\d+)\s*\$*")
+
+
+def _decimal_comma(a: Answer) -> Answer | None:
+    """``1000,99`` / ``0,111`` written with a decimal comma, as the decimal; None for anything else.
+
+    Only a comma with no space after it and one or two digits (or a leading ``0,``) reads as a decimal
+    comma: ``1,000`` is a thousands separator and ``1, 2`` a list.
+    """
+    if a.kind != "list" or len(a.value) != 2:  # type: ignore[arg-type]
+        return None
+    m = _COMMA_DECIMAL.fullmatch(a.text.strip())
+    if not m:
+        return None
+    value = Fraction(f"{m.group(1)}.{m.group(2)}")
+    return Answer("decimal", value, places=len(m.group(2)), text=f"{m.group(1)}.{m.group(2)}")
+
+
+def _interval_vs_inequality(gold: Answer, pred: Answer) -> bool:
+    """One side an inequality on a name (``x < 4``), the other a round-bracket pair (``(-\\infty, 4)``)."""
+    kinds = {gold.kind, pred.kind}
+    return kinds == {"relation", "tuple"} and _as_interval(gold) is not None and _as_interval(pred) is not None
 
 
 def _assignments(a: Answer) -> tuple | None:
@@ -141,6 +199,28 @@ def _assignments(a: Answer) -> tuple | None:
     return tuple(i.value[2] for i in items)
 
 
+def _relation_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
+    """A relation against a value (``x = 3`` / ``|AB| = 1`` for ``3`` / ``1``) or against another relation.
+
+    Raises:
+        NeedsCAS: two relations whose equality needs sympy and ``cas`` is None.
+    """
+    if gold.kind != "relation":
+        lhs, op, rhs = pred.value  # type: ignore[misc]
+        return op == "=" and _is_label(lhs) and leaf_equal(gold, rhs, cas)
+    if pred.kind != "relation":
+        lhs, op, rhs = gold.value  # type: ignore[misc]
+        return op == "=" and _is_label(lhs) and leaf_equal(rhs, pred, cas)
+    (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
+    if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
+        return True
+    if gop == pop == "=" and _is_label(gl) and _is_label(pl) and not (_is_symbol(gl) and _is_symbol(pl)):
+        return gl == pl and leaf_equal(gr, pr, cas)  # "|AB| = 1": labelled values, not equations
+    if cas is None:
+        raise NeedsCAS("relation")
+    return cas(gold, pred, None)
+
+
 def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     """Equality of two parsed answers of any kind (see ``compare`` for the top-level rules).
 
@@ -148,6 +228,8 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         NeedsCAS: an expression is involved and ``cas`` is None.
     """
     gk, pk = gold.kind, pred.kind
+    if gold.unit and pred.unit and gold.unit != pred.unit:  # "8 kg" is not "8 g"
+        return False
     if gk in _NUMBER and pk in _NUMBER:
         return _num_eq(gold, pred)
     if _same_text(gold, pred):
@@ -159,24 +241,16 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     if gk == "tuple" and _assignments(pred) is not None:  # "x = 3, y = 4" for (3, 4)
         vals = _assignments(pred)
         return len(vals) == len(gold.value) and all(leaf_equal(a, b, cas) for a, b in zip(gold.value, vals))  # type: ignore
-    if gk == "interval" or pk == "interval":
+    if pk == "tuple" and _assignments(gold) is not None:  # gold "k = 45, n = 2" names the tuple (45, 2)
+        vals = _assignments(gold)
+        return len(vals) == len(pred.value) and all(leaf_equal(a, b, cas) for a, b in zip(vals, pred.value))  # type: ignore
+    if gk == "interval" or pk == "interval" or _interval_vs_inequality(gold, pred):
         g, p = _as_interval(gold), _as_interval(pred)
         if g is None or p is None:
             return False
         return g[0] == p[0] and g[3] == p[3] and leaf_equal(g[1], p[1], cas) and leaf_equal(g[2], p[2], cas)
-    if gk == "relation" and pk != "relation":
-        lhs, op, rhs = gold.value  # type: ignore[misc]
-        return op == "=" and _is_symbol(lhs) and leaf_equal(rhs, pred, cas)
-    if pk == "relation" and gk != "relation":
-        lhs, op, rhs = pred.value  # type: ignore[misc]
-        return op == "=" and _is_symbol(lhs) and leaf_equal(gold, rhs, cas)
-    if gk == "relation":
-        (gl, gop, gr), (pl, pop, pr) = gold.value, pred.value  # type: ignore[misc]
-        if gl == pl and gop == pop and leaf_equal(gr, pr, cas):
-            return True
-        if cas is None:
-            raise NeedsCAS("relation")
-        return cas(gold, pred, None)
+    if "relation" in (gk, pk):
+        return _relation_equal(gold, pred, cas)
     if gk == "choice":
         return (
             pk == "choice"
@@ -187,7 +261,7 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         return gk == pk and gold.value == pred.value
     if gk in _MULTI and pk in _MULTI:
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
-    if gk in ("tuple", "matrix") and pk == gk:
+    if gk in ("tuple", "matrix", "ratio") and pk == gk:
         g, p = gold.value, pred.value
         return len(g) == len(p) and all(leaf_equal(a, b, cas) for a, b in zip(g, p))  # type: ignore[arg-type]
     if gk == "expression" or pk == "expression":
@@ -215,6 +289,15 @@ def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
     """
     if pred.kind == "list" and gold.kind == "tuple" and _assignments(pred) is not None:
         return "ok" if leaf_equal(gold, pred, cas) else "wrong"
+    named = _named_tuple(gold)
+    if named is not None and _assignments(pred) is not None:  # gold "(a, b) = (4, 1)", pred "a = 4, b = 1"
+        names, values = named
+        given = {i.value[0]: i.value[2] for i in pred.value}  # type: ignore[union-attr]
+        ok = set(given) == set(names) and all(leaf_equal(v, given[n], cas) for n, v in zip(names, values.value))  # type: ignore[arg-type]
+        return "ok" if ok else "wrong"
+    comma_g, comma_p = _decimal_comma(gold), _decimal_comma(pred)
+    if (comma_g or comma_p) and (comma_g or gold).kind in _NUMBER and (comma_p or pred).kind in _NUMBER:
+        return "ok" if leaf_equal(comma_g or gold, comma_p or pred, cas) else "wrong"
     if pred.kind == "list" and gold.kind not in _MULTI:
         items = pred.value
         if len({i.canonical() for i in items}) > 1:  # type: ignore[attr-defined]

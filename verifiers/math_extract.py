@@ -1,18 +1,28 @@
 """Stage 1a of math verification: find the final answer in a completion (``extract_answer``).
 
-Pure string work (regular expressions and exact ``fractions.Fraction`` arithmetic): nothing here
-imports sympy, so extraction and the cheap parse of numbers, choices, sets, intervals and text run
-in the caller's process in microseconds. Anything that needs a computer-algebra system stays a
-``kind="expression"`` leaf holding normalized LaTeX; ``ratchet.verifiers.math_sympy`` handles those in a
-killable worker process.
+Pure string work in **linear time**: model text is only ever scanned by regular expressions
+without nested or unbounded-overlapping quantifiers (every ``\\s`` run next to another is bounded,
+``\\s{0,8}``), by ``str.find`` and by one brace-matching pass; anything shaped like an answer is cut
+to ``MAX_CANDIDATE_CHARS`` before a richer pattern looks at it. A 1 MB completion of newlines,
+unclosed braces or unclosed tags is read in well under a second (property test).
 
-Extraction rules (``extract_answer``):
-    * text inside ``<think>...</think>`` is never graded; an unclosed ``<think>`` hides the rest,
-      a stray ``</think>`` hides everything before it;
-    * if there is an ``<answer>...</answer>`` block, only its content is graded (a ``\\boxed{}``
-      inside it wins over the surrounding words);
-    * otherwise every ``\\boxed{}``/``\\fbox{}``; otherwise ``Answer: X`` lines; otherwise the last
-      ``the answer is X`` statement;
+Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math`` is the reference):
+    * text inside ``<think>...</think>`` (and thinking/reasoning/... tags) is never graded; an
+      unclosed opening tag hides the rest, a stray closing tag hides everything before it;
+    * if there are ``<answer>...</answer>`` blocks, only their content is graded; several different
+      ones are ``ambiguous``; an **unclosed** ``<answer>`` after a closed one is a malformed final
+      answer (no credit, never the earlier one); a lone unclosed ``<answer>`` (generation stopped at
+      the closing tag) runs to the end;
+    * otherwise the ``\\boxed{}``/``\\fbox{}`` answers: the **last** box is the final attempt, so a
+      truncated (unclosed) or empty last box after an earlier answer gives no credit; boxes that are
+      all empty (``put the answer in \\boxed{}`` quoted from the instructions) are ignored; ``\\boxed 5``
+      is a box, ``\\boxed and`` is not;
+    * otherwise ``Answer: X`` lines (label case, markdown, emoji and ``Final`` ignored; ``Answer \\[ 9 \\]``
+      without a colon; a heading ``### Final Answer`` takes the next line); otherwise the last
+      "the answer is X" statement. The Minerva closing line ``Final Answer: The final answer is $X$.
+      I hope it is correct.`` gives ``X``;
+    * the completion ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``,
+      ``<|endoftext|>``, ``<|eot_id|>``): what a model writes after it is another turn;
     * several *different* final answers, or hedge words ("one of", "either", "maybe", ...), give
       ``ambiguous``; there is no "last number anywhere" fallback unless asked for
       (``fallback_last_number=True``), because it rewards hedging.
@@ -20,12 +30,18 @@ Extraction rules (``extract_answer``):
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ratchet.verifiers.math_normalize import ParseError
-from ratchet.verifiers.math_parse import parse_answer
+from ratchet.verifiers.math_parse import MAX_ANSWER_CHARS, parse_answer
+
+MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
+MAX_PROSE_CHARS = 300  # a prose final answer longer than this is an explanation, not an answer
+MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
+MAX_DISTINCT = 32  # more different candidates than this is a list of guesses: ambiguous without parsing
 
 
 @dataclass(frozen=True)
@@ -37,72 +53,319 @@ class Extraction:
         status: ``"ok"``, ``"no_answer"`` or ``"ambiguous"``.
         source: ``"answer_tag"``, ``"boxed"``, ``"answer_line"``, ``"answer_phrase"``, ``"last_number"`` or ``""``.
         candidates: every distinct candidate seen (several -> ambiguous).
+        problem: why a found final answer is malformed (truncated or empty box, unclosed tag), or ``""``.
     """
 
     text: str | None
     status: Literal["ok", "no_answer", "ambiguous"]
     source: str = ""
     candidates: tuple[str, ...] = ()
+    problem: str = ""
 
 
 # ----------------------------------------------------------------------------------------------
-# extraction
+# tags: bounded whitespace runs, so "<" followed by 10^5 spaces is one linear scan
 
-_REASONING_TAGS = r"(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)"
-_THINK_BLOCK = re.compile(rf"<\s*({_REASONING_TAGS})\s*>.*?<\s*/\s*\1\s*>", re.S | re.I)
-_THINK_OPEN = re.compile(rf"<\s*{_REASONING_TAGS}\s*>", re.I)
-_THINK_CLOSE = re.compile(rf"<\s*/\s*{_REASONING_TAGS}\s*>", re.I)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_ANSWER_LINE = re.compile(r"(?im)^[\s*#>_-]*(?:\**\s*)?(?:final\s+answer|answer)\s*\**\s*[:：]\s*\**\s*(.+?)\s*$")
-_ANSWER_PHRASE = re.compile(
-    r"(?i)(?:the\s+)?(?:final\s+)?answer\s+(?:is|would\s+be|will\s+be|=)\s*[:：]?\s*(.+?)\s*(?:$|\n|(?<!\d)\.(?!\d)|\.\s)"
-    r"|(?:答案|结果)\s*(?:是|为|：|:)\s*(.+?)\s*(?:$|\n|。)"
+_REASONING_TAG = re.compile(
+    r"<\s{0,8}(/?)\s{0,8}(?:think|thinking|thought|thoughts|reasoning|reflection|scratchpad)\s{0,8}>"
+    r"|<\|(begin|end)_of_thought\|>",  # OpenThoughts / Bespoke-Stratos markers
+    re.I,
 )
-_HEDGE = re.compile(
-    r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s*$"
-)
-_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_ANSWER_TAG = re.compile(r"<\s{0,8}(/?)\s{0,8}answer\s{0,8}>", re.I)
 
 
-def _strip_think(text: str) -> str:
-    text = _THINK_BLOCK.sub(" ", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:  # a stray closing tag hides everything before it
-        text = text[closes[-1].end() :]
-    opening = _THINK_OPEN.search(text)
-    if opening:  # an unclosed opening tag hides the rest
-        text = text[: opening.start()]
-    return text
+def strip_reasoning(text: str) -> str:
+    """The completion without its reasoning blocks (one left-to-right pass over the tags)."""
+    parts: list[str] = []
+    pos, inside = 0, False
+    for m in _REASONING_TAG.finditer(text):
+        if m.group(1) or m.group(2) == "end":  # a closing tag
+            if not inside:
+                parts = []  # a stray closing tag hides everything before it
+            inside, pos = False, m.end()
+        elif not inside:
+            parts.append(text[pos : m.start()])
+            inside = True
+    if not inside:
+        parts.append(text[pos:])
+    return " ".join(parts)
+
+
+def _answer_blocks(text: str) -> tuple[list[str], str | None, str]:
+    """(closed ``<answer>`` contents, content of a trailing unclosed tag or None, text outside the blocks)."""
+    closed: list[str] = []
+    outside: list[str] = []
+    pos, open_at = 0, -1
+    for m in _ANSWER_TAG.finditer(text):
+        if not m.group(1):
+            if open_at < 0:
+                outside.append(text[pos : m.start()])
+            open_at = m.end()  # a second opening tag restarts the block
+        elif open_at >= 0:
+            closed.append(text[open_at : m.start()])
+            open_at, pos = -1, m.end()
+    if open_at >= 0:
+        return closed, text[open_at:], " ".join(outside)
+    outside.append(text[pos:])
+    return closed, None, " ".join(outside)
+
+
+# ----------------------------------------------------------------------------------------------
+# boxes: one brace-matching pass, then O(1) per box
+
+
+class Box(NamedTuple):
+    """One ``\\boxed``/``\\fbox`` in a text: ``start``/``end`` offsets, ``content`` (None when unclosed or too long)."""
+
+    start: int
+    end: int
+    content: str | None
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_BARE_BOX_TOKEN = re.compile(r"\s{1,8}([+-]?\d[^\s$]*)|([+-]\d[^\s$]*)|(\d[^\s$]*)")
+
+
+def _close_brace(text: str, open_at: int, stop: int) -> int:
+    """Offset of the ``}`` matching the ``{`` at ``open_at``, searching ``text[open_at:stop]``; -1 if none."""
+    close = text.find("}", open_at, stop)
+    if close < 0 or text.find("{", open_at + 1, close) < 0:
+        return close  # no closing brace at all, or no nested group: the common case, at C speed
+    depth = 0
+    for m in re.finditer(r"[{}]", text[open_at:stop]):
+        depth += 1 if m.group() == "{" else -1
+        if depth == 0:
+            return open_at + m.start()
+    return -1
+
+
+def find_boxes(text: str) -> list[Box]:
+    """Every ``\\boxed``/``\\fbox`` answer in ``text``, in order (see ``Box``); linear time.
+
+    ``\\boxed{...}`` takes balanced braces; ``\\boxed 5`` takes one number token; ``\\boxed`` followed
+    by a word or by nothing is not a box. A box's braces are only followed up to the next box (a box
+    that holds the next one is an outer box, dropped by ``find_boxed``) and ``MAX_CANDIDATE_CHARS``,
+    so every character is scanned at most once.
+    """
+    hits = list(itertools.islice(_BOX.finditer(text), MAX_BOXES + 1))
+    if len(hits) > MAX_BOXES:  # not read: see _from_boxes
+        return [Box(m.start(), m.end(), None) for m in hits]
+    boxes: list[Box] = []
+    for k, m in enumerate(hits):
+        i = m.end()
+        j = i
+        while j < len(text) and j - i < 8 and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            stop = min(len(text), j + MAX_CANDIDATE_CHARS, hits[k + 1].start() if k + 1 < len(hits) else len(text))
+            close = _close_brace(text, j, stop)
+            if close < 0:
+                boxes.append(Box(m.start(), stop + 1, None))
+            else:
+                boxes.append(Box(m.start(), close + 1, text[j + 1 : close].strip()))
+            continue
+        tok = _BARE_BOX_TOKEN.match(text[i : i + 64])
+        if tok:
+            boxes.append(Box(m.start(), i + tok.end(), next(g for g in tok.groups() if g)))
+    return boxes
 
 
 def find_boxed(text: str) -> list[str]:
-    """Return the contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces), in order."""
+    """Contents of every closed box in ``text`` (outer boxes that hold another box left out), in order."""
+    return [b.content for b in _innermost(find_boxes(text)) if b.content is not None]
+
+
+def _innermost(boxes: list[Box]) -> list[Box]:
+    """Drop boxes whose span holds the next box (``\\boxed{\\boxed{3}}``, or an unclosed box before another)."""
+    return [b for k, b in enumerate(boxes) if k + 1 == len(boxes) or boxes[k + 1].start >= b.end]
+
+
+# ----------------------------------------------------------------------------------------------
+# answer lines and phrases
+
+_LINE_LABEL = re.compile(
+    r"[^\w\\$]{0,12}?\s{0,3}(?:final\s{1,3})?answer(?![A-Za-z])\s{0,3}(?:\*{1,3}|_{1,2})?\s{0,3}([:：]|(?=\\\[|\\\(|\$))",
+    re.I,
+)
+_GSM_LINE = re.compile(r"####\s{0,3}([-+$\\\d(].*)")
+_HEADING = re.compile(r"[#*_\s]{0,8}(?:final\s{1,3})?answer\s{0,3}[#*_:：\s]{0,8}", re.I)
+_PHRASE = re.compile(
+    r"answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be|=)\s{0,3}[:：]?|(?:答案|结果)\s{0,3}(?:是|为|：|:)", re.I
+)
+_LEAD_PHRASE = re.compile(r"(?:the\s{1,3})?(?:final\s{1,3})?answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be)\s{0,3}[:：]?", re.I)
+_CLAUSE = re.compile(
+    r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:which|since|because|as|so|that|where|when|for|hence|thus|therefore|I\s+hope)\b", re.I
+)
+_HEDGE = re.compile(
+    r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s{0,8}$"
+)
+_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
+_END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
+_MATH_OPEN = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+
+
+def _sentence(s: str) -> str:
+    """``s`` up to its first sentence end: a full stop followed by a space or the end (not ``2.5``)."""
+    i = 0
+    while True:
+        i = s.find(".", i)
+        if i < 0:
+            return s
+        if i + 1 == len(s) or s[i + 1] in " \t\n" or (s[i + 1] in "$)" and i + 2 == len(s)):
+            return s[:i]
+        i += 1
+
+
+def _value(content: str) -> str:
+    """The value an answer line or phrase states: a leading math span, else its first clause."""
+    s = content[:MAX_CANDIDATE_CHARS].strip().strip("*_").strip()
+    m = _LEAD_PHRASE.match(s)  # "Final Answer: The final answer is $12$. I hope it is correct."
+    if m:
+        s = s[m.end() :].strip()
+    for opener in ("$$", "$", "\\(", "\\["):
+        if s.startswith(opener):
+            end = s.find(_MATH_OPEN[opener], len(opener))
+            while opener == "$" and end > 0 and s[end - 1] == "\\":  # "\\$" is a dollar sign, not the end
+                end = s.find("$", end + 1)
+            if end > 0:
+                rest = s[end + len(_MATH_OPEN[opener]) :]
+                if not rest.strip(" .,;。*") or rest.lstrip().startswith(".") or _CLAUSE.match(rest):
+                    return s[len(opener) : end]
+            break
+    s = _sentence(s)
+    m = _CLAUSE.search(s)
+    if m and m.start() > 0:
+        s = s[: m.start()]
+    if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
+        m = _LAST_IS.match(s)
+        s = s[m.end() :] if m else s
+    return s
+
+
+_LINE_HINT = re.compile(r"answer|####", re.I)
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what str.splitlines splits on
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str] | None:
+    """(start, line) of the line holding ``pos`` when ``pos`` is in its first 200 characters, else None.
+
+    Both searches are bounded (200 characters back, ``MAX_CANDIDATE_CHARS`` forward), so a call costs
+    O(1) whatever the length of the text or of the line.
+    """
+    back = text[max(0, pos - 200) : pos]
+    breaks = list(_LINE_BREAK.finditer(back))
+    if breaks:
+        start = pos - len(back) + breaks[-1].end()
+    elif pos <= 200:
+        start = 0
+    else:
+        return None
+    ahead = _LINE_BREAK.search(text, pos, start + MAX_CANDIDATE_CHARS)
+    return start, text[start : ahead.start() if ahead else min(len(text), start + MAX_CANDIDATE_CHARS)]
+
+
+def _answer_lines(text: str) -> list[str]:
+    """Values of ``Answer: X`` lines, ``#### X`` lines (GSM8K) and the line after an ``Answer`` heading, in order.
+
+    Only lines holding "answer" or "####" in their first 200 characters are looked at (one linear
+    pass of a literal pattern), never every line of the text.
+    """
     out: list[str] = []
-    for m in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])\s*(\{|\s|(?=[0-9+-]))", text):
-        if m.group(1) != "{":  # "\boxed 5": one token
-            tok = re.match(r"\s*([^\s$]+)", text[m.end() :])
-            if tok:
-                out.append(tok.group(1))
+    seen = -1
+    for hit in _LINE_HINT.finditer(text):
+        if hit.start() <= seen:
             continue
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            out.append(text[m.end() : i - 1].strip())
+        found = _line_at(text, hit.start())
+        if found is None:  # deep inside a long line: nothing more on this line can be a label
+            nb = _LINE_BREAK.search(text, hit.start())
+            seen = nb.start() if nb else len(text)
+            continue
+        start, line = found
+        seen = start + len(line)
+        if len(out) > MAX_BOXES:  # a wall of answer lines is a list of guesses: make it ambiguous
+            return [*out, f"(more than {MAX_BOXES} answer lines)"]
+        gsm = _GSM_LINE.match(line) if line.startswith("####") else None  # GSM8K's final line "#### 42"
+        m = _LINE_LABEL.match(line[:200]) if gsm is None else None
+        if gsm is not None:
+            out.append(gsm.group(1))
+        elif m is not None and _value(line[m.end() :]).strip(" *_"):
+            out.append(_value(line[m.end() :]))
+        elif _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
+            nxt = next((ln for ln in text[seen : seen + MAX_CANDIDATE_CHARS].splitlines()[1:4] if ln.strip()), "")
+            if nxt and "answer" not in nxt[:200].lower():
+                out.append(_value(nxt))
     return out
 
 
+def _answer_phrases(text: str) -> list[str]:
+    """Value of the last "the answer is X" statement (a list of one, or empty)."""
+    last = None
+    for last in _PHRASE.finditer(text):  # noqa: B007 (only the last statement counts)
+        pass
+    if last is None:
+        return []
+    tail = text[last.end() : last.end() + MAX_CANDIDATE_CHARS]
+    nl = tail.find("\n")
+    return [_value(tail if nl < 0 else tail[:nl])]
+
+
+# ----------------------------------------------------------------------------------------------
+# deciding
+
+
+# display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
+_SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
+_PROSE_STOP = re.compile(
+    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
+    r"probably|might|could|guess|wrong|incorrect|false|unsure|approximately|about|almost|nearly|if|unless|but)\b|\?",
+    re.I,
+)
+
+
+def _sole_math_span(s: str) -> str | None:
+    """The one math span of a prose answer (``We find that $x < 3$.``), or None.
+
+    Only when the prose around the span holds no digit and no negation, hedge or condition word
+    (``it is not $5$``, ``maybe $5$``, ``$5$ if n is odd`` keep their prose and fail to parse).
+    """
+    if len(s) > MAX_PROSE_CHARS or "$" not in s and "\\" not in s:
+        return None
+    spans = list(_SPAN.finditer(s))
+    if len(spans) != 1:
+        return None
+    outside = s[: spans[0].start()] + " " + s[spans[0].end() :]
+    if not re.search(r"[A-Za-z]{2,}", outside) or re.search(r"\d", outside) or _PROSE_STOP.search(outside):
+        return None
+    return next(g for g in spans[0].groups() if g is not None).strip()
+
+
 def _clean_candidate(s: str) -> str:
+    if len(s) > MAX_CANDIDATE_CHARS:
+        return s
     s = s.strip().strip("*").strip()
-    s = re.sub(r"^\$+|\$+$", "", s).strip()
-    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
+    label = _LINE_LABEL.match(s[:200]) if "nswer" in s[:200] else None
+    if label and "\n" not in s:  # a box or tag holding an answer sentence: "Final Answer: The largest $n$ is 34."
+        s = _value(s[label.end() :]).strip().strip("*").strip()
+    span = _sole_math_span(s)
+    if span:
+        return span.rstrip(".。,;").strip()
+    for opener, closer in _MATH_OPEN.items():
+        if s.startswith(opener) and s.endswith(closer) and len(s) >= len(opener) + len(closer):
+            s = s[len(opener) : len(s) - len(closer)].strip()
+            break
+    s = re.sub(r"(?<!\\)\$", "", s).strip()
     return s.rstrip(".。,;").strip()
 
 
 def _distinct(cands: list[str]) -> list[str]:
     seen: dict[str, str] = {}
-    for c in cands:
+    raw: dict[str, None] = dict.fromkeys(cands)
+    if len(raw) == 1:
+        return list(raw)
+    if len(raw) > MAX_DISTINCT:
+        return list(raw)[: MAX_DISTINCT + 1]
+    for c in raw:
         key = re.sub(r"\s+|\$", "", c)
         try:
             key = parse_answer(c).canonical()
@@ -110,11 +373,6 @@ def _distinct(cands: list[str]) -> list[str]:
             pass
         seen.setdefault(key, c)
     return list(seen.values())
-
-
-def _outermost_free(boxes: list[str]) -> list[str]:
-    """Drop box contents that themselves hold a box (``\\boxed{\\boxed{3}}``): the inner box is listed too."""
-    return [b for b in boxes if not re.search(r"\\(?:boxed|fbox)(?![A-Za-z])", b)]
 
 
 def _parses(text: str) -> bool:
@@ -127,8 +385,7 @@ def _parses(text: str) -> bool:
 
 def _decide(cands: list[str], source: str, rivals: list[str] | None = None) -> Extraction:
     """One final answer from ``cands``; ``rivals`` (answers stated elsewhere) can only make it ambiguous."""
-    cands = [_clean_candidate(c) for c in cands]
-    cands = [c for c in cands if c]
+    cands = [c for c in (_clean_candidate(c) for c in cands) if c]
     if not cands:
         return Extraction(None, "no_answer", source)
     rival = [c for c in (_clean_candidate(r) for r in rivals or []) if c]
@@ -136,52 +393,75 @@ def _decide(cands: list[str], source: str, rivals: list[str] | None = None) -> E
     if len(distinct) > 1:
         return Extraction(None, "ambiguous", source, tuple(distinct))
     text = distinct[0]
-    if _HEDGE.search(text):
+    if _HEDGE.search(text[:MAX_CANDIDATE_CHARS]):
         return Extraction(None, "ambiguous", source, (text,))
     return Extraction(text, "ok", source, (text,))
 
 
+def _from_boxes(boxes: list[Box], source: str, rivals: list[str]) -> Extraction | None:
+    """The boxed answer, a malformed-final verdict, or None when there is no real box."""
+    if len(boxes) > MAX_BOXES:
+        return Extraction(None, "ambiguous", source, (), f"more than {MAX_BOXES} \\boxed answers")
+    boxes = _innermost(boxes)
+    filled = [b.content for b in boxes if b.content]
+    if not boxes or (not filled and all(b.content == "" for b in boxes)):
+        return None  # no box, or only empty boxes quoted from the instructions
+    last = boxes[-1]
+    if last.content is None:
+        return Extraction(None, "no_answer", source, tuple(filled[-3:]), "the final \\boxed{...} is not closed")
+    if last.content == "":
+        return Extraction(None, "no_answer", source, tuple(filled[-3:]), "the final \\boxed{} is empty")
+    return _decide(filled, source, rivals)
+
+
+def _from_tags(visible: str) -> Extraction | None:
+    closed, unclosed, outside = _answer_blocks(visible)
+    if not closed and unclosed is None:
+        return None
+    if closed and unclosed is not None:
+        return Extraction(None, "no_answer", "answer_tag", tuple(closed[-3:]), "the final <answer> tag is not closed")
+    blocks = closed or [unclosed or ""]
+    if len(_distinct([c for c in (_clean_candidate(t) for t in blocks) if c])) > 1:
+        return Extraction(None, "ambiguous", "answer_tag", tuple(b[:200] for b in blocks[:8]))
+    inner = blocks[-1]
+    rivals = [b for b in find_boxed(outside) if b]  # a box outside the tag is a second final answer
+    boxed = _from_boxes(find_boxes(inner), "answer_tag", rivals)
+    if boxed is not None:
+        return boxed
+    lines = _answer_lines(inner) or _answer_phrases(inner)
+    return _decide(lines or [inner], "answer_tag", rivals)
+
+
 def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Extraction:
-    """Find the final answer of a completion (see the module docstring for the rules).
+    """Find the final answer of a completion (see the module docstring for the rules); linear time.
 
     Args:
-        completion: the model's full output text.
+        completion: the model's full output text (any length).
         fallback_last_number: opt-in: when no marked answer exists, use the last number in the
             text. Off by default because it rewards hedging and rambling.
 
     Returns:
         An ``Extraction``; ``text`` is None unless ``status == "ok"``.
     """
-    visible = _strip_think(completion)
-    tags = _ANSWER_TAG.findall(visible)
-    if not tags and re.search(r"<answer>", visible, re.I):
-        tags = [re.split(r"(?i)<answer>", visible)[-1]]
-    if tags:
-        if len(_distinct([_clean_candidate(t) for t in tags if t.strip()])) > 1:
-            return Extraction(None, "ambiguous", "answer_tag", tuple(tags))
-        inner = tags[-1]
-        outside = _outermost_free(find_boxed(_ANSWER_TAG.sub(" ", visible)))  # a second, different final answer
-        boxed = _outermost_free(find_boxed(inner))
-        if boxed:
-            return _decide(boxed, "answer_tag", outside)
-        lines = _ANSWER_LINE.findall(inner)
-        phrases = [a or b for a, b in _ANSWER_PHRASE.findall(inner)]
-        if lines or phrases:
-            return _decide(lines or phrases[-1:], "answer_tag", outside)
-        return _decide([inner], "answer_tag", outside)
-    boxed = _outermost_free(find_boxed(visible))
-    if boxed:
-        # an "Answer: X" line that disagrees with the box is a second final answer (a hedge)
-        lines = [ln for ln in _ANSWER_LINE.findall(visible) if not re.search(r"\\(?:boxed|fbox)", ln)]
-        return _decide(boxed, "boxed", [ln for ln in lines if _parses(ln)])
-    lines = _ANSWER_LINE.findall(visible)
+    for marker in _END_OF_TURN:  # the completion ends at its first end-of-turn token
+        cut = completion.find(marker)
+        completion = completion if cut < 0 else completion[:cut]
+    visible = strip_reasoning(completion)
+    tagged = _from_tags(visible)
+    if tagged is not None:
+        return tagged
+    lines = list(dict.fromkeys(_answer_lines(visible)))[: MAX_DISTINCT + 1]
+    # an "Answer: X" line that disagrees with the box is a second final answer (a hedge)
+    boxed = _from_boxes(find_boxes(visible), "boxed", [ln for ln in lines if "boxed" not in ln and _parses(ln)])
+    if boxed is not None:
+        return boxed
     if lines:
         return _decide(lines, "answer_line")
-    phrases = [a or b for a, b in _ANSWER_PHRASE.findall(visible)]
+    phrases = _answer_phrases(visible)
     if phrases:
-        return _decide(phrases[-1:], "answer_phrase")
+        return _decide(phrases, "answer_phrase")
     if fallback_last_number:
-        nums = _LAST_NUMBER.findall(visible)
+        nums = _LAST_NUMBER.findall(visible[-MAX_CANDIDATE_CHARS:])
         if nums:
             return Extraction(nums[-1], "ok", "last_number", (nums[-1],))
     return Extraction(None, "no_answer", "")

@@ -32,8 +32,9 @@ _APPROX = re.compile(
     r"^\s*(?:≈|\\approx|~|\\sim|约为|约等于|大约|约|approximately|approx\.?|about|around|roughly|nearly|circa)\s*[:：]?\s*",
     re.I,
 )
-_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
-_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
+_SPACES_CMD = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad|\\displaystyle|\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])")
+_TEXT_CMDS = r"text|textbf|textit|textrm|textnormal|textsf|texttt|textup|mathrm|mathbf|mathit|mathsf|mathtt|mbox|rm|bf"
+_WRAPPERS = re.compile(r"\\(?:" + _TEXT_CMDS + r"|operatorname|boldsymbol)\s*\{([^{}]*)\}")
 _UNICODE = {
     "−": "-",
     "–": "-",
@@ -60,7 +61,7 @@ _UNICODE = {
 # not "3^\\circ0" nor "\\circ 30", which would otherwise read as 30)
 _DEGREE = re.compile(r"(?<=[\d}\s])\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ)(?!\s*[\d.])")
 _TEXT_UNIT = re.compile(
-    r"(?<=[\d}])\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
+    r"(?<=[\d}])\s*\\(?:" + _TEXT_CMDS + r")\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
     r"\s*(?:\^\s*\{?\s*-?[1-3]\s*\}?)?\s*$"
 )
 # words after a number that change or qualify its value: never dropped as if they were units
@@ -216,11 +217,73 @@ def _unit_words_ok(words: list[str]) -> bool:
     return bool(words) and not any(w.lower() in _NOT_UNITS or w in KNOWN_FUNCS for w in words)
 
 
-def _strip_unit(s: str) -> tuple[str, bool]:
-    """Drop a trailing unit after a number; ``5 million`` -> ``5 \\times 10^{6}``; ``5 percent`` -> percent."""
+# spellings of one unit; a unit not listed here is compared by its lowercase text, plural "s" dropped
+_UNIT_ALIASES = {
+    "m": "meter",
+    "metre": "meter",
+    "cm": "centimeter",
+    "centimetre": "centimeter",
+    "mm": "millimeter",
+    "km": "kilometer",
+    "kilometre": "kilometer",
+    "g": "gram",
+    "gm": "gram",
+    "kg": "kilogram",
+    "mg": "milligram",
+    "s": "second",
+    "sec": "second",
+    "min": "minute",
+    "h": "hour",
+    "hr": "hour",
+    "ft": "foot",
+    "feet": "foot",
+    "in": "inch",
+    "inches": "inch",
+    "mi": "mile",
+    "l": "liter",
+    "litre": "liter",
+    "ml": "milliliter",
+    "yd": "yard",
+    "lb": "pound",
+    "lbs": "pound",
+    "oz": "ounce",
+    "mph": "mile/hour",
+    "kmh": "kilometer/hour",
+    "cents": "cent",
+    "dollar": "dollar",
+    "usd": "dollar",
+    "deg": "degree",
+}
+_GENERIC_UNITS = {"unit", "units", "square units", "sq units", "cubic units", "unit^2", "units^2", "u"}
+
+
+def unit_key(unit: str) -> str | None:
+    """Canonical unit text (``km`` = ``kilometers``), or None for a placeholder (``units``, ``square units``)."""
+    u = re.sub(r"\s+", " ", unit.strip().lower().rstrip("."))
+    if not u or u in _GENERIC_UNITS:
+        return None
+    words = []
+    for w in re.split(r"(\s+|/|\bper\b)", u):
+        w = w.strip()
+        if not w or w == "per":
+            w = "/" if w == "per" else w
+            if not w:
+                continue
+        w = _UNIT_ALIASES.get(w, w)
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            w = _UNIT_ALIASES.get(w[:-1], w[:-1])
+        words.append(w)
+    return " ".join(words).replace(" / ", "/")
+
+
+def _strip_unit(s: str) -> tuple[str, bool, str]:
+    """Drop a trailing unit after a number; ``5 million`` -> ``5 \\times 10^{6}``; ``5 percent`` -> percent.
+
+    Returns (text, percent, unit words that were dropped or "").
+    """
     m = _UNIT_WORD.match(s)
     if not m or re.search(r"[=<>]", s):
-        return s, False
+        return s, False, ""
     words = re.findall(r"[a-zA-Z]+", m.group(2))
     head, percent, scale = m.group(1).strip(), False, ""
     if words and words[0].lower() in _MULTIPLIERS:
@@ -229,30 +292,57 @@ def _strip_unit(s: str) -> tuple[str, bool]:
         words.pop(0)
         percent = True
     if words and not _unit_words_ok(words):
-        return s, False
+        return s, False, ""
     if not words and not (scale or percent):
-        return s, False
+        return s, False, ""
     if scale and not re.fullmatch(r"[+-]?\d[\d,]*(?:\.\d+)?", head):
-        return s, False  # "2\\sqrt{3} million": not a plain number to scale
-    return head + scale, percent
+        return s, False, ""  # "2\\sqrt{3} million": not a plain number to scale
+    return head + scale, percent, m.group(2) if words else ""
+
+
+def _halve_backslashes(s: str) -> str:
+    """JSON-escaped LaTeX (``\\\\frac{1}{2}``): when every command is written with two backslashes, halve them."""
+    if re.search(r"\\\\[A-Za-z]", s) and not re.search(r"(?<!\\)\\[A-Za-z]", s):
+        return re.sub(r"\\\\", r"\\", s)
+    return s
+
+
+def _frac_args(s: str) -> str:
+    """``\\frac52`` -> ``\\frac{5}{2}``, ``\\frac\\pi2`` -> ``\\frac{\\pi}{2}``: brace one-token arguments."""
+    tok = r"(\{[^{}]*\}|\\[A-Za-z]+|[0-9A-Za-z])"
+    return re.sub(
+        r"\\frac\s*" + tok + r"\s*" + tok,
+        lambda m: r"\frac" + "".join(g if g.startswith("{") else "{" + g + "}" for g in m.groups()),
+        s,
+    )
 
 
 def normalize(text: str) -> tuple[str, bool]:
     """Normalize LaTeX presentation; return (text, had_percent). Degrees and units are dropped."""
-    s = text.strip()
+    s, percent, _unit = normalize_with_unit(text)
+    return s, percent
+
+
+def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
+    """``normalize`` that also returns the dropped unit (canonical, see ``unit_key``) or None."""
+    s = _halve_backslashes(text.strip())
     for k, v in _UNICODE.items():
         s = s.replace(k, v)
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
+    s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3})", ",", s)  # "11,\\! 111": a thousands separator, not a list
     s = _SPACES_CMD.sub(" ", s).replace("~", " ")
-    s = re.sub(r"\\[dt]frac", r"\\frac", s)
+    s = re.sub(r"\\[dtc]frac", r"\\frac", s)
+    s = _frac_args(s)
+    s = re.sub(r"(^|[(\[,{]|\\cup)\s*\+\s*\\infty", r"\1\\infty", s)  # "+\\infty" is "\\infty"
     s = re.sub(r"\\lbrace(?![a-zA-Z])", r"\\{", re.sub(r"\\rbrace(?![a-zA-Z])", r"\\}", s))
     s = re.sub(r"\\sqrt\s*([0-9a-zA-Z])(?![0-9])", r"\\sqrt{\1}", s)  # "\\sqrt2" = "\\sqrt{2}" (one token)
     s = re.sub(r"\{,\}", ",", s)
     s = _DEGREE.sub("", s)
+    unit = None
     m = _TEXT_UNIT.search(s)
     if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
-        s = s[: m.start()]
+        s, unit = s[: m.start()], unit_key(m.group(1))
     prev = None
     while prev != s:  # unwrap nested \text{...}
         prev = s
@@ -266,7 +356,9 @@ def normalize(text: str) -> tuple[str, bool]:
     s = re.sub(r"\s+", " ", s).strip().rstrip(".。").strip()
     while s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):  # "{{2}}" is 2
         s = s[1:-1].strip()
-    s, word_percent = _strip_unit(s)
+    s, word_percent, word_unit = _strip_unit(s)
+    if word_unit:
+        unit = unit or unit_key(word_unit)
     if word_percent and percent:
         raise ParseError(f"two percent marks in {text!r}")
     percent = percent or word_percent
@@ -274,7 +366,7 @@ def normalize(text: str) -> tuple[str, bool]:
         s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
     if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
         s = r"\{\}"
-    return s, percent
+    return s, percent, unit
 
 
 def _top_level_matches(s: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:

@@ -9,8 +9,9 @@ finding the answer in a completion is ``math_extract``.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal
 
@@ -20,7 +21,7 @@ from ratchet.verifiers.math_normalize import (
     TooLarge,
     _balanced,
     _top_level_matches,
-    normalize,
+    normalize_with_unit,
     split_top,
     strip_approx,
 )
@@ -41,6 +42,7 @@ AnswerKind = Literal[
     "choice",
     "text",
     "list",
+    "ratio",
 ]
 
 MAX_ANSWER_CHARS = 2000  # longer "answers" are essays, not final answers: parse_error
@@ -63,6 +65,7 @@ class Answer:
         hedged: a list joined by "or" (a prediction listing candidates).
         parens: a 2-tuple written with round parentheses (may also mean an open interval).
         content: for a choice written with its option text (``(C) 12``), that text parsed.
+        unit: the unit written after a number (canonical, ``math_normalize.unit_key``), or None.
     """
 
     kind: AnswerKind
@@ -74,6 +77,7 @@ class Answer:
     parens: bool = False
     text: str = field(default="", compare=False)
     content: Answer | None = field(default=None, compare=False)
+    unit: str | None = field(default=None, compare=False)
 
     def canonical(self) -> str:
         """A short canonical text of the value (stored as ``Verdict.parsed``)."""
@@ -82,9 +86,11 @@ class Answer:
             assert isinstance(v, Fraction)
             base = str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
             return base + ("%" if self.percent is not None else "")
-        if self.kind in ("set", "list", "tuple", "union", "matrix"):
+        if self.kind in ("set", "list", "tuple", "union", "matrix", "ratio"):
             inner = ", ".join(a.canonical() if isinstance(a, Answer) else str(a) for a in self.value)  # type: ignore[union-attr]
-            return {"set": "{%s}", "list": "[%s]", "tuple": "(%s)", "union": "U(%s)", "matrix": "M(%s)"}[self.kind] % inner
+            return {"set": "{%s}", "list": "[%s]", "tuple": "(%s)", "union": "U(%s)", "matrix": "M(%s)", "ratio": "R(%s)"}[
+                self.kind
+            ] % inner
         if self.kind == "interval":
             lc, lo, hi, rc = self.value  # type: ignore[misc]
             return f"{'[' if lc else '('}{lo.canonical()}, {hi.canonical()}{']' if rc else ')'}"
@@ -98,7 +104,7 @@ class Answer:
 # parsing
 
 _INT = re.compile(r"[+-]?\d+")
-_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:(?:,|\s)\d{3})+(?:\.\d+)?")
+_THOUSANDS = re.compile(r"[+-]?(?!0[,\s])\d{1,3}(?:(?:,|\s)\d{3})+(?:\.\d+)?")  # "0,111" is no thousands
 _DEC = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+)")
 _SCI = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]|\s*(?:\\times|\\cdot|\*)\s*10\s*\^)\s*\{?\s*([+-]?\d+)\s*\}?")
 _FRAC = re.compile(r"([+-]?)\\frac\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))")
@@ -287,6 +293,9 @@ def _parse_container(s: str) -> Answer | None:
             for a in item.value if item.kind == "list" and not item.hedged else (item,):  # type: ignore[attr-defined]
                 members.setdefault(a.canonical(), a)
         return Answer("set", tuple(members.values()), text=s)
+    wrapped = re.fullmatch(r"[(\[]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\end\{\2\})\s*[)\]]", s, re.S)
+    if wrapped:  # "\\left[\\begin{array}...\\end{array}\\right]": the brackets are the matrix's own
+        s = wrapped.group(1)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}", s, re.S)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -295,6 +304,8 @@ def _parse_container(s: str) -> Answer | None:
         )
     if s[:1] in "([" and s[-1:] in ")]" and _balanced(s[1:-1]):
         items = split_top(s[1:-1], r",")
+        if len(items) == 1:  # "(0;-2;6)": semicolons separate the coordinates
+            items = split_top(s[1:-1], r";")
         if len(items) == 1:
             return None
         parsed = tuple(parse_answer(i, _inner=True) for i in items)
@@ -304,6 +315,8 @@ def _parse_container(s: str) -> Answer | None:
     return None
 
 
+_OR_SEP = r"\s+or\s+|\\text\s*\{\s*or\s*\}|(?<=[)\]}])\s*or\s*(?=[(\[{\\])"  # "(11,7)or(7,11)" too
+_RATIO = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*:\s*([+-]?\d+(?:\.\d+)?)")
 _GREEK = "alpha|beta|gamma|delta|theta|phi|varphi|omega|lambda|mu|sigma|tau|rho|psi|chi|eta|zeta|xi|nu|kappa"
 _SYMBOL = r"(?:[A-Za-z]|\\(?:" + _GREEK + r"))(?:_\{?[A-Za-z0-9]+\}?)?"  # a name: x, y_1, \\theta (not \\lim)
 _SHORT_WORDS = {"yes", "no", "odd", "all", "any", "one", "two", "six", "ten", "red", "tie", "win", "off", "on", "up"}
@@ -326,7 +339,11 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
     """``x = 3``, ``3 = x``, ``x = y = 3``, ``1 \\le x < 2`` (an interval), ``x \\approx 3``."""
     if not all(sides):
         raise ParseError(f"relation with an empty side in {text!r}")
-    if len(sides) == 3 and re.fullmatch(_SYMBOL, sides[1]) and "=" not in ops and "~" not in ops:
+    if len(sides) > 2 and ops[-1] == "~" and "~" not in ops[:-1]:  # "x = \\frac13 \\approx 0.33": the exact value
+        sides, ops = sides[:-1], ops[:-1]
+    if len(sides) == 2 and ops == ["~"] and not re.fullmatch(_SYMBOL, sides[0]):  # "\\frac13 \\approx 0.33"
+        return parse_answer(sides[0], _inner=True)
+    if len(sides) == 3 and re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", sides[1]) and "=" not in ops and "~" not in ops:
         if set(ops) <= {"<", "<="}:  # "1 \\le x < 2" is [1, 2)
             lo, hi = parse_answer(sides[0], _inner=True), parse_answer(sides[2], _inner=True)
             return Answer("interval", (ops[0] == "<=", lo, hi, ops[1] == "<="), text=text)
@@ -334,8 +351,10 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
             lo, hi = parse_answer(sides[2], _inner=True), parse_answer(sides[0], _inner=True)
             return Answer("interval", (ops[1] == ">=", lo, hi, ops[0] == ">="), text=text)
     if len(sides) > 2:
-        if not all(o == "=" for o in ops):
-            raise ParseError(f"chained relation {text!r}")
+        if not all(o == "=" for o in ops):  # "f(2) < f(1) < f(4)": compared as written (same text only)
+            expr = re.sub(r"\s+", "", "".join(x + o for x, o in zip(sides, [*ops, ""])))
+            _check_expression(expr)
+            return Answer("expression", expr, text=text)
         values = {n.value for n in (parse_number(x) for x in sides) if n is not None}
         if len(values) > 1:  # "x = 4 = 3" states two different values
             raise ParseError(f"chain of equalities with different values in {text!r}")
@@ -351,6 +370,16 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
 
 
 def parse_answer(text: str, *, _inner: bool = False) -> Answer:
+    """Parse an answer text into a typed ``Answer`` (cached; see ``_parse_answer``)."""
+    return _parse_cached(text, _inner)
+
+
+@functools.lru_cache(maxsize=8192)  # a gold is parsed once per completion of its prompt; Answers are immutable
+def _parse_cached(text: str, _inner: bool) -> Answer:
+    return _parse_answer(text, _inner=_inner)
+
+
+def _parse_answer(text: str, *, _inner: bool = False) -> Answer:
     """Parse an answer text into a typed ``Answer`` without any computer algebra.
 
     Args:
@@ -367,22 +396,38 @@ def parse_answer(text: str, *, _inner: bool = False) -> Answer:
     if len(text) > MAX_ANSWER_CHARS:
         raise ParseError(f"answer of {len(text)} characters exceeds {MAX_ANSWER_CHARS}")
     raw, approx = strip_approx(text)
-    s, percent = normalize(raw)
+    s, percent, unit = normalize_with_unit(raw)
     if not s:
         raise ParseError("empty answer")
+    ans = _parse_normalized(s, percent, approx, text)
+    return replace(ans, unit=unit) if unit and ans.kind in _UNIT_KINDS else ans
+
+
+_UNIT_KINDS = ("integer", "rational", "decimal", "expression")
+
+
+def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
+    """``parse_answer`` after normalization: ``s`` is the normalized text, ``text`` the original."""
     # several answers: "1331 and 1728", "2 or 3", "x=1; x=2"
-    for sep, hedged in ((r"\s+or\s+|\\text\s*\{\s*or\s*\}", True), (r"\s+and\s+|;|\\text\s*\{\s*and\s*\}", False)):
+    for sep, hedged in ((_OR_SEP, True), (r"\s+and\s+|;|\\text\s*\{\s*and\s*\}", False)):
         parts = [p for p in split_top(s, sep) if p]
         if len(parts) > 1:
             items = []
             for p in parts:
-                items.extend(split_top(p, ",") if not _THOUSANDS.fullmatch(p) else [p])
+                group = split_top(p, ",") if not _THOUSANDS.fullmatch(p) else [p]
+                if len(group) > 1 and all(len(_split_rel(g)[0]) == 2 for g in group):
+                    items.append(p)  # "p=5,q=2; p=7,q=2": each group is one solution, not four answers
+                else:
+                    items.extend(group)
             return Answer("list", tuple(parse_answer(p, _inner=True) for p in items if p), hedged=hedged, text=text)
     pm = split_top(s, r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])")
     if len(pm) == 2 and not re.search(_RELOPS, s):  # "\\pm 1" -> 1, -1; "3 \\pm \\sqrt{2}" -> both roots
         a, b = pm
         items = [b, f"-{b}"] if not a else [f"{a}+{b}", f"{a}-{b}"]
         return Answer("list", tuple(parse_answer(i, _inner=True) for i in items), text=text)
+    ratio = _RATIO.fullmatch(s)
+    if ratio:  # "7:32" is the ratio (7, 32), compared term by term
+        return Answer("ratio", tuple(parse_answer(x, _inner=True) for x in ratio.groups()), text=text)
     num = parse_number(s)
     if num is not None:
         pct = num.value if percent else None

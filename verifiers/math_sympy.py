@@ -10,7 +10,9 @@ text as Python.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import resource
 import sys
 from fractions import Fraction
@@ -38,9 +40,16 @@ def _config() -> Any:
     return ConversionConfig(lowercase_symbols=False)
 
 
+@functools.lru_cache(maxsize=2048)
+def _latex(text: str) -> Any:
+    """latex2sympy of one normalized LaTeX text (cached: a gold is compared with many completions)."""
+    from latex2sympy2_extended import latex2sympy
+
+    return latex2sympy(text, conversion_config=_config())
+
+
 def _to_sympy(a: Answer, side: str) -> Any:
     import sympy
-    from latex2sympy2_extended import latex2sympy
 
     if a.kind in ("integer", "rational", "decimal"):
         v = a.value
@@ -54,9 +63,12 @@ def _to_sympy(a: Answer, side: str) -> Any:
     if a.kind != "expression":
         raise SideError(side, f"cannot convert {a.kind} to sympy")
     try:
-        expr = latex2sympy(str(a.value), conversion_config=_config())
+        expr = _latex(str(a.value))
     except Exception as exc:  # the ANTLR parser raises bare Exception subclasses; record the text
         raise SideError(side, f"latex parse failed: {str(exc).splitlines()[0][:200]}") from None
+    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
+    if floats:  # a written decimal is exact: 10.5 is 21/2 (so 10\\sqrt{10.5} = 5\\sqrt{42})
+        expr = expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_Number and abs(node.exp) > MAX_POW_EXPONENT:
             raise SideError(side, f"exponent {node.exp} above {MAX_POW_EXPONENT}", "timeout")
@@ -76,14 +88,61 @@ def _close(a: Any, b: Any, tol: Fraction) -> bool:
     return bool(abs(diff) <= sympy.Rational(tol.numerator, tol.denominator))
 
 
+_PROBES = ((13, 7), (29, 11), (5, 3))  # rational points where a nonzero difference shows numerically
+
+
+def _numerically_nonzero(d: Any) -> bool:
+    """True only when ``d`` is surely not identically zero: its value at a probe point (or, for a
+    constant, its value) is far from zero relative to the size of its terms. False means "unknown".
+
+    This screen lets a wrong answer skip ``simplify`` (tens to hundreds of milliseconds); equality is
+    still decided exactly by ``simplify``/``equals``.
+    """
+    import sympy
+
+    syms = sorted(d.free_symbols, key=str)
+    points = [{}] if not syms else [{s: sympy.Rational(a + 2 * i, b + i) for i, s in enumerate(syms)} for a, b in _PROBES]
+    for point in points:
+        try:
+            terms = sympy.Add.make_args(d.subs(point) if point else d)
+            vals = [complex(sympy.N(t, 30)) for t in terms]
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+            return False
+        total, scale = abs(sum(vals)), sum(abs(v) for v in vals)
+        if math.isfinite(total) and math.isfinite(scale) and total > 1e-9 * scale and total > 1e-30:
+            return True
+    return False
+
+
 def _zero(d: Any) -> bool:
     import sympy
 
     if d == 0:
         return True
-    if sympy.simplify(d) == 0:
+    if _numerically_nonzero(d):
+        return False
+    if sympy.expand(d) == 0 or sympy.simplify(d) == 0:
         return True
     return bool(d.equals(0))
+
+
+def _same_solutions(gop: str, gd: Any, pop: str, pd: Any, mirror: dict[str, str]) -> bool:
+    """``lhs - rhs`` of two relations differ by a constant factor: same solution set (``2y = 4x + 2`` = ``y = 2x + 1``).
+
+    A negative factor flips an inequality (``x < 4`` = ``-x > -4``).
+    """
+    import sympy
+
+    if pd == 0 or not (gd.free_symbols and pd.free_symbols):
+        return False
+    if _numerically_nonzero(gd / pd - (gd / pd).subs({s: s + 1 for s in gd.free_symbols | pd.free_symbols})):
+        return False  # the ratio changes with the variables: not a constant factor
+    ratio = sympy.simplify(gd / pd)
+    if not ratio.is_number or ratio == 0 or not ratio.is_finite or not ratio.is_real:
+        return False
+    if gop in ("=", "!="):
+        return gop == pop
+    return gop == pop if ratio > 0 else mirror[gop] == pop
 
 
 def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
@@ -104,7 +163,9 @@ def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
         mirror = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
         if gop == pop and _zero(gd - pd):
             return True
-        return mirror[gop] == pop and _zero(gd + pd)
+        if mirror[gop] == pop and _zero(gd + pd):
+            return True
+        return _same_solutions(gop, gd, pop, pd, mirror)
     if hasattr(g, "is_Relational") and (g.is_Relational or p.is_Relational):
         return False
     pv = p.doit() if hasattr(p, "doit") else p  # latex2sympy may leave "82 + 1/100" unevaluated
@@ -138,13 +199,54 @@ def judge(gold_text: str, pred_text: str) -> dict[str, Any]:
         return {"reason": "parse_error", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
+_WARMUP = (  # one of each common answer shape, parsed at worker start (ANTLR caches predictions per token shape)
+    r"\frac{\sqrt{3}}{2}",
+    r"2\sqrt{3}+\sqrt[3]{2}",
+    r"\frac{5\pi}{2}-\pi/4",
+    r"e^{2}+e^x-\ln(2)+\ln 3+\log_{2} 8",
+    r"\sin(x)+\cos^2 x+\tan\theta",
+    r"(x+1)^2-x^{2}\cdot 3\times 2",
+    r"\binom{9}{2}+5!-|x|",
+    r"-\frac{-1+\sqrt{5}}{2}",
+    r"\infty",
+    r"2^{10}-10^6",
+    r"ab+xy-a_1+b_{2}",
+    r"\sqrt{7}",
+    r"3\sqrt{7}",
+    r"\frac{2\sqrt{5}}{3}",
+    r"\frac{\pi}{6}",
+    r"\pi/3",
+    r"3\pi",
+    r"\frac{7}{3}\pi",
+    r"1.5\pi",
+    r"e^3",
+    r"3e",
+    r"\ln(5)",
+    r"\ln 5",
+    r"7!",
+    r"\binom{6}{3}",
+    r"a^2-3a+2",
+    r"2+3a+a^2",
+    r"(a+2)^3",
+    r"3x+2y-5",
+    r"x",
+    r"-\frac{2}{7}",
+    r"\frac{1-\sqrt{3}}{4}",
+    r"10^{3}",
+    r"2.71",
+)
+
+
 def main() -> None:
     """Worker loop: one JSON request per stdin line -> one JSON reply per stdout line."""
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     import sympy  # noqa: F401  (import cost paid before announcing readiness)
     from latex2sympy2_extended import latex2sympy
 
-    latex2sympy("x+1")  # warm the ANTLR parser
+    for text in _WARMUP:  # ANTLR fills its prediction cache per construct: the first parse of each is slow
+        _latex(text)
+    x = sympy.Symbol("x")
+    sympy.simplify(latex2sympy("\\sqrt{12}+x") - 2 * sympy.sqrt(3) - x)  # simplify's lazy imports
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()

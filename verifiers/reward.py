@@ -67,6 +67,7 @@ def score(
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
     tests: Sequence[Any] | None = None,
+    format_prefix: str = "",
 ) -> Verdict:
     """Composite reward of one completion (see module docstring).
 
@@ -78,6 +79,8 @@ def score(
         format_weight: weight of the format term; the outcome is worth 1.0.
         timeout_s: hard limit per item for the outcome verifier, seconds.
         tests: code tests (required for ``kind="code"``).
+        format_prefix: text the chat template pre-filled in the assistant turn (``"<think>\\n"`` for
+            thinking models); the format rule sees ``format_prefix + completion``.
 
     Returns:
         ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight].
@@ -90,6 +93,7 @@ def score(
         format_weight=format_weight,
         timeout_s=timeout_s,
         tests=[tests] if tests is not None else None,
+        format_prefix=format_prefix,
     )[0]
 
 
@@ -102,12 +106,20 @@ def score_batch(
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
     tests: Sequence[Sequence[Any] | None] | None = None,
+    format_prefix: str | Sequence[str] = "",
 ) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
+
+    ``format_prefix`` is one prefix for all completions or one per completion (see ``score``).
 
     Raises:
         ValueError: lengths differ, or bad kind/template/weight (the message says which).
     """
+    prefixes = [format_prefix] * len(completions) if isinstance(format_prefix, str) else list(format_prefix)
+    if len(prefixes) != len(completions):
+        raise ValueError(
+            f"{len(prefixes)} format prefixes but {len(completions)} completions; pass one prefix or one per completion"
+        )
     _check(format_weight, kind, format_template)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds; pass one gold per completion")
@@ -118,7 +130,7 @@ def score_batch(
         if tests is None or len(tests) != len(completions):
             raise ValueError("kind='code' needs tests: one list of tests per completion")
         outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s)
-    fmts = [format_v.check_format(c, format_template) for c in completions]
+    fmts = [format_v.check_format(c, format_template, prefix=p) for c, p in zip(completions, prefixes)]
     return [_compose(o, f, format_template, format_weight, t0) for o, f in zip(outcomes, fmts)]
 
 
@@ -136,6 +148,15 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"completion of type {type(completion).__name__} is not a string or a list of chat messages")
 
 
+def _prefixes(fixed: str | None, prompts: Sequence[Any] | None, n: int) -> list[str]:
+    """One generation prefix per completion: ``fixed``, else detected from text prompts, else ""."""
+    if fixed is not None:
+        return [fixed] * n
+    if prompts is None or len(prompts) != n:
+        return [""] * n
+    return [format_v.generation_prefix(p) if isinstance(p, str) else "" for p in prompts]
+
+
 def as_trl_reward(
     verifier: Literal["math", "code", "format", "composite"] = "composite",
     *,
@@ -145,19 +166,25 @@ def as_trl_reward(
     format_template: str = "none",
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
+    format_prefix: str | None = None,
 ) -> Callable[..., list[float]]:
     """Expose a Ratchet verifier as a TRL reward function ``f(prompts, completions, **columns) -> list[float]``.
 
     ``completions`` may be strings or lists of chat messages; the gold comes from the dataset
     column ``answer_column`` (and code tests from ``tests_column``), which TRL passes as keyword
     arguments. The function's ``__name__`` is ``ratchet_<verifier>`` (TRL logs rewards by name).
+
+    ``format_prefix``: what the chat template pre-fills in the assistant turn (``"<think>\\n"``), seen
+    by the format rule before each completion. None: taken from each prompt given as text (its tail
+    from an unclosed ``<think>``, ``verifiers.format.generation_prefix``); "" for chat-message prompts.
     """
     _check(format_weight, kind, format_template if verifier != "format" else "none")
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]
+        prefixes = _prefixes(format_prefix, prompts, len(texts))
         if verifier == "format":
-            return [format_v.check_format(t, format_template).reward for t in texts]
+            return [format_v.check_format(t, format_template, prefix=p).reward for t, p in zip(texts, prefixes)]
         if answer_column not in columns:
             raise KeyError(
                 f"reward needs the dataset column {answer_column!r} (got columns {sorted(columns)}); set answer_column="
@@ -179,6 +206,7 @@ def as_trl_reward(
                 format_weight=format_weight,
                 timeout_s=timeout_s,
                 tests=tests,
+                format_prefix=prefixes,
             )
         ]
 

@@ -104,3 +104,30 @@ def test_malformed_line_names_line(tmp_path: Path) -> None:
     cases.write_text('{"id": "a", "kind": "math", "gold": "1", "prediction": "1"}\n')
     with pytest.raises(CasesFileError, match=r":1: missing field 'expected'"):
         run_audit(cases)
+
+
+PREFIXED = [  # (prefix the chat template pre-filled, completion, template, ok)
+    ("<think>\n", "I add them.</think><answer>5</answer>", "think_answer", True),
+    ("<think>\n", "<think>I add them.</think><answer>5</answer>", "think_answer", False),
+    ("", "I add them.</think><answer>5</answer>", "think_answer", False),
+    ("<think>", "no closing tag <answer>5</answer>", "think_answer", False),
+]
+
+
+@pytest.mark.parametrize("prefix,text,template,ok", PREFIXED)
+def test_format_sees_generation_prefix(prefix: str, text: str, template: str, ok: bool) -> None:
+    assert check_format(text, template, prefix=prefix).format_ok is ok
+
+
+def test_generation_prefix_detected_from_prompt() -> None:
+    from ratchet.verifiers.format import generation_prefix
+
+    assert generation_prefix("<|user|>2+3?<|assistant|><think>\n") == "<think>\n"
+    assert generation_prefix("<|assistant|><think>x</think>") == ""
+    assert generation_prefix("plain prompt") == ""
+    f = as_trl_reward("format", format_template="think_answer")
+    out = f(prompts=["q<|assistant|><think>\n", "q<|assistant|>"], completions=["a</think><answer>1</answer>"] * 2)
+    assert out == [1.0, 0.0]
+    g = as_trl_reward("composite", format_template="think_answer", format_prefix="<think>\n")
+    assert g(prompts=None, completions=["a</think><answer>1</answer>"], answer=["1"]) == [pytest.approx(1.1)]
+    assert score("a</think><answer>1</answer>", "1", format_template="think_answer", format_prefix="<think>").format_ok
