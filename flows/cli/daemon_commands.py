@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -53,13 +54,26 @@ def up(
         if port is not None:
             dcfg = dcfg.model_copy(update={"prefect": dcfg.prefect.model_copy(update={"port": port})})
 
+        own_server = not os.environ.get("PREFECT_API_URL")  # else that server's auth is its owner's business
+
         def ready(url: str) -> None:
             names = ", ".join(c.campaign for c in dcfg.campaigns)
+            from ratchet.flows.daemon.api import auth_path
+            from ratchet.flows.daemon.schedules import state_path
+
             console.print(
                 f"ratchet up: Prefect UI at {url.removesuffix('/api')}  ·  serving {names}  ·  Ctrl-C to stop",
                 highlight=False,
                 soft_wrap=True,
+                markup=False,
             )
+            if own_server:
+                console.print(
+                    f"ratchet up: the UI asks for a password: paste the contents of {auth_path(state_path().parent)}",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
 
         stopped_by = run_daemon(dcfg, on_ready=ready)
     except (DaemonError, ServerError, *known_errors()) as e:
