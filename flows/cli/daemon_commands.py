@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from ratchet.flows.cli.common import console, fail, known_errors
+from ratchet.flows.cli.common import cell, console, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
-schedule_app = typer.Typer(no_args_is_help=True, help="Campaign schedules of the running `ratchet up`.")
+schedule_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Campaign schedules of the running `ratchet up`.")
 
 
 def up(
@@ -120,9 +119,9 @@ def schedule_list(format: str = typer.Option("table", "--format", help="table | 
     if format == "json":
         print(json.dumps(rows, indent=1))
         return
-    t = Table("campaign", "schedule", "active", "next run")
+    t = plain_table("campaign", "schedule", "active", "next run")
     for r in rows:
-        t.add_row(r["campaign"], r["schedule"], "yes" if r["active"] else "paused", r["next_run"] or "—")
+        t.add_row(*map(cell, [r["campaign"], r["schedule"], "yes" if r["active"] else "paused", r["next_run"] or "—"]))
     console.print(t)
 
 

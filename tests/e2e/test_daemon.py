@@ -43,7 +43,7 @@ def _wait(what: str, cond, timeout_s: float, proc: subprocess.Popen, log: Path, 
 
 def _q(db: Path, sql: str):
     try:
-        return query(db, sql, timeout_s=10)[1]
+        return query(db, sql, lock_timeout_s=10)[1]
     except StoreError:
         return None  # not created yet
 
