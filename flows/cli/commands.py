@@ -42,11 +42,13 @@ class RichReporter:
 
 def _run(cfg) -> None:
     """Run a campaign with progress bars, then print the per-round table."""
+    from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
     from ratchet.loop.round_context import save_config
 
     try:
+        check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
             preflight(cfg)
     except known_errors() as e:
@@ -145,12 +147,17 @@ def status(
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
+    from ratchet.flows.daemon.service import owner_alive
+
     try:
         with connect(db, read_only=True) as con:
             require_store(con, db)
             names, rounds = status_rows(con)
     except StoreError as e:
         fail(str(e))
+    for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
+        if r["status"] == "running" and not owner_alive(r["owner"]):
+            r["status"] = "crashed"
     from ratchet.flows.daemon.schedules import next_run_by_campaign
 
     configure_prefect()
@@ -276,16 +283,33 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
 
 @app.command()
 def reverify(
-    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Default: the --config's db, else ratchet.duckdb."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Campaign config whose db and run_dir to use."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="Where the new verdicts' Parquet goes. Default: the config's run_dir, else <db>.runs."
+    ),
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Re-score stored trajectories with the current verifier version (adds verdict rows, never overwrites)."""
     from ratchet.flows.rounds.reverify import reverify as run_reverify
+    from ratchet.loop.config import ConfigError, load_config
     from ratchet.store.db import StoreError
 
+    if format not in ("table", "json"):
+        fail(f"--format {format!r} is not one of table, json")
+    if config is not None:
+        try:
+            cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
+        except ConfigError as e:
+            fail(str(e))
+        db, run_dir = Path(cfg.db), run_dir or cfg.resolved_run_dir()
+    db = db or Path("ratchet.duckdb")
     try:
         with console.status("re-scoring stored trajectories…"):
-            res = run_reverify(db)
+            res = run_reverify(db, run_dir=run_dir)
     except StoreError as e:
         fail(str(e))
     if format == "json":

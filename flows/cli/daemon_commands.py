@@ -88,12 +88,15 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign)."""
+    from ratchet.common.files import atomic_write_text
     from ratchet.loop.config_toml import render_default_toml
 
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
+    if path.is_dir():
+        fail(f"{path} is a directory; pass --path FILE.toml")
     try:
-        path.write_text(render_default_toml())
+        atomic_write_text(path, render_default_toml())  # a crash or full disk never leaves half a config behind
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
     console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)

@@ -185,3 +185,30 @@ def test_help_keeps_toml_brackets(cmd):
 def test_audit_bad_path_gets_one_line(tmp_path, make, msg):
     r = runner.invoke(app, ["audit", str(make(tmp_path))])
     assert r.exit_code == 2 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.output
+
+
+@pytest.mark.parametrize(
+    "toml,msg",
+    [
+        ("[generation]\nseed = 10000000000000\n", "generation.seed"),
+        ('algorithm = "grpo"\n[generation]\ntemperature = 0.0\ngroup_size = 4\n', "set generation.temperature > 0"),
+        ('[schedule]\ncron = "61 2 * * *"\n', "schedule.cron '61 2 * * *' is not valid"),
+    ],
+)
+def test_run_rejects_bad_values_before_work(tmp_path, toml, msg):
+    (tmp_path / "r.toml").write_text(f'db = "{tmp_path / "x.duckdb"}"\n' + toml)
+    r = runner.invoke(app, ["run", "--config", str(tmp_path / "r.toml")])
+    assert r.exit_code == 2 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.output
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_init_force_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "ratchet.toml"
+    path.write_text("old")
+    with path.open() as reader:  # a reader of the old file never sees it truncated or half written
+        r = runner.invoke(app, ["init", "--path", str(path), "--force"])
+        assert reader.read() == "old"
+    assert r.exit_code == 0 and "campaign" in path.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratchet.toml"]  # no temporary file left behind
+    r = runner.invoke(app, ["init", "--path", str(tmp_path), "--force"])
+    assert r.exit_code == 2 and "is a directory" in r.stderr
