@@ -1,6 +1,7 @@
 """`ratchet up`'s Prefect API answers only its own UI: auth string, CORS, CSRF, trusted Host (a real server, ~20 s)."""
 
 import base64
+import os
 import socket
 import stat
 
@@ -114,3 +115,22 @@ def test_ratchets_own_client_works(server, monkeypatch):
         assert ratchet_deployments(client) == []
         run = client.create_flow_run(probe)  # a state-changing request: auth and CSRF token both sent
         assert client.read_flow_run(run.id).id == run.id
+
+
+def test_ratchet_run_against_the_daemons_url_sends_its_auth(server, monkeypatch):
+    url, auth, home = server
+    from ratchet.flows.daemon.service import acquire_lock
+    from ratchet.flows.settings import configure_prefect
+
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    monkeypatch.delenv("PREFECT_API_AUTH_STRING", raising=False)
+    lock = acquire_lock(home / "ratchet-up.lock", {"pid": 1, "api_url": url}, "test")
+    try:
+        configure_prefect()
+        assert os.environ["PREFECT_API_AUTH_STRING"] == auth
+    finally:
+        lock.release()
+    monkeypatch.delenv("PREFECT_API_AUTH_STRING")
+    configure_prefect()  # no daemon holds the lock: the URL is someone else's server, no auth sent
+    assert "PREFECT_API_AUTH_STRING" not in os.environ
