@@ -95,7 +95,12 @@ def is_loopback(host: str) -> bool:
 def _local_addresses() -> list[str]:
     import psutil
 
-    return [a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs if a.family in (2, 10)]
+    return [
+        a.address.split("%")[0]
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family in (socket.AF_INET, socket.AF_INET6)
+    ]
 
 
 def allowed_hosts(host: str) -> list[str]:
