@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -29,7 +30,28 @@ def configure_prefect(quiet_console: bool = True) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")  # library tqdm bars would tear through the CLI's rich progress
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    _daemon_auth()
     if quiet_console:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "WARNING")
+
+
+def _daemon_auth() -> None:
+    """With ``PREFECT_API_URL`` pointing at the running ``ratchet up``, send its auth string (``ratchet run`` against it)."""
+    url = os.environ.get("PREFECT_API_URL", "").rstrip("/")
+    if not url or os.environ.get("PREFECT_API_AUTH_STRING"):
+        return
+    from ratchet.flows.daemon.api import AuthFileError, read_auth
+    from ratchet.flows.daemon.schedules import running_daemon, state_path
+
+    state = running_daemon() or {}
+    if (state.get("api_url") or "").rstrip("/") != url:
+        return  # another server: its auth, if any, is the user's PREFECT_API_AUTH_STRING
+    try:
+        auth = read_auth(state_path().parent)
+    except AuthFileError as e:
+        logging.getLogger(__name__).warning("%s", e)  # the API then answers 401
+        return
+    if auth:
+        os.environ["PREFECT_API_AUTH_STRING"] = auth

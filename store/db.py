@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +36,12 @@ def _is_lock_error(e: Exception) -> bool:
 
 
 @contextmanager
-def connect(path: str | Path, *, read_only: bool = False, timeout_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the DuckDB file, retrying lock conflicts with jittered backoff for up to ``timeout_s``.
+def connect(
+    path: str | Path, *, read_only: bool = False, timeout_s: float = 120.0, config: dict | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the DuckDB file, retrying lock conflicts with jittered backoff for up to ``timeout_s`` seconds.
+
+    ``config``: DuckDB settings applied when the database opens (e.g. :data:`READ_ONLY_CONFIG`).
 
     Raises:
         StoreError: the file is still locked after ``timeout_s``, is not a DuckDB file, its
@@ -51,7 +56,7 @@ def connect(path: str | Path, *, read_only: bool = False, timeout_s: float = 120
     delay = 0.02
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=config or {})
             break
         except duckdb.IOException as e:
             if not _is_lock_error(e):
@@ -141,17 +146,86 @@ def init_db(path: str | Path) -> None:
         con.execute("COMMIT")
 
 
-def query(path: str | Path, sql: str, params: list | None = None, *, read_only: bool = True, timeout_s: float = 120.0):
-    """Run one statement and return ``(column names, rows)``.
+# The user's SQL (``ratchet sql``) runs on a read-only connection opened with these settings, so it can
+# read the store and nothing else: no file reads or writes outside it (COPY ... TO, EXPORT, ATTACH,
+# read_csv of other files), no extension installs or loads from disk, no secrets, and no setting can be
+# changed afterwards (SET, RESET, PRAGMA enable_*). Anything the store itself needs is set up here,
+# before the user's statement runs.
+READ_ONLY_CONFIG: dict[str, bool] = {
+    "enable_external_access": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_persistent_secrets": False,
+    "lock_configuration": True,  # last: DuckDB applies it after the others
+}
+# Statement kinds that only read: SELECT covers WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE; MULTI is PIVOT.
+QUERY_KINDS = ("SELECT", "EXPLAIN", "PRAGMA", "MULTI")
+DEFAULT_QUERY_TIMEOUT_S = 60.0
+
+
+class QueryRefused(StoreError):
+    """The SQL is not exactly one read-only query, or it ran past its timeout; the message says what to change."""
+
+
+def one_query(sql: str) -> str:
+    """The single read-only statement of ``sql`` (trailing ``;`` allowed).
 
     Raises:
-        StoreError: the store cannot be opened; duckdb.Error: the SQL itself is invalid.
+        QueryRefused: ``sql`` is empty, holds several statements, or one that is not a query (COPY,
+            ATTACH, INSTALL, SET, CREATE, ...); duckdb.ParserException: it does not parse.
     """
-    with connect(path, read_only=read_only, timeout_s=timeout_s) as con:
-        cur = con.execute(sql, params or [])
-        if cur is None or cur.description is None:
-            return [], []
-        return [d[0] for d in cur.description], cur.fetchall()
+    stmts = duckdb.extract_statements(sql)
+    if not stmts:
+        raise QueryRefused('the query is empty; pass one SQL statement, e.g. "SELECT * FROM round_summary"')
+    if len(stmts) > 1:
+        raise QueryRefused(f"{len(stmts)} statements given; `ratchet sql` runs exactly one per call (run them one by one)")
+    kind = stmts[0].type.name
+    if kind not in QUERY_KINDS:
+        raise QueryRefused(
+            f"{kind} statements are refused: `ratchet sql` is read-only and runs queries only "
+            "(SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info); to export rows use --format csv|json"
+        )
+    return sql
+
+
+def query(
+    path: str | Path,
+    sql: str,
+    params: list | None = None,
+    *,
+    timeout_s: float = DEFAULT_QUERY_TIMEOUT_S,
+    lock_timeout_s: float = 120.0,
+):
+    """Run one read-only query on the store (the user's SQL) and return ``(column names, rows)``.
+
+    The connection is read-only and opened with :data:`READ_ONLY_CONFIG`; the statement is
+    interrupted (``con.interrupt()`` from a timer thread) after ``timeout_s`` seconds, so a slow or
+    hung reader never holds the file's lock longer than that. ``lock_timeout_s``: how long to wait
+    for a writer to let go of the file first.
+
+    Raises:
+        QueryRefused: as :func:`one_query`, or the query ran past ``timeout_s``.
+        StoreError: the store cannot be opened. duckdb.Error: the SQL itself is invalid or refused by DuckDB
+            (e.g. ``PermissionException`` for a file outside the store).
+    """
+    one_query(sql)
+    with connect(path, read_only=True, timeout_s=lock_timeout_s, config=READ_ONLY_CONFIG) as con:
+        timer = threading.Timer(timeout_s, con.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            cur = con.execute(sql, params or [])
+            if cur is None or cur.description is None:
+                return [], []
+            return [d[0] for d in cur.description], cur.fetchall()
+        except duckdb.InterruptException:
+            raise QueryRefused(
+                f"the query ran past its {timeout_s:g} s timeout and was stopped; narrow it (WHERE, LIMIT) or pass a larger --timeout-s"
+            ) from None
+        finally:
+            timer.cancel()
 
 
 @contextmanager

@@ -227,11 +227,15 @@ def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float
 
 
 def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
-    """Campaign names (oldest first) and every round with its state and gate decision."""
+    """Campaign names (oldest first) and every round with its state, owner (``'host:pid'`` or None) and gate decision."""
     names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY created_at").fetchall()]
+    has_owner = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'rounds' AND column_name = 'owner'"
+    ).fetchone()[0]
+    owner = "r.owner" if has_owner else "NULL"  # a store from before owners were recorded (read-only: not migrated here)
     rounds = _rows(
-        con.execute("""SELECT c.name AS campaign, r.round_index, r.status, g.decision, g.reason, g.candidate_pass1,
-                                         g.incumbent_pass1
+        con.execute(f"""SELECT c.name AS campaign, r.round_index, r.status, {owner} AS owner, g.decision, g.reason,
+                                         g.candidate_pass1, g.incumbent_pass1
                                   FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
                                   ORDER BY c.name, r.round_index""")
     )

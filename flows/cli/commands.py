@@ -9,15 +9,19 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ratchet.flows.cli.common import DB_HELP, console, fail, known_errors
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Ratchet: verifiable self-improvement rounds for LLMs.")
-model_app = typer.Typer(no_args_is_help=True, help="Model weights.")
+# rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Ratchet: verifiable self-improvement rounds for LLMs.",
+)
+model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Model weights.")
 app.add_typer(model_app, name="model")
 
 
@@ -38,17 +42,19 @@ class RichReporter:
 
 def _run(cfg) -> None:
     """Run a campaign with progress bars, then print the per-round table."""
+    from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
     from ratchet.loop.round_context import save_config
 
     try:
+        check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
             preflight(cfg)
     except known_errors() as e:
         fail(str(e))
     path = save_config(cfg)
-    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
@@ -68,20 +74,21 @@ def print_rounds(db: str, campaign: str) -> None:
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, campaign)
     f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
-    t = Table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
+    t = plain_table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
     for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "p(worse)", "trained on", "gate"]:
-        t.add_column(c, justify="right" if c not in ("candidate", "gate") else "left")
-    t.add_row("base", "", f(base), "", "", "", "")
+        t.add_column(cell(c), justify="right" if c not in ("candidate", "gate") else "left")
+    t.add_row(*map(cell, ["base", "", f(base), "", "", "", ""]))
     for r in rows:
-        t.add_row(
-            str(r["round_index"]),
+        values = [
+            r["round_index"],
             (r["candidate_checkpoint_id"] or "—")[:12],
             f(r["candidate_pass1"]),
             f(r["delta"], "+.3f"),
             f(r["p_value"], ".3g"),
-            str(r["training_examples"]),
+            r["training_examples"],
             r["decision"] or r["status"],
-        )
+        ]
+        t.add_row(*map(cell, values))
     console.print(t)
     for r in rows:
         if r["decision"] in ("reject", "halt"):
@@ -140,12 +147,17 @@ def status(
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
+    from ratchet.flows.daemon.service import owner_alive
+
     try:
         with connect(db, read_only=True) as con:
             require_store(con, db)
             names, rounds = status_rows(con)
     except StoreError as e:
         fail(str(e))
+    for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
+        if r["status"] == "running" and not owner_alive(r["owner"]):
+            r["status"] = "crashed"
     from ratchet.flows.daemon.schedules import next_run_by_campaign
 
     configure_prefect()
@@ -174,15 +186,12 @@ def status(
     if format == "json":
         print(json.dumps(doc, indent=1))
         return
-    t = Table(title=f"Ratchet store {db}")
-    for c in ["campaign", "round", "state", "decision", "candidate pass@1", "incumbent pass@1"]:
-        t.add_column(c)
+    t = plain_table("campaign", "round", "state", "decision", "candidate pass@1", "incumbent pass@1", title=f"Ratchet store {db}")
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-            t.add_row(
-                c["name"], str(r["index"]), r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])
-            )
+            values = [c["name"], r["index"], r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
+            t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
         if c["next_run"]:
@@ -216,25 +225,27 @@ def report(
 
 @app.command()
 def sql(
-    query_text: str = typer.Argument(..., metavar="QUERY", help="SQL to run against the store (read-only)."),
+    query_text: str = typer.Argument(..., metavar="QUERY", help="One read-only SQL query (SELECT, WITH, DESCRIBE, SHOW, ...)."),
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
     format: str = typer.Option("table", "--format", help="table | csv | json"),
+    timeout_s: float = typer.Option(
+        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it holds the store's lock while it runs)."
+    ),
 ) -> None:
-    """Query the trajectory store. Safe while a round is writing (short retried locks)."""
+    """Query the trajectory store, read-only: no file access, no ATTACH/INSTALL/SET, one statement. Safe while a round writes."""
     import duckdb
 
     from ratchet.store.db import StoreError, query
 
     if format not in ("table", "csv", "json"):
         fail(f"--format {format!r} is not one of table, csv, json")
-    if not query_text.strip().rstrip(";").strip():
-        fail('the query is empty; pass a SQL statement, e.g. "SELECT * FROM round_summary"')
     try:
-        cols, rows = query(db, query_text)
+        cols, rows = query(db, query_text, timeout_s=timeout_s)
     except StoreError as e:
         fail(str(e))
     except duckdb.Error as e:
-        fail(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "no message"
+        fail(f"{type(e).__name__}: {first}")
     print(render_rows(cols, rows, format), end="")
 
 
@@ -247,10 +258,10 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
         w.writerow(cols)
         w.writerows(rows)
         return buf.getvalue()
-    t = Table(*cols)
+    t = plain_table(*cols)
     for r in rows:
-        t.add_row(*("NULL" if v is None else str(v) for v in r))
-    buf = Console(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
+        t.add_row(*map(cell, r))
+    buf = PlainConsole(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
     buf.print(t)
     buf.print(f"{len(rows)} row(s)")
     return buf.file.getvalue()
@@ -272,16 +283,33 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
 
 @app.command()
 def reverify(
-    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Default: the --config's db, else ratchet.duckdb."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Campaign config whose db and run_dir to use."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="Where the new verdicts' Parquet goes. Default: the config's run_dir, else <db>.runs."
+    ),
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Re-score stored trajectories with the current verifier version (adds verdict rows, never overwrites)."""
     from ratchet.flows.rounds.reverify import reverify as run_reverify
+    from ratchet.loop.config import ConfigError, load_config
     from ratchet.store.db import StoreError
 
+    if format not in ("table", "json"):
+        fail(f"--format {format!r} is not one of table, json")
+    if config is not None:
+        try:
+            cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
+        except ConfigError as e:
+            fail(str(e))
+        db, run_dir = Path(cfg.db), run_dir or cfg.resolved_run_dir()
+    db = db or Path("ratchet.duckdb")
     try:
         with console.status("re-scoring stored trajectories…"):
-            res = run_reverify(db)
+            res = run_reverify(db, run_dir=run_dir)
     except StoreError as e:
         fail(str(e))
     if format == "json":
@@ -305,9 +333,41 @@ def audit(
     from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
     from ratchet.verifiers.sandbox import SandboxUnavailable
 
+    if format not in ("table", "json"):
+        fail(f"--format {format!r} is not one of table, json")
+    if not cases.exists():
+        fail(f"no cases file at {cases}; pass the path of a JSONL file of labelled cases")
+    if cases.is_dir():
+        fail(f"{cases} is a directory; pass the path of a JSONL file of labelled cases inside it")
     try:
         report = run_audit(cases)
     except (CasesFileError, SandboxUnavailable) as e:
         fail(str(e))
-    print(render_audit(report, "json" if format == "json" else "table"))
+    except UnicodeDecodeError as e:
+        fail(f"{cases} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as UTF-8 JSONL")
+    except OSError as e:
+        fail(f"cannot read {cases} ({e.strerror}); pass a readable JSONL file")
+    if format == "json":
+        print(render_audit(report, "json"))
+    else:
+        print(audit_text(report), end="")
     raise typer.Exit(audit_exit_code(report))
+
+
+def audit_text(report: dict) -> str:
+    """The audit report as plain-text tables: counts by kind, then each miss (reasons shown literally)."""
+    cols = ["total", "passed", "true_positives", "true_negatives", "false_positives", "false_negatives", "errors"]
+    table = plain_table("kind", *(c.replace("_", " ") for c in cols), title="verifier audit")
+    for kind, counts in report["by_kind"].items():
+        table.add_row(*map(cell, [kind, *(counts[c] for c in cols)]))
+    table.add_row(*map(cell, ["all", *(report[c] for c in cols)]), style="bold")
+    out = PlainConsole(file=io.StringIO(), width=140, force_terminal=False, color_system=None)
+    out.print(table)
+    if report["misses"]:
+        misses = plain_table("id", "kind", "expected", "got", "reason", title="misses")
+        for m in report["misses"]:
+            misses.add_row(*map(cell, [m["id"], m["kind"], m["expected"], m["got"], m["reason"]]))
+        out.print(misses)
+    else:
+        out.print("no misses")
+    return out.file.getvalue()

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from ratchet.flows.cli.common import console, fail, known_errors
+from ratchet.flows.cli.common import cell, console, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
-schedule_app = typer.Typer(no_args_is_help=True, help="Campaign schedules of the running `ratchet up`.")
+schedule_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Campaign schedules of the running `ratchet up`.")
 
 
 def up(
@@ -53,13 +53,26 @@ def up(
         if port is not None:
             dcfg = dcfg.model_copy(update={"prefect": dcfg.prefect.model_copy(update={"port": port})})
 
+        own_server = not os.environ.get("PREFECT_API_URL")  # else that server's auth is its owner's business
+
         def ready(url: str) -> None:
             names = ", ".join(c.campaign for c in dcfg.campaigns)
+            from ratchet.flows.daemon.api import auth_path
+            from ratchet.flows.daemon.schedules import state_path
+
             console.print(
                 f"ratchet up: Prefect UI at {url.removesuffix('/api')}  ·  serving {names}  ·  Ctrl-C to stop",
                 highlight=False,
                 soft_wrap=True,
+                markup=False,
             )
+            if own_server:
+                console.print(
+                    f"ratchet up: the UI asks for a password: paste the contents of {auth_path(state_path().parent)}",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
 
         stopped_by = run_daemon(dcfg, on_ready=ready)
     except (DaemonError, ServerError, *known_errors()) as e:
@@ -75,12 +88,15 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign)."""
+    from ratchet.common.files import atomic_write_text
     from ratchet.loop.config_toml import render_default_toml
 
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
+    if path.is_dir():
+        fail(f"{path} is a directory; pass --path FILE.toml")
     try:
-        path.write_text(render_default_toml())
+        atomic_write_text(path, render_default_toml())  # a crash or full disk never leaves half a config behind
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
     console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)
@@ -106,9 +122,9 @@ def schedule_list(format: str = typer.Option("table", "--format", help="table | 
     if format == "json":
         print(json.dumps(rows, indent=1))
         return
-    t = Table("campaign", "schedule", "active", "next run")
+    t = plain_table("campaign", "schedule", "active", "next run")
     for r in rows:
-        t.add_row(r["campaign"], r["schedule"], "yes" if r["active"] else "paused", r["next_run"] or "—")
+        t.add_row(*map(cell, [r["campaign"], r["schedule"], "yes" if r["active"] else "paused", r["next_run"] or "—"]))
     console.print(t)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
+from ratchet.loop.models import verify_checkpoint
 from ratchet.loop.round_context import Ctx
 from ratchet.loop.sft import SFTExample, train_sft
 from ratchet.loop.tasks import Prompt
@@ -23,7 +24,7 @@ def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
         path = checkpoint_dir(con, checkpoint_id)
     if path is None:
         raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
-    return Path(path)
+    return verify_checkpoint(path, checkpoint_id)  # the files a round loads are the ones the id names
 
 
 def train_compute(

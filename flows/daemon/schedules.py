@@ -3,7 +3,8 @@ and changes them (``ratchet schedule list|pause|resume|run-now``, ``ratchet stat
 
 Each campaign is one deployment of the ``campaign`` flow named after the campaign and tagged
 ``ratchet``. The CLI finds the API of the running daemon from ``PREFECT_API_URL``, else from the
-daemon's lock file under ``$PREFECT_HOME`` (see ``ratchet.flows.daemon.service``).
+daemon's lock file under ``$PREFECT_HOME`` (see ``ratchet.flows.daemon.service``), and sends the
+daemon's auth string (``$PREFECT_HOME/api-auth``, see ``ratchet.flows.daemon.api``).
 """
 
 from __future__ import annotations
@@ -97,12 +98,28 @@ def daemon_api_url() -> str | None:
     return state.get("api_url") if state else None
 
 
-@contextmanager
-def daemon_client(api_url: str | None = None) -> Iterator:
-    """A sync Prefect client on the daemon's API.
+def daemon_auth_string() -> str | None:
+    """The auth string for the daemon's API: ``PREFECT_API_AUTH_STRING`` when set, else the daemon's file, else None.
 
     Raises:
-        ScheduleError: no API is known or it does not answer within 2 s.
+        ScheduleError: the auth file exists but is unsafe or unreadable (the message says how to fix it).
+    """
+    from ratchet.flows.daemon.api import AuthFileError, read_auth
+
+    if os.environ.get("PREFECT_API_AUTH_STRING"):
+        return os.environ["PREFECT_API_AUTH_STRING"]
+    try:
+        return read_auth(state_path().parent)
+    except AuthFileError as e:
+        raise ScheduleError(str(e)) from None
+
+
+@contextmanager
+def daemon_client(api_url: str | None = None) -> Iterator:
+    """A sync Prefect client on the daemon's API, authenticated with :func:`daemon_auth_string`.
+
+    Raises:
+        ScheduleError: no API is known, it does not answer within 2 s, or the auth file is unsafe.
     """
     from ratchet.flows.daemon.server import api_healthy
 
@@ -114,9 +131,13 @@ def daemon_client(api_url: str | None = None) -> Iterator:
     if not api_healthy(url, timeout_s=2.0):
         raise ScheduleError(f"the Prefect API at {url} does not answer; is `ratchet up` still running?")
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(updates={PREFECT_API_URL: url}), get_client(sync_client=True) as client:
+    updates = {PREFECT_API_URL: url}
+    auth = daemon_auth_string()
+    if auth:
+        updates[PREFECT_API_AUTH_STRING] = auth
+    with temporary_settings(updates=updates), get_client(sync_client=True) as client:
         yield client
 
 

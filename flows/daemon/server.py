@@ -1,7 +1,8 @@
 """A real Prefect server for ``ratchet up``: start it as a child process group, wait until healthy, stop it.
 
-Schedules need a real ``prefect server start`` (the ephemeral API runs no scheduler and serves no
-UI). The server keeps its database under ``PREFECT_HOME`` (``$RATCHET_HOME/prefect/prefect.db``,
+Schedules need a real server (the ephemeral API runs no scheduler and serves no UI). It is Prefect's
+own app, started by ``python -m ratchet.flows.daemon.api`` so that it only answers its own UI: auth
+string, CSRF, CORS origins and trusted Host headers (see ``ratchet.flows.daemon.api``). The server keeps its database under ``PREFECT_HOME`` (``$RATCHET_HOME/prefect/prefect.db``,
 SQLite) unless a PostgreSQL URL is given. This module does not import Prefect, so a caller can
 start the server before Prefect reads its settings; use :func:`prefect_server`.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from ratchet.common.procs import kill_tree
+from ratchet.flows.daemon.api import AuthFileError, is_loopback, load_or_create_auth, server_security_env
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +60,6 @@ def server_env(home: Path, database_url: str | None, extra: dict[str, str] | Non
     return env
 
 
-def _prefect_cmd() -> list[str]:
-    exe = Path(sys.executable).with_name("prefect")
-    if exe.is_file():
-        return [str(exe)]
-    found = shutil.which("prefect")
-    if found is None:
-        raise ServerError("the `prefect` command is not installed next to this Python; reinstall Ratchet (pip install -e .)")
-    return [found]
-
-
 def _die_with_parent() -> None:
     """In the child (Linux): get SIGTERM when the parent dies, even by SIGKILL, so no server outlives its daemon."""
     if sys.platform.startswith("linux"):
@@ -97,14 +88,17 @@ def prefect_server(
     """Yield the API URL (``http://host:port/api``) of a healthy Prefect server.
 
     When ``PREFECT_API_URL`` is set, that server is used as is (nothing is started or stopped).
-    Otherwise ``prefect server start`` runs in its own process group with ``PREFECT_HOME=home``
-    (default: ``$PREFECT_HOME``, else ``$RATCHET_HOME/prefect``), telemetry off, the database at
-    ``database_url`` (PostgreSQL ``postgresql+asyncpg://...``) or SQLite under ``home``; its output
-    goes to ``<home>/server.log``; its pid (= its process group id) is appended to ``pid_out``.
-    On exit the whole group gets SIGTERM, then SIGKILL.
+    Otherwise the server runs in its own process group with ``PREFECT_HOME=home`` (default:
+    ``$PREFECT_HOME``, else ``$RATCHET_HOME/prefect``), telemetry off, the database at
+    ``database_url`` (PostgreSQL ``postgresql+asyncpg://...``) or SQLite under ``home``, API auth
+    with the string of ``<home>/api-auth`` (created ``0600`` if absent; clients read it with
+    ``ratchet.flows.daemon.api.read_auth(home)``), CSRF on, CORS and Host headers limited to
+    ``host``; a non-loopback ``host`` logs a warning. Its output goes to ``<home>/server.log``; its
+    pid (= its process group id) is appended to ``pid_out``. On exit the whole group gets SIGTERM,
+    then SIGKILL.
 
     Raises:
-        ServerError: the port is taken, the server exits early or is not healthy within
+        ServerError: the port is taken, the auth file cannot be made, the server exits early or is not healthy within
             ``startup_timeout_s`` seconds, or an external ``PREFECT_API_URL`` does not answer.
     """
     external = os.environ.get("PREFECT_API_URL")
@@ -127,13 +121,29 @@ def prefect_server(
             f"port {port} on {host} is already in use; pass --port with a free port, or point "
             f"PREFECT_API_URL at the server already listening there"
         )
-    api_url = f"http://{host}:{port}/api"
+    try:
+        auth = load_or_create_auth(home)
+    except AuthFileError as e:
+        raise ServerError(str(e)) from None
+    if not is_loopback(host):
+        logger.warning(
+            "the Prefect API and UI listen on %s, reachable from other machines (auth string in %s); "
+            "bind to 127.0.0.1 unless you mean it",
+            host,
+            home / "api-auth",
+        )
+    url_host = f"[{host}]" if ":" in host else host
+    api_url = f"http://{url_host}:{port}/api"
     log_path = home / "server.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [*_prefect_cmd(), "server", "start", "--host", host, "--port", str(port), "--no-background"],
+            [sys.executable, "-m", "ratchet.flows.daemon.api", "--host", host, "--port", str(port)],
             # the UI's browser code calls the API at PREFECT_UI_API_URL (default port 4200)
-            env=server_env(home, database_url, {"PREFECT_UI_API_URL": api_url, **(extra_env or {})}),
+            env=server_env(
+                home,
+                database_url,
+                {"PREFECT_UI_API_URL": api_url, **server_security_env(host, port, auth), **(extra_env or {})},
+            ),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -155,9 +165,7 @@ def _wait_healthy(proc: subprocess.Popen, api_url: str, timeout_s: float, log_pa
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise ServerError(
-                f"`prefect server start` exited with code {proc.returncode}: {' | '.join(tail)} (full log: {log_path})"
-            )
+            raise ServerError(f"the Prefect server exited with code {proc.returncode}: {' | '.join(tail)} (full log: {log_path})")
         if api_healthy(api_url):
             return
         time.sleep(0.5)

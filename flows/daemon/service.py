@@ -338,6 +338,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serving: SIGTERM unwinds like Ctrl-C (server stopped)
     p = dcfg.prefect
     prior_url = os.environ.get("PREFECT_API_URL")
+    prior_auth = os.environ.get("PREFECT_API_AUTH_STRING")
     info = {"pid": os.getpid(), "host": socket.gethostname(), "api_url": None, "started_at": time.time()}
     locks = [acquire_lock(state_path(), info, f"PREFECT_HOME {state_path().parent}")]
     try:
@@ -350,11 +351,16 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
         with prefect_server(
             p.port, host=p.host, home=state_path().parent, database_url=p.database_url, pid_out=server_pid
         ) as url:
-            from prefect.settings import PREFECT_API_URL, temporary_settings
+            from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
+            from ratchet.flows.daemon.api import read_auth
+
+            updates = {PREFECT_API_URL: url}
             os.environ["PREFECT_API_URL"] = url  # flow-run child processes inherit it
+            if not prior_url:  # our own server: Ratchet's clients, the runner and flow-run processes send its auth string
+                os.environ["PREFECT_API_AUTH_STRING"] = updates[PREFECT_API_AUTH_STRING] = read_auth(state_path().parent)
             locks[0].write({**info, "api_url": url})
-            with temporary_settings(updates={PREFECT_API_URL: url}):
+            with temporary_settings(updates=updates):
                 _crash_orphans(
                     dbs, everything=not prior_url, message="found Running when `ratchet up` started: its process is gone"
                 )
@@ -383,4 +389,8 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
             lock.release()
         if prior_url is None:
             os.environ.pop("PREFECT_API_URL", None)
+            if prior_auth is None:
+                os.environ.pop("PREFECT_API_AUTH_STRING", None)
+            else:
+                os.environ["PREFECT_API_AUTH_STRING"] = prior_auth
     return stop_signals[0] if stop_signals else None

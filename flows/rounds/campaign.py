@@ -14,7 +14,7 @@ from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide
-from ratchet.loop.models import read_checkpoint_id, resolve_model
+from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
@@ -43,7 +43,7 @@ def preflight(cfg: RatchetConfig) -> None:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
     """
     ctx = Ctx(cfg)
-    resolve_model(cfg.model.name_or_path)
+    check_loadable(resolve_model(cfg.model.name_or_path))
     ctx.heldout()
     ctx.train_prompts()
     init_db(ctx.db)  # last: a failing check above leaves no store behind

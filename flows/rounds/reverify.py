@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from ratchet.loop.round_context import VERIFIER_NAME, now, short_hash
-from ratchet.store.db import connect, transaction
+from ratchet.store.db import connect, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify
 from ratchet.verifiers.reward import VERSION, score_batch
@@ -20,13 +20,17 @@ from ratchet.verifiers.reward import VERSION, score_batch
 def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
     """Score every trajectory lacking a verdict of the current composite verifier version.
 
+    The new verdicts are written as Parquet under ``run_dir`` (the campaign config's ``run_dir``;
+    default ``<db without suffix>.runs``) before they are ingested.
+
     Returns:
         ``{"version", "rescored", "flips": {"wrong->right", "right->wrong", "unchanged", "new"}, "inserted"}``.
     Raises:
-        StoreError: the store cannot be opened.
+        StoreError: the store cannot be opened or is not a Ratchet store.
     """
     db = Path(db)
     with connect(db, read_only=True) as con:
+        require_store(con, db)
         todo = trajectories_to_reverify(con, VERIFIER_NAME, VERSION)
     flips: Counter[str] = Counter()
     rows: list[dict] = []

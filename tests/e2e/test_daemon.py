@@ -43,7 +43,7 @@ def _wait(what: str, cond, timeout_s: float, proc: subprocess.Popen, log: Path, 
 
 def _q(db: Path, sql: str):
     try:
-        return query(db, sql, timeout_s=10)[1]
+        return query(db, sql, lock_timeout_s=10)[1]
     except StoreError:
         return None  # not created yet
 
@@ -129,7 +129,7 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
         # Stop mid-round 2 when possible (the flow run then has live children), else between runs.
         _wait("round 2 to start", lambda: _q(db, "SELECT status FROM rounds WHERE round_index = 2"), 300, proc, log)
         tree = psutil.Process(proc.pid).children(recursive=True)
-        assert any("prefect" in " ".join(p.cmdline()) and "server" in p.cmdline() for p in tree)
+        assert any("ratchet.flows.daemon.api" in p.cmdline() for p in tree)  # the Prefect server
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:

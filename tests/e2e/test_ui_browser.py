@@ -42,14 +42,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def prefect_server_url(tmp_path, monkeypatch):
-    """A real Prefect server (UI included) on a free port with its own PREFECT_HOME; yields the API URL."""
+    """A real Prefect server (UI included, API auth on) on a free port with its own PREFECT_HOME; yields (API URL, auth)."""
+    from ratchet.flows.daemon.api import read_auth
     from ratchet.flows.daemon.server import prefect_server
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     port = _free_port()
     # The UI asks the API at PREFECT_UI_API_URL (default: port 4200): prefect_server points it at this port.
     with prefect_server(port, home=tmp_path / "prefect-home", startup_timeout_s=240) as url:
-        yield url
+        yield url, read_auth(tmp_path / "prefect-home")
 
 
 def _save(page, tmp_path: Path, name: str, notes_name: str) -> Path:
@@ -68,8 +69,9 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     from playwright.sync_api import expect, sync_playwright
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
+    prefect_server_url, auth = prefect_server_url
     cfg = tiny_config_file(tmp_path, tiny_model_dir, campaign="tiny-ui", algorithm="rft", **{"sft.epochs": 1, "sft.lr": 1e-4})
     # The round runs in its own process, as under `ratchet up`: Prefect's in-process log and event
     # workers then never outlive this server (they would retry it from later tests' harness).
@@ -78,14 +80,14 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(cfg)],
-        env={**os.environ, "PREFECT_API_URL": prefect_server_url},
+        env={**os.environ, "PREFECT_API_URL": prefect_server_url, "PREFECT_API_AUTH_STRING": auth},
         capture_output=True,
         text=True,
         timeout=1200,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (decision,) = [d["decision"] for d in json.loads(proc.stdout.strip().splitlines()[-1])]
-    with temporary_settings(updates={PREFECT_API_URL: prefect_server_url}):
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server_url, PREFECT_API_AUTH_STRING: auth}):
         with get_client(sync_client=True) as client:
             (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["round-1"])))
     ui = prefect_server_url.removesuffix("/api")
@@ -96,6 +98,8 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
                 viewport={"width": 1400, "height": 2000}
             )  # the UI scrolls inside the page: a tall view shows every card
             page.set_default_timeout(TIMEOUT_MS)
+            # what the UI's login page stores when the user pastes the auth string (<PREFECT_HOME>/api-auth)
+            page.add_init_script(f"localStorage.setItem('prefect-password', btoa({json.dumps(auth)}))")
             page.goto(f"{ui}/runs/flow-run/{run.id}", wait_until="networkidle")
             page.locator("li.p-tab", has_text="Artifacts").click()
             for key in ("tiny-ui-round-1-metrics", "tiny-ui-round-1-gate", "tiny-ui-round-1-verifier"):

@@ -98,3 +98,117 @@ def test_run_bad_model_or_task_file_fails_before_work(tmp_path, tiny_model_dir, 
 def test_demo_unwritable_db_fails_fast():
     r = runner.invoke(app, ["demo", "--db", "/proc/ratchet/demo.duckdb"])
     assert r.exit_code == 2 and ("not writable" in r.stderr or "cannot create" in r.stderr)
+
+
+@pytest.mark.parametrize(
+    "sql,msg",
+    [
+        ("COPY prompts TO '{out}'", "COPY statements are refused"),
+        ("COPY (SELECT 1) TO '{out}' (FORMAT csv);", "COPY statements are refused"),
+        ("ATTACH '{other}' AS o (READ_WRITE)", "ATTACH statements are refused"),
+        ("INSTALL httpfs", "LOAD statements are refused"),
+        ("LOAD httpfs", "LOAD statements are refused"),
+        ("SET threads = 1", "SET statements are refused"),
+        ("SELECT 1; DELETE FROM prompts", "2 statements given"),
+        ("EXPORT DATABASE '{out}'", "EXPORT statements are refused"),
+        ("SELECT * FROM read_csv('{other}')", "PermissionException"),  # a query, but of a file outside the store
+        ("SELECT * FROM prompts WHERE question = ''; -- one statement", None),
+        (" /* nothing */ ; ", "the query is empty"),
+    ],
+)
+def test_sql_is_strictly_read_only(tmp_path, db, sql, msg):
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE keep (x INT); INSERT INTO keep VALUES (1)")
+    out = tmp_path / "out.csv"
+    r = runner.invoke(app, ["sql", "--db", str(db), sql.format(out=out, other=other)])
+    if msg is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 2, r.output
+    assert msg in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.output
+    assert not out.exists()
+    with duckdb.connect(str(other), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM keep").fetchone() == (1,)
+
+
+def test_sql_query_ends_at_its_timeout(db):
+    import time
+
+    t = time.monotonic()
+    q = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = -1"
+    r = runner.invoke(app, ["sql", "--db", str(db), "--timeout-s", "0.5", q])
+    assert time.monotonic() - t < 10
+    assert r.exit_code == 2 and "ran past its 0.5 s timeout" in r.stderr
+    r = runner.invoke(app, ["sql", "--db", str(db), "DELETE FROM prompts"])  # the store is free again at once
+    assert "read-only" in r.stderr
+
+
+def test_sql_tables_show_text_literally(db):
+    q = "SELECT '[/INST]' AS a, 'a[i] + b[j]' AS b, 'x' || chr(27) || '[31mred' || chr(27) || ']0;t' || chr(7) AS c"
+    r = runner.invoke(app, ["sql", "--db", str(db), q])
+    assert r.exit_code == 0, r.output
+    assert "[/INST]" in r.stdout and "a[i] + b[j]" in r.stdout
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\\x1b[31mred\\x1b]0;t\\x07" in r.stdout
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "json", q])
+    assert json.loads(r.stdout)[0]["c"] == "x\x1b[31mred\x1b]0;t\x07"  # JSON stays exact
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "csv", q])
+    assert r.stdout.splitlines()[1] == "[/INST],a[i] + b[j],x\x1b[31mred\x1b]0;t\x07"
+
+
+def test_audit_misses_show_text_literally(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    case = {"id": "[/x] \x1b[2J", "kind": "math", "gold": "2", "prediction": "Answer: 3 [/INST]", "expected": True}
+    cases.write_text(json.dumps(case) + "\n")
+    r = runner.invoke(app, ["audit", str(cases)])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert "[/x] \\x1b[2J" in r.stdout and "\x1b" not in r.stdout
+
+
+@pytest.mark.parametrize("cmd", ["demo", "run"])
+def test_help_keeps_toml_brackets(cmd):
+    r = runner.invoke(app, [cmd, "--help"])
+    assert r.exit_code == 0
+    assert ("[grpo]" if cmd == "demo" else "[[campaigns]]") in r.output
+
+
+@pytest.mark.parametrize(
+    "make,msg",
+    [
+        (lambda p: p / "missing.jsonl", "no cases file at"),
+        (lambda p: p, "is a directory"),
+        (lambda p: (p / "latin1.jsonl").write_bytes(b'{"id": "caf\xe9"}\n') and p / "latin1.jsonl", "is not UTF-8 text"),
+    ],
+)
+def test_audit_bad_path_gets_one_line(tmp_path, make, msg):
+    r = runner.invoke(app, ["audit", str(make(tmp_path))])
+    assert r.exit_code == 2 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.output
+
+
+@pytest.mark.parametrize(
+    "toml,msg",
+    [
+        ("[generation]\nseed = 10000000000000\n", "generation.seed"),
+        ('algorithm = "grpo"\n[generation]\ntemperature = 0.0\ngroup_size = 4\n', "set generation.temperature > 0"),
+        ('[schedule]\ncron = "61 2 * * *"\n', "schedule.cron '61 2 * * *' is not valid"),
+    ],
+)
+def test_run_rejects_bad_values_before_work(tmp_path, toml, msg):
+    (tmp_path / "r.toml").write_text(f'db = "{tmp_path / "x.duckdb"}"\n' + toml)
+    r = runner.invoke(app, ["run", "--config", str(tmp_path / "r.toml")])
+    assert r.exit_code == 2 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.output
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_init_force_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "ratchet.toml"
+    path.write_text("old")
+    with path.open() as reader:  # a reader of the old file never sees it truncated or half written
+        r = runner.invoke(app, ["init", "--path", str(path), "--force"])
+        assert reader.read() == "old"
+    assert r.exit_code == 0 and "campaign" in path.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratchet.toml"]  # no temporary file left behind
+    r = runner.invoke(app, ["init", "--path", str(tmp_path), "--force"])
+    assert r.exit_code == 2 and "is a directory" in r.stderr

@@ -161,3 +161,27 @@ def test_flow_runs_left_running_are_marked_crashed(prefect_harness):
         assert client.read_flow_run(other.id).state.type.value == "RUNNING"
         crash_flow_runs(client, flow_run_ids=set(), deployment_ids=set(), everything=True, message="all")
         assert client.read_flow_run(other.id).state.type.value == "CRASHED"
+
+
+def test_status_shows_a_killed_runs_round_as_crashed_without_a_daemon(tmp_path, monkeypatch):
+    db = tmp_path / "s.duckdb"
+    init_db(db)
+    with transaction(db) as con:
+        insert_rows(
+            con,
+            "campaigns",
+            [dict(campaign_id="c1", name="camp", base_checkpoint_id="base", config_json="{}", created_at=datetime.now(UTC))],
+        )
+        insert_rows(
+            con,
+            "rounds",
+            [_round("c1", 1, "running", f"{HOST}:{_dead_pid()}"), _round("c1", 2, "running", f"{HOST}:{os.getpid()}")],
+        )
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-daemon"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    r = runner.invoke(app, ["status", "--db", str(db), "--format", "json"])
+    (c,) = json.loads(r.stdout)["campaigns"]
+    assert [x["state"] for x in c["rounds"]] == ["crashed", "running"]
+    r = runner.invoke(app, ["status", "--db", str(db)])
+    assert "crashed" in r.stdout
+    assert query(db, "SELECT status FROM rounds ORDER BY round_index")[1] == [("running",), ("running",)]  # status only reads

@@ -76,3 +76,23 @@ def test_reverify_cli_json(tmp_path):
     seed_store(db)
     r = CliRunner().invoke(app, ["reverify", "--db", str(db), "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["flips"]["right->wrong"] == 1
+
+
+def test_reverify_writes_under_the_configs_run_dir(tmp_path):
+    db = tmp_path / "v.duckdb"
+    seed_store(db)
+    runs = tmp_path / "elsewhere" / "runs"
+    (tmp_path / "r.toml").write_text(f'db = "{db}"\nrun_dir = "{runs}"\n')
+    r = CliRunner().invoke(app, ["reverify", "--config", str(tmp_path / "r.toml"), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert len(list((runs / "reverify").glob("*.parquet"))) == 1 and not db.with_suffix(".runs").exists()
+
+
+def test_reverify_refuses_a_duckdb_that_is_not_a_store(tmp_path):
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE sales (x INT)")
+    r = CliRunner().invoke(app, ["reverify", "--db", str(other)])
+    assert r.exit_code == 2 and "not a Ratchet store" in r.stderr and r.stderr.strip().count("\n") == 0, r.output
