@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ratchet.verifiers.code import verify_code_batch
 from ratchet.verifiers.format import check_format, template_for_rule
@@ -153,38 +153,6 @@ def _spec_shape(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_audit(report: dict[str, Any], fmt: Literal["table", "json"] = "table") -> str:
-    """Render a ``run_audit`` report as a rich table (text) or as JSON.
-
-    Raises:
-        ValueError: unknown ``fmt``.
-    """
-    if fmt == "json":
-        return json.dumps(_spec_shape(report), indent=2, sort_keys=False)
-    if fmt != "table":
-        raise ValueError(f"fmt {fmt!r} is unknown; use 'table' or 'json'")
-    from rich.console import Console
-    from rich.table import Table
-
-    cols = ["total", "passed", "true_positives", "true_negatives", "false_positives", "false_negatives", "errors"]
-    table = Table(title="verifier audit")
-    table.add_column("kind")
-    for c in cols:
-        table.add_column(c.replace("_", " "), justify="right")
-    for kind, counts in report["by_kind"].items():
-        table.add_row(kind, *(str(counts[c]) for c in cols))
-    table.add_row("all", *(str(report[c]) for c in cols), style="bold")
-    console = Console(width=140, record=True, force_terminal=False, color_system=None)
-    with console.capture() as cap:
-        console.print(table)
-        console.print(f"code sandbox isolation: {report.get('isolation', 'kernel')}", markup=False, highlight=False)
-        if report["misses"]:
-            misses = Table(title="misses")
-            for c in ("id", "kind", "expected", "got", "reason"):
-                misses.add_column(c)
-            for m in report["misses"]:
-                misses.add_row(m["id"], m["kind"], str(m["expected"]), str(m["got"]), m["reason"])
-            console.print(misses)
-        else:
-            console.print("no misses")
-    return cap.get()
+def audit_json(report: dict[str, Any]) -> str:
+    """A ``run_audit`` report as one JSON object (the documented shape, plus ``isolation``); the CLI renders tables."""
+    return json.dumps(_spec_shape(report), indent=2, sort_keys=False)

@@ -330,7 +330,7 @@ def audit(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Run the verifiers over labelled cases; exit 1 if any false positive."""
-    from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+    from ratchet.verifiers.audit import CasesFileError, audit_exit_code, audit_json, run_audit
     from ratchet.verifiers.sandbox import SandboxUnavailable
 
     if format not in ("table", "json"):
@@ -348,7 +348,7 @@ def audit(
     except OSError as e:
         fail(f"cannot read {cases} ({e.strerror}); pass a readable JSONL file")
     if format == "json":
-        print(render_audit(report, "json"))
+        print(audit_json(report))
     else:
         print(audit_text(report), end="")
     raise typer.Exit(audit_exit_code(report))
@@ -363,6 +363,7 @@ def audit_text(report: dict) -> str:
     table.add_row(*map(cell, ["all", *(report[c] for c in cols)]), style="bold")
     out = PlainConsole(file=io.StringIO(), width=140, force_terminal=False, color_system=None)
     out.print(table)
+    out.print(cell(f"code sandbox isolation: {report.get('isolation', 'kernel')}"))
     if report["misses"]:
         misses = plain_table("id", "kind", "expected", "got", "reason", title="misses")
         for m in report["misses"]:

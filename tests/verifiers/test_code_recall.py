@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ratchet.verifiers import sandbox
 from ratchet.verifiers._code_harness import make_codec
-from ratchet.verifiers.audit import render_audit, run_audit
+from ratchet.verifiers.audit import audit_json, run_audit
 from ratchet.verifiers.code import extract_code, verify_code
 
 
@@ -124,9 +124,9 @@ def test_audit_json_shows_isolation(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     cases = tmp_path / "c.jsonl"
     row = {"id": "a", "kind": "code", "gold": "", "prediction": prog("def f():\n    return 1"), "expected": True}
     cases.write_text(json.dumps({**row, "tests": ["assert f() == 1"]}))
-    assert json.loads(render_audit(run_audit(cases), "json"))["isolation"] == "kernel"
+    assert json.loads(audit_json(run_audit(cases)))["isolation"] == "kernel"
     monkeypatch.setenv("RATCHET_CODE_ISOLATION", "weak")
-    shown = json.loads(render_audit(run_audit(cases), "json"))
+    shown = json.loads(audit_json(run_audit(cases)))
     assert shown["isolation"] == "weak" and shown["passed"] == 1
 
 

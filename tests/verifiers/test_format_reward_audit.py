@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ratchet import verifiers
-from ratchet.verifiers.audit import CasesFileError, audit_exit_code, render_audit, run_audit
+from ratchet.verifiers.audit import CasesFileError, audit_exit_code, audit_json, run_audit
 from ratchet.verifiers.format import check_format
 from ratchet.verifiers.reward import as_trl_reward, score
 
@@ -80,14 +80,16 @@ def test_audit_json_shape(tmp_path: Path) -> None:
     ]
     cases.write_text("\n".join(json.dumps(r) for r in rows))
     report = run_audit(cases)
-    shown = json.loads(render_audit(report, "json"))
+    shown = json.loads(audit_json(report))
     assert set(shown) == {"total", "passed", "false_positives", "false_negatives", "errors", "by_kind", "misses", "isolation"}
     assert set(shown["by_kind"]["math"]) == {"total", "passed", "false_positives", "false_negatives", "errors"}
     assert report["true_positives"] == 2 and report["true_negatives"] == 0
     assert report["total"] == 3 and report["false_negatives"] == 1 and audit_exit_code(report) == 0
     assert report["misses"][0]["id"] == "b" and set(report["misses"][0]) == {"id", "kind", "expected", "got", "reason"}
     assert all(shown[k] == report[k] for k in ("total", "passed", "false_positives", "false_negatives", "errors", "misses"))
-    assert "misses" in render_audit(report, "table")
+    from ratchet.flows.cli.commands import audit_text
+
+    assert "misses" in audit_text(report)
 
 
 def test_audit_false_positive_exit_code(tmp_path: Path) -> None:
