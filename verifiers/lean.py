@@ -41,8 +41,6 @@ import time
 import uuid
 from collections.abc import Sequence
 
-import httpx
-
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = "lean-1.0.0"
@@ -117,6 +115,10 @@ def _refusal(statement: str, code: str) -> str | None:
 
 
 def _post(url: str, snippets: list[dict], timeout_s: float, api_key: str | None) -> list[dict]:
+    try:  # the optional extra ratchet[lean]: math and code verification must not need it
+        import httpx
+    except ImportError as e:
+        raise LeanServerError("the Lean verifier needs httpx; pip install 'ratchet[lean]'") from e
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body = {"snippets": snippets, "timeout": max(1, round(timeout_s)), "debug": False, "reuse": True}
     try:
