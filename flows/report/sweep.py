@@ -74,7 +74,9 @@ def plot(rows: Sequence[dict], keys: Sequence[str]) -> bytes:
     for i, (metric, title) in enumerate(METRICS):
         ax = fig.add_subplot(1, len(METRICS), i + 1)
         for combo in dict.fromkeys(tuple(r[k] for k in rest) for r in rows):
-            pts = [(xs.index(r[first]), r[metric]) for r in rows if tuple(r[k] for k in rest) == combo and r[metric] is not None]
+            pts = [
+                (xs.index(r[first]), r[metric]) for r in rows if tuple(r[k] for k in rest) == combo and r.get(metric) is not None
+            ]
             label = ", ".join(f"{k}={v}" for k, v in zip(rest, combo)) or None
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)

@@ -65,3 +65,28 @@ def test_sweep_runs_one_campaign_per_point_and_compares(prefect_harness, tiny_mo
     r = CliRunner().invoke(app, ["sweep", "--config", str(base), *grid, "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert query(cfg.db, "SELECT count(*) FROM rounds")[1][0][0] == 4
+
+
+def test_bad_grid_fails_in_one_line_before_any_run(tmp_path):
+    base = tmp_path / "b.toml"
+    base.write_text('algorithm = "grpo"\n')
+    r = CliRunner().invoke(app, ["sweep", "--config", str(base), "--grid", "grpo.betta=0.1"])
+    assert r.exit_code == 2 and "'betta' is not a key of [grpo]" in r.output
+    r = CliRunner().invoke(app, ["sweep", "--config", str(base), "--grid", "grpo.beta"])
+    assert r.exit_code == 2 and "is not KEY=V1,V2" in r.output
+
+
+def test_comparison_files_from_rows(tmp_path):
+    from ratchet.flows.report.sweep import write_comparison
+
+    rows = [
+        {"grpo.beta": b, "generation.group_size": g, "campaign": f"c-{b}-{g}", "status": "completed", "final_pass1": b * 10,
+         "kl_mean": b / 2, "reward_mean": 0.5, "rounds_done": 1}
+        for b in (0.001, 0.01) for g in (4, 8)
+    ] + [{"grpo.beta": 0.1, "generation.group_size": 4, "campaign": "c-x", "status": "failed: boom"}]  # fmt: skip
+    paths = write_comparison(rows, ["grpo.beta", "generation.group_size"], tmp_path)
+    md = paths["md"].read_text().splitlines()
+    assert md[0].startswith("| grpo.beta | generation.group_size | campaign | status |") and len(md) == 2 + 5
+    assert "| 0.1 | 4 | c-x | failed: boom | — |" in paths["md"].read_text()
+    assert json.loads(paths["json"].read_text())["points"][4]["status"] == "failed: boom"
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
