@@ -109,16 +109,25 @@ def sweep(
 
 def _run_point(cfg, i: int, n: int) -> str:
     """Run one grid point's campaign to its end; ``"completed"`` or ``"failed: <why>"`` (the sweep goes on)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ratchet.flows.cli.commands import RichReporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
+    from ratchet.flows.rounds.progress import set_reporter
     from ratchet.loop.round_context import save_config
 
     console.print(f"[bold]({i}/{n}) campaign {cfg.campaign}[/]")
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         preflight(cfg)
-        run_campaign(save_config(cfg))
+        with Progress(*cols, console=console, transient=False) as progress:
+            set_reporter(RichReporter(progress))
+            run_campaign(save_config(cfg))
     except known_errors() as e:
         err.print(f"campaign {cfg.campaign} failed: {e}", highlight=False, soft_wrap=True)
         return f"failed: {e}"
+    finally:
+        set_reporter(None)
     return "completed"
 
 
