@@ -19,8 +19,8 @@ Policy (a change to any of these bumps ``VERSION``):
       it does, it is checked as written, so the statement the model proved is the gold's. The gold's
       ``import``/``open``/``set_option`` lines the code lacks are put first, and a gold's trailing
       placeholder ``sorry`` (miniF2F) is dropped.
-    * **No escape hatches**: code that declares an ``axiom``, uses ``sorry``/``admit``, or
-      redefines the statement's name is ``wrong`` before any server call (``details["problem"]``).
+    * **No escape hatches**: code that declares an ``axiom``, uses ``sorry``/``admit``, sets
+      ``debug.skipKernelTC``, or redefines the statement's name is ``wrong`` before any server call (``details["problem"]``).
     * **Verdicts**: proved (no error message, no sorry) -> ``ok``; a Lean error -> ``wrong``
       (``details["lean_status"] = "error"``, first error message); a sorry the server saw ->
       ``wrong`` (``"sorry"``); the server's "timed out" -> ``timeout``; a REPL or other server error
@@ -51,6 +51,7 @@ _FORBIDDEN = [
     (re.compile(r"(?m)^\s*(?:private\s+|noncomputable\s+)*axiom\b"), "declares an axiom"),
     (re.compile(r"\bsorry\b"), "uses sorry"),
     (re.compile(r"\badmit\b"), "uses admit"),
+    (re.compile(r"\bdebug\.skipKernelTC\b"), "switches off the kernel check"),
 ]
 _DECL_NAME = re.compile(r"\b(?:theorem|lemma|example|def)\s+([^\s(:{\[]+)")
 
@@ -109,7 +110,7 @@ def _refusal(statement: str, code: str) -> str | None:
         if pattern.search(body):
             return why
     names = _DECL_NAME.findall(theorem)
-    if names and len(re.findall(rf"\b(?:theorem|lemma|def)\s+{re.escape(names[0])}\b", code)) > 1:
+    if names and len(re.findall(rf"\b(?:theorem|lemma|def)\s+{re.escape(names[0])}(?![^\s(:{{\[])", code)) > 1:
         return f"redefines {names[0]}"
     return None
 

@@ -107,6 +107,11 @@ def test_error_message_is_kept(server):
     [
         ("sorry", "uses sorry"),
         ("exact (by admit)", "uses admit"),
+        (
+            "set_option debug.skipKernelTC true in\ntheorem add_zero' (n : ℕ) : n + 0 = n := by simp",
+            "switches off the kernel check",
+        ),
+        ("theorem add_zero' (n : ℕ) : n + 0 = n := by simp\ntheorem add_zero' : True := trivial", "redefines add_zero'"),
         ("axiom cheat : False\ntheorem add_zero' (n : ℕ) : n + 0 = n := by exact cheat.elim", "declares an axiom"),
     ],
 )
