@@ -523,3 +523,18 @@ def sweep_summary(con: duckdb.DuckDBPyConnection, names: list[str]) -> list[dict
     (mean composite reward of all rollouts, newest verdicts); NULL where nothing was measured.
     """
     return _rows(con.execute(SWEEP_SUMMARY_SQL, {"names": names}))
+
+
+def eval_sample_verdicts(
+    con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str
+) -> list[list[tuple[str | None, bool, float]]]:
+    """Per held-out prompt (by prompt_id), its ``eval_sample`` completions' ``(parsed, correct, reward)`` in
+    sample-index order: the input of ``loop.evaluation.sampled_metrics`` (maj@k, best-of-n, pass@k)."""
+    rows = con.execute(
+        """SELECT t.prompt_id, list((v.parsed, v.correct, v.reward) ORDER BY t.sample_index)
+           FROM trajectories t JOIN verdicts v USING (trajectory_id)
+           WHERE t.checkpoint_id = ? AND t.eval_set_id = ? AND t.purpose = 'eval_sample' AND v.verifier_version = ?
+           GROUP BY t.prompt_id ORDER BY t.prompt_id""",
+        [checkpoint_id, eval_set_id, verifier_version],
+    ).fetchall()
+    return [[(parsed, bool(correct), float(reward)) for parsed, correct, reward in samples] for _, samples in rows]

@@ -107,3 +107,30 @@ def test_cli_bad_input_is_one_line(db, tmp_path):
     assert r.exit_code == 2 and "min_share (0.0) must be in (0, 1]" in r.output
     r = runner.invoke(app, ["audit-gold", "--db", str(tmp_path / "none.duckdb")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_eval_sample_verdicts_feed_sampled_metrics(tmp_path):
+    from ratchet.loop.evaluation import sampled_metrics
+    from ratchet.store.queries import eval_sample_verdicts
+
+    path = tmp_path / "e.duckdb"
+    init_db(path)
+    trajs, verdicts = [], []
+    for prompt, answers in [("p1", ["8", "7", "7"]), ("p2", ["5", None, "5"])]:  # gold 7 for both
+        for i, a in reversed(list(enumerate(answers))):  # stored out of order: the query orders by sample index
+            t = traj(f"{prompt}-{i}", prompt, "ca-r1", i, purpose="eval_sample") | {"eval_set_id": "es"}
+            trajs.append(t)
+            verdicts.append(verdict(t["trajectory_id"], a, a == "7"))
+    trajs.append(traj("p1-greedy", "p1", "ca-r1", 0, purpose="eval_greedy") | {"eval_set_id": "es"})
+    verdicts.append(verdict("p1-greedy", "7", True))
+    with transaction(path) as con:
+        insert_rows(con, "trajectories", trajs)
+        insert_rows(con, "verdicts", verdicts)
+    with connect(path, read_only=True) as con:
+        per_prompt = eval_sample_verdicts(con, "c0", "es", "v1")
+    assert per_prompt == [
+        [("8", False, 0.1), ("7", True, 1.1), ("7", True, 1.1)],
+        [("5", False, 0.1), (None, False, 0.1), ("5", False, 0.1)],
+    ]
+    m = sampled_metrics(per_prompt, [1, 3])
+    assert (m["heldout/maj@1"], m["heldout/maj@3"], m["heldout/best_of_n@3"]) == (0.0, 0.5, 0.5)
