@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ratchet.verifiers.language import LANGUAGES
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 
@@ -100,6 +102,11 @@ class GenerationConfig(_Frozen):
 ENGINE_ONLY_GENERATION_FIELDS = frozenset({"tensor_parallel_size", "gpu_memory_utilization", "max_model_len"})
 
 
+# Fields added after stores existed whose default changes nothing: left out of campaign_settings() while at
+# their default, so a campaign recorded before they existed continues without a settings conflict.
+ADDED_WITH_NEUTRAL_DEFAULTS = {"verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s")}
+
+
 class ComputeConfig(_Frozen):
     """Where generation and training run: a pool of devices, each stage's work in child processes with a time limit."""
 
@@ -175,6 +182,37 @@ class VerifierConfig(_Frozen):
         "Python audit hook only (a program can switch the hook off): only for trusted programs on machines without "
         "user namespaces.",
     )
+    language_weight: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the language-consistency reward: share of the completion's letters in target_language's "
+        "script, added to the outcome (DeepSeek-R1 section 2.3.2, against language mixing in the chain of thought). "
+        "0 = off; R1 traded a slight accuracy loss for readable output, so start small (0.1).",
+    )
+    target_language: str = Field(
+        "none",
+        description="Language the completions must be written in, for language_weight: 'none' or one of "
+        f"{', '.join(sorted(LANGUAGES))} (script-based: en/fr/de/es all count as Latin).",
+    )
+    lean_url: str = Field(
+        "http://localhost:8000",
+        description="Kimina Lean Server the Lean verifier posts proofs to (you run it; POST /api/check). "
+        "Its API key comes from $LEAN_SERVER_API_KEY.",
+    )
+    lean_timeout_s: float = Field(60.0, gt=0.0, description="Lean's limit per proof on the server, seconds (whole seconds).")
+
+    @model_validator(mode="after")
+    def _check(self) -> VerifierConfig:
+        if self.target_language != "none" and self.target_language not in LANGUAGES:
+            raise ValueError(
+                f"verifier.target_language {self.target_language!r} is unknown; use 'none' or one of {sorted(LANGUAGES)}"
+            )
+        if self.language_weight > 0 and self.target_language == "none":
+            raise ValueError(
+                f"verifier.language_weight ({self.language_weight}) > 0 needs verifier.target_language; set it, e.g. 'en'"
+            )
+        return self
 
 
 class SFTConfig(_Frozen):
@@ -422,10 +460,11 @@ class RatchetConfig(_Frozen):
         """The settings that define a campaign (a rerun with different ones must use a new name).
 
         The trainer section the algorithm does not use (``grpo`` for rft, ``sft`` for grpo) is left
-        out, so a change there (or to its defaults) never turns an existing campaign into a conflict.
+        out, so a change there (or to its defaults) never turns an existing campaign into a conflict;
+        so are ``ADDED_WITH_NEUTRAL_DEFAULTS`` fields while at their default.
         """
         unused = "grpo" if self.algorithm == "rft" else "sft"
-        return self.model_dump(
+        settings = self.model_dump(
             mode="json",
             exclude={
                 "db": True,
@@ -437,6 +476,12 @@ class RatchetConfig(_Frozen):
                 "generation": set(ENGINE_ONLY_GENERATION_FIELDS),
             },
         )
+        for section, names in ADDED_WITH_NEUTRAL_DEFAULTS.items():
+            defaults = type(getattr(self, section))()
+            for name in names:
+                if getattr(getattr(self, section), name) == getattr(defaults, name):
+                    settings[section].pop(name, None)
+        return settings
 
 
 class ConfigError(ValueError):

@@ -424,3 +424,121 @@ def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], fi
         [finished_at, round_ids],
     ).fetchall()
     return len(changed)
+
+
+# --- gold-label audit --------------------------------------------------------------------------------
+# Per prompt, the newest verdict of each sampled completion (all purposes, all rounds of the campaign:
+# a trajectory's round_id is '<campaign_id>-r<n>'); the most frequent parsed answer (ties: smallest text)
+# is flagged when it holds >= min_share of the samples, enough samples exist, and the verifier judged it wrong.
+GOLD_AUDIT_SQL = """
+WITH v AS (
+    SELECT trajectory_id, parsed, correct FROM verdicts WHERE verifier = $verifier
+    QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1
+), s AS (
+    SELECT c.name AS campaign, t.prompt_id, t.round_id, v.parsed, v.correct
+    FROM trajectories t JOIN v USING (trajectory_id)
+    JOIN campaigns c ON starts_with(t.round_id, c.campaign_id || '-r')
+    WHERE CAST($campaign AS VARCHAR) IS NULL OR c.name = $campaign
+), per_prompt AS (
+    SELECT campaign, prompt_id, count(*) AS samples, count(DISTINCT round_id) AS rounds,
+           count(*) FILTER (WHERE correct) AS correct_samples
+    FROM s GROUP BY ALL
+), votes AS (
+    SELECT campaign, prompt_id, parsed, count(*) AS votes, bool_or(correct) AS judged_correct
+    FROM s WHERE parsed IS NOT NULL GROUP BY campaign, prompt_id, parsed
+), answers AS (
+    SELECT *, row_number() OVER (PARTITION BY campaign, prompt_id ORDER BY votes DESC, parsed) AS rank FROM votes
+)
+SELECT a.campaign, a.prompt_id, p.question, p.answer AS gold, a.parsed AS majority_answer, a.votes,
+       pp.samples, a.votes / pp.samples AS share, pp.correct_samples, pp.rounds, p.split
+FROM answers a JOIN per_prompt pp USING (campaign, prompt_id) JOIN prompts p USING (prompt_id)
+WHERE a.rank = 1 AND NOT a.judged_correct AND pp.samples >= $min_samples AND a.votes / pp.samples >= $min_share
+ORDER BY share DESC, a.votes DESC, a.campaign, a.prompt_id
+"""
+
+
+def gold_audit(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    campaign: str | None = None,
+    min_share: float = 0.75,
+    min_samples: int = 4,
+    verifier: str = "composite",
+) -> list[dict]:
+    """Prompts whose gold label may be wrong: most samples agree on one answer the verifier judged wrong.
+
+    Counts every sampled completion of the prompt across the campaign's rounds (rollouts and
+    evaluations), each by its newest ``verifier`` verdict.
+
+    Args:
+        campaign: one campaign's name, or None for all campaigns (one row per campaign and prompt).
+        min_share: least share of the prompt's samples, in (0, 1], on the majority answer.
+        min_samples: least samples of the prompt (fewer cannot show a consensus).
+        verifier: the verdicts' ``verifier`` column.
+
+    Returns:
+        Rows ``{campaign, prompt_id, question, gold, majority_answer, votes, samples, share,
+        correct_samples, rounds, split}``, highest share first.
+
+    Raises:
+        ValueError: ``min_share`` not in (0, 1] or ``min_samples`` < 1.
+    """
+    if not 0.0 < min_share <= 1.0:
+        raise ValueError(f"min_share ({min_share}) must be in (0, 1]; e.g. 0.75 flags prompts where 3 of 4 samples agree")
+    if min_samples < 1:
+        raise ValueError(f"min_samples ({min_samples}) must be >= 1")
+    params = {"verifier": verifier, "campaign": campaign, "min_share": min_share, "min_samples": min_samples}
+    return _rows(con.execute(GOLD_AUDIT_SQL, params))
+
+
+# --- sweeps: one comparison row per campaign -------------------------------------------------------
+SWEEP_SUMMARY_SQL = """
+WITH c AS (SELECT name, campaign_id, base_checkpoint_id FROM campaigns WHERE list_contains($names, name)),
+base AS (SELECT c.name, arg_min(e.value, e.created_at) AS base_pass1
+         FROM c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id AND e.metric = 'heldout/pass@1' GROUP BY c.name),
+rr AS (SELECT c.name, r.round_id, r.round_index, r.status, g.decision,
+              CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1,
+              g.candidate_pass1
+       FROM c JOIN rounds r USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)),
+per_campaign AS (SELECT name, count(*) FILTER (WHERE status = 'completed') AS rounds_done,
+                        count(*) FILTER (WHERE decision = 'promote') AS promotions,
+                        arg_max(kept_pass1, round_index) FILTER (WHERE kept_pass1 IS NOT NULL) AS final_pass1,
+                        max(candidate_pass1) AS best_candidate_pass1
+                 FROM rr GROUP BY name),
+kl AS (SELECT rr.name, avg(TRY_CAST(json_extract_string(tr.metrics_json, '$."train/kl/mean"') AS DOUBLE)) AS kl_mean
+       FROM rr JOIN training_runs tr USING (round_id) GROUP BY rr.name),
+v AS (SELECT trajectory_id, reward FROM verdicts
+      QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1),
+rw AS (SELECT rr.name, avg(v.reward) AS reward_mean
+       FROM rr JOIN trajectories t USING (round_id) JOIN v USING (trajectory_id) WHERE t.purpose = 'rollout' GROUP BY rr.name)
+SELECT c.name AS campaign, coalesce(pc.rounds_done, 0) AS rounds_done, coalesce(pc.promotions, 0) AS promotions,
+       base.base_pass1, pc.final_pass1, pc.best_candidate_pass1, kl.kl_mean, rw.reward_mean
+FROM c LEFT JOIN base USING (name) LEFT JOIN per_campaign pc USING (name) LEFT JOIN kl USING (name) LEFT JOIN rw USING (name)
+ORDER BY list_position($names, c.name)
+"""
+
+
+def sweep_summary(con: duckdb.DuckDBPyConnection, names: list[str]) -> list[dict]:
+    """One row per campaign in ``names`` (in that order; campaigns not in the store are absent).
+
+    Each row: ``campaign``, ``rounds_done``, ``promotions``, ``base_pass1`` (held-out pass@1 of the base
+    model), ``final_pass1`` (of the checkpoint the last gated round kept), ``best_candidate_pass1``,
+    ``kl_mean`` (mean over training runs of ``train/kl/mean``, NULL when not GRPO) and ``reward_mean``
+    (mean composite reward of all rollouts, newest verdicts); NULL where nothing was measured.
+    """
+    return _rows(con.execute(SWEEP_SUMMARY_SQL, {"names": names}))
+
+
+def eval_sample_verdicts(
+    con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str
+) -> list[list[tuple[str | None, bool, float]]]:
+    """Per held-out prompt (by prompt_id), its ``eval_sample`` completions' ``(parsed, correct, reward)`` in
+    sample-index order: the input of ``loop.evaluation.sampled_metrics`` (maj@k, best-of-n, pass@k)."""
+    rows = con.execute(
+        """SELECT t.prompt_id, list((v.parsed, v.correct, v.reward) ORDER BY t.sample_index)
+           FROM trajectories t JOIN verdicts v USING (trajectory_id)
+           WHERE t.checkpoint_id = ? AND t.eval_set_id = ? AND t.purpose = 'eval_sample' AND v.verifier_version = ?
+           GROUP BY t.prompt_id ORDER BY t.prompt_id""",
+        [checkpoint_id, eval_set_id, verifier_version],
+    ).fetchall()
+    return [[(parsed, bool(correct), float(reward)) for parsed, correct, reward in samples] for _, samples in rows]

@@ -1,7 +1,13 @@
-"""Composite reward: a small format bonus plus the verified outcome, and a TRL adapter.
+"""Composite reward: a small format bonus, the verified outcome and a language-consistency term; a TRL adapter.
 
-    reward = format_weight * format_ok + 1.0 * correct       when the answer parses,
+    reward = format_weight * format_ok + 1.0 * correct + language_weight * language_share
+                                                              when the answer parses,
     reward = 0                                                when it does not.
+
+``language_share`` (``verifiers.language``) is the share of the completion's letters in
+``target_language``'s script: DeepSeek-R1's language-consistency reward (section 2.3.2), added to the
+accuracy reward as there. The term is 0 with ``target_language="none"`` or ``language_weight=0``.
+The weights are campaign settings (stored with the campaign's config), not part of ``VERSION``.
 
 "Parses" means the outcome verifier found and read an answer: reasons ``no_answer``,
 ``parse_error`` and ``ambiguous`` (math), ``no_answer`` (code) give 0 even with a perfect format,
@@ -18,23 +24,32 @@ from typing import Any, Literal
 
 from ratchet.verifiers import code as code_v
 from ratchet.verifiers import format as format_v
+from ratchet.verifiers import language as language_v
+from ratchet.verifiers import lean as lean_v
 from ratchet.verifiers import math as math_v
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"
 _UNPARSED = ("no_answer", "parse_error", "ambiguous")
+_KEPT_DETAILS = ("error", "passed", "total", "violation", "lean_status", "problem")
+Kind = Literal["math", "code", "lean"]
 
 
-def _compose(outcome: Verdict, fmt: Verdict, template: str, format_weight: float, t0: float) -> Verdict:
+def _compose(
+    outcome: Verdict, fmt: Verdict, template: str, format_weight: float, t0: float, lang: float | None, lw: float
+) -> Verdict:
     parsed_ok = outcome.reason not in _UNPARSED
     bonus = format_weight if (fmt.format_ok and template != "none") else 0.0
-    reward = (bonus + (1.0 if outcome.correct else 0.0)) if parsed_ok else 0.0
+    lang_term = lw * lang if lang is not None else 0.0
+    reward = (bonus + (1.0 if outcome.correct else 0.0) + lang_term) if parsed_ok else 0.0
     details = {
         "outcome_reason": outcome.reason,
         "outcome_verifier": outcome.verifier,
+        "outcome_version": outcome.verifier_version,
         "format_template": template,
         **({"format_problem": fmt.details["problem"]} if "problem" in fmt.details else {}),
-        **{k: v for k, v in outcome.details.items() if k in ("error", "passed", "total", "violation")},
+        **({"language_share": round(lang, 4)} if lang is not None else {}),
+        **{k: v for k, v in outcome.details.items() if k in _KEPT_DETAILS},
     }
     return Verdict(
         correct=outcome.correct,
@@ -49,11 +64,17 @@ def _compose(outcome: Verdict, fmt: Verdict, template: str, format_weight: float
     )
 
 
-def _check(format_weight: float, kind: str, template: str) -> None:
+def _check(format_weight: float, kind: str, template: str, language_weight: float = 0.0, target_language: str = "none") -> None:
     if not 0.0 <= format_weight <= 1.0:
         raise ValueError(f"format_weight ({format_weight}) must be in [0, 1]; the outcome is worth 1.0, use e.g. 0.1")
-    if kind not in ("math", "code"):
-        raise ValueError(f"kind {kind!r} is unknown; use 'math' or 'code'")
+    if not 0.0 <= language_weight <= 1.0:
+        raise ValueError(f"language_weight ({language_weight}) must be in [0, 1]; the outcome is worth 1.0, use e.g. 0.1")
+    if target_language != "none":
+        language_v.check_language(target_language)
+    elif language_weight > 0:
+        raise ValueError(f"language_weight ({language_weight}) > 0 needs a target_language; set e.g. target_language='en'")
+    if kind not in ("math", "code", "lean"):
+        raise ValueError(f"kind {kind!r} is unknown; use 'math', 'code' or 'lean'")
     if template not in format_v.TEMPLATES:
         raise ValueError(f"format_template {template!r} is unknown; use one of {format_v.TEMPLATES}")
 
@@ -62,18 +83,21 @@ def score(
     completion: str,
     gold: str,
     *,
-    kind: Literal["math", "code"] = "math",
+    kind: Kind = "math",
     format_template: str = "none",
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
     tests: Sequence[Any] | None = None,
     format_prefix: str = "",
+    language_weight: float = 0.0,
+    target_language: str = "none",
+    lean_url: str | None = None,
 ) -> Verdict:
     """Composite reward of one completion (see module docstring).
 
     Args:
         completion: model output.
-        gold: gold answer (math) or reference solution (code).
+        gold: gold answer (math), reference solution (code) or formal statement (lean).
         kind: outcome verifier.
         format_template: ``verifiers.format`` template, ``"none"`` for no format term.
         format_weight: weight of the format term; the outcome is worth 1.0.
@@ -81,9 +105,16 @@ def score(
         tests: code tests (required for ``kind="code"``).
         format_prefix: text the chat template pre-filled in the assistant turn (``"<think>\\n"`` for
             thinking models); the format rule sees ``format_prefix + completion``.
+        language_weight: weight of the language-consistency share (0 = off).
+        target_language: ``verifiers.language.LANGUAGES`` code (``"en"``, ``"zh"``, ...) or ``"none"``.
+        lean_url: Lean server for ``kind="lean"`` (see ``verifiers.lean.server_url``).
 
     Returns:
-        ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight].
+        ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight + language_weight].
+
+    Raises:
+        ValueError: bad kind/template/weight/language (the message says which).
+        LeanServerError: ``kind="lean"`` and the Lean server cannot be reached.
     """
     return score_batch(
         [completion],
@@ -94,6 +125,9 @@ def score(
         timeout_s=timeout_s,
         tests=[tests] if tests is not None else None,
         format_prefix=format_prefix,
+        language_weight=language_weight,
+        target_language=target_language,
+        lean_url=lean_url,
     )[0]
 
 
@@ -101,37 +135,46 @@ def score_batch(
     completions: Sequence[str],
     golds: Sequence[str],
     *,
-    kind: Literal["math", "code"] = "math",
+    kind: Kind = "math",
     format_template: str = "none",
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
     tests: Sequence[Sequence[Any] | None] | None = None,
     format_prefix: str | Sequence[str] = "",
+    language_weight: float = 0.0,
+    target_language: str = "none",
+    lean_url: str | None = None,
 ) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
 
     ``format_prefix`` is one prefix for all completions or one per completion (see ``score``).
 
     Raises:
-        ValueError: lengths differ, or bad kind/template/weight (the message says which).
+        ValueError: lengths differ, or bad kind/template/weight/language (the message says which).
+        LeanServerError: ``kind="lean"`` and the Lean server cannot be reached.
     """
     prefixes = [format_prefix] * len(completions) if isinstance(format_prefix, str) else list(format_prefix)
     if len(prefixes) != len(completions):
         raise ValueError(
             f"{len(prefixes)} format prefixes but {len(completions)} completions; pass one prefix or one per completion"
         )
-    _check(format_weight, kind, format_template)
+    _check(format_weight, kind, format_template, language_weight, target_language)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds; pass one gold per completion")
     t0 = time.perf_counter()
     if kind == "math":
         outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=timeout_s)
+    elif kind == "lean":
+        outcomes = lean_v.verify_lean_batch(list(zip(golds, completions)), url=lean_url, timeout_s=timeout_s)
     else:
         if tests is None or len(tests) != len(completions):
             raise ValueError("kind='code' needs tests: one list of tests per completion")
         outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s)
     fmts = [format_v.check_format(c, format_template, prefix=p) for c, p in zip(completions, prefixes)]
-    return [_compose(o, f, format_template, format_weight, t0) for o, f in zip(outcomes, fmts)]
+    langs = [language_v.language_share(c, target_language) if target_language != "none" else None for c in completions]
+    return [
+        _compose(o, f, format_template, format_weight, t0, lang, language_weight) for o, f, lang in zip(outcomes, fmts, langs)
+    ]
 
 
 def completion_text(completion: Any) -> str:
@@ -162,11 +205,13 @@ def as_trl_reward(
     *,
     answer_column: str = "answer",
     tests_column: str = "tests",
-    kind: Literal["math", "code"] = "math",
+    kind: Kind = "math",
     format_template: str = "none",
     format_weight: float = 0.1,
     timeout_s: float = 2.0,
     format_prefix: str | None = None,
+    language_weight: float = 0.0,
+    target_language: str = "none",
 ) -> Callable[..., list[float]]:
     """Expose a Ratchet verifier as a TRL reward function ``f(prompts, completions, **columns) -> list[float]``.
 
@@ -178,7 +223,7 @@ def as_trl_reward(
     by the format rule before each completion. None: taken from each prompt given as text (its tail
     from an unclosed ``<think>``, ``verifiers.format.generation_prefix``); "" for chat-message prompts.
     """
-    _check(format_weight, kind, format_template if verifier != "format" else "none")
+    _check(format_weight, kind, format_template if verifier != "format" else "none", language_weight, target_language)
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]
@@ -207,6 +252,8 @@ def as_trl_reward(
                 timeout_s=timeout_s,
                 tests=tests,
                 format_prefix=prefixes,
+                language_weight=language_weight,
+                target_language=target_language,
             )
         ]
 

@@ -1,0 +1,205 @@
+"""Lean 4 proof verification through a Kimina Lean Server the user runs (HTTP JSON, ``POST /api/check``).
+
+The gold is the formal statement (``theorem foo (n : ℕ) : n + 0 = n := by``, imports allowed), the
+completion holds the proof. The server (https://github.com/project-numina/kimina-lean-server)
+compiles each snippet in a Lean REPL and answers per snippet; its own client on PyPI
+(``kimina-client`` 0.2.1) does not import on Python 3.11 (``typing.TypedDict`` in a pydantic model), so
+this module speaks the same documented request/response shapes with httpx:
+
+    request  {"snippets": [{"id": str, "code": str}], "timeout": int s, "debug": false, "reuse": true}
+    response {"results": [{"id": str, "time": float s, "error": str | null,
+                           "response": {"messages": [{"severity", "pos", "data"}], "sorries": [...]}
+                                       | {"message": str} | null}]}
+
+Policy (a change to any of these bumps ``VERSION``):
+    * **What is checked**: the last fenced ````lean`` / ````lean4`` block of the completion, else the
+      whole completion (thinking blocks removed). When that code does not restate the gold statement
+      (whitespace-insensitive), it is the proof of the statement: ``statement + "\\n" + proof``
+      (a proof that starts unindented is indented two spaces, under the statement's ``by``). When
+      it does, it is checked as written, so the statement the model proved is the gold's. The gold's
+      ``import``/``open``/``set_option`` lines the code lacks are put first, and a gold's trailing
+      placeholder ``sorry`` (miniF2F) is dropped.
+    * **No escape hatches**: code that declares an ``axiom``, uses ``sorry``/``admit``, sets
+      ``debug.skipKernelTC``, or redefines the statement's name is ``wrong`` before any server call (``details["problem"]``).
+    * **Verdicts**: proved (no error message, no sorry) -> ``ok``; a Lean error -> ``wrong``
+      (``details["lean_status"] = "error"``, first error message); a sorry the server saw ->
+      ``wrong`` (``"sorry"``); the server's "timed out" -> ``timeout``; a REPL or other server error
+      -> ``runtime_error`` (``"repl_error"`` / ``"server_error"``); nothing to check -> ``no_answer``.
+    * **Unreachable server**: ``LeanServerError`` (one line naming the URL and the fix), never a
+      verdict: a down server is an operations failure, not the model's.
+
+Not run against a real Lean toolchain here (none on the development machines): tested against a
+stub server that implements the shapes above (tests/verifiers/test_lean.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+import time
+import uuid
+from collections.abc import Sequence
+
+from ratchet.verifiers.verdict import Verdict
+
+VERSION = "lean-1.0.0"
+DEFAULT_URL = "http://localhost:8000"
+_FENCE = re.compile(r"```[ \t]*lean4?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FORBIDDEN = [
+    (re.compile(r"(?m)^\s*(?:private\s+|noncomputable\s+)*axiom\b"), "declares an axiom"),
+    (re.compile(r"\bsorry\b"), "uses sorry"),
+    (re.compile(r"\badmit\b"), "uses admit"),
+    (re.compile(r"\bdebug\.skipKernelTC\b"), "switches off the kernel check"),
+]
+_DECL_NAME = re.compile(r"\b(?:theorem|lemma|example|def)\s+([^\s(:{\[]+)")
+
+
+class LeanServerError(RuntimeError):
+    """The Lean server could not be reached or answered outside the protocol."""
+
+
+def server_url(url: str | None = None) -> str:
+    """The Lean server's base URL: ``url``, else ``$LEAN_SERVER_API_URL``, else ``http://localhost:8000``."""
+    return (url or os.environ.get("LEAN_SERVER_API_URL") or DEFAULT_URL).rstrip("/")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_PREAMBLE = re.compile(r"^\s*(?:import|open|set_option)\b")
+
+
+def split_statement(statement: str) -> tuple[str, str]:
+    """(preamble, theorem) of a gold statement: leading ``import``/``open``/``set_option`` lines, and the rest
+    with a trailing placeholder ``sorry`` removed (miniF2F-style golds end ``:= by sorry``)."""
+    lines = statement.strip().splitlines()
+    k = 0
+    while k < len(lines) and (_PREAMBLE.match(lines[k]) or not lines[k].strip()):
+        k += 1
+    theorem = "\n".join(lines[k:]).rstrip()
+    theorem = re.sub(r"\bsorry\s*$", "", theorem).rstrip()
+    return "\n".join(lines[:k]).strip(), theorem
+
+
+def proof_code(statement: str, completion: str) -> str | None:
+    """The Lean code to check for ``completion`` against the gold ``statement`` (see the policy), or None when empty."""
+    text = _THINK.sub("", completion)
+    blocks = _FENCE.findall(text)
+    code = (blocks[-1] if blocks else text).rstrip().lstrip("\n")
+    if not code.strip():
+        return None
+    preamble, theorem = split_statement(statement)
+    head = _squash(theorem.removesuffix("by").rstrip().removesuffix(":=").rstrip())
+    missing = "\n".join(line for line in preamble.splitlines() if _squash(line) not in _squash(code))
+    if not head or head not in _squash(code):
+        body = code if code[:1].isspace() else textwrap.indent(code, "  ")  # a tactic block sits under its `by`
+        code = f"{theorem}\n{body}" if theorem else code.strip()
+    else:
+        code = textwrap.dedent(code).strip()
+    return f"{missing}\n\n{code}" if missing else code
+
+
+def _refusal(statement: str, code: str) -> str | None:
+    """Why ``code`` may not be sent (an escape hatch), or None."""
+    _, theorem = split_statement(statement)
+    body = code.replace(theorem, "", 1)
+    for pattern, why in _FORBIDDEN:
+        if pattern.search(body):
+            return why
+    names = _DECL_NAME.findall(theorem)
+    if names and len(re.findall(rf"\b(?:theorem|lemma|def)\s+{re.escape(names[0])}(?![^\s(:{{\[])", code)) > 1:
+        return f"redefines {names[0]}"
+    return None
+
+
+def _post(url: str, snippets: list[dict], timeout_s: float, api_key: str | None) -> list[dict]:
+    try:  # the optional extra ratchet[lean]: math and code verification must not need it
+        import httpx
+    except ImportError as e:
+        raise LeanServerError("the Lean verifier needs httpx; pip install 'ratchet[lean]'") from e
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"snippets": snippets, "timeout": max(1, round(timeout_s)), "debug": False, "reuse": True}
+    try:
+        resp = httpx.post(f"{url}/api/check", json=body, headers=headers, timeout=timeout_s * len(snippets) + 30.0)
+        resp.raise_for_status()
+        results = resp.json()["results"]
+    except httpx.HTTPError as e:
+        raise LeanServerError(
+            f"Lean server at {url} failed ({type(e).__name__}: {e}); start a Kimina Lean Server there or set verifier.lean_url"
+        ) from e
+    except (ValueError, KeyError, TypeError) as e:
+        raise LeanServerError(f"Lean server at {url} answered without a 'results' list; is it a Kimina Lean Server?") from e
+    return results
+
+
+def _classify(result: dict) -> tuple[str, str, str | None]:
+    """(reason, lean_status, first error message) of one server result."""
+    if result.get("error"):
+        err = str(result["error"])
+        return ("timeout", "timeout", err) if "timed out" in err else ("runtime_error", "server_error", err)
+    resp = result.get("response") or {}
+    if "message" in resp:
+        return "runtime_error", "repl_error", str(resp["message"])
+    errors = [m for m in resp.get("messages") or [] if m.get("severity") == "error"]
+    if errors:
+        return "wrong", "error", str(errors[0].get("data", ""))[:500]
+    if resp.get("sorries"):
+        return "wrong", "sorry", None
+    return "ok", "proved", None
+
+
+def verify_lean_batch(
+    items: Sequence[tuple[str, str]],
+    *,
+    url: str | None = None,
+    timeout_s: float = 60.0,
+    api_key: str | None = None,
+) -> list[Verdict]:
+    """Verify ``(statement, completion)`` pairs with one request to the Lean server.
+
+    Args:
+        items: gold formal statement and model completion per item.
+        url: server base URL (see ``server_url``).
+        timeout_s: Lean's limit per snippet, seconds (whole seconds on the wire, at least 1).
+        api_key: sent as ``Authorization: Bearer``; default ``$LEAN_SERVER_API_KEY``.
+
+    Returns:
+        One ``Verdict(verifier="lean")`` per item, in order; ``parsed`` is the checked code.
+
+    Raises:
+        LeanServerError: the server is unreachable, returns an HTTP error, or answers off-protocol.
+    """
+    t0 = time.perf_counter()
+    base = server_url(url)
+    key = api_key or os.environ.get("LEAN_SERVER_API_KEY")
+    out: list[Verdict | None] = [None] * len(items)
+    pending: dict[str, tuple[int, str]] = {}
+    for i, (statement, completion) in enumerate(items):
+        code = proof_code(statement, completion)
+        if code is None:
+            out[i] = Verdict.outcome("lean", VERSION, "no_answer", t0, problem="no Lean code in the completion")
+            continue
+        why = _refusal(statement, code)
+        if why:
+            out[i] = Verdict.outcome("lean", VERSION, "wrong", t0, parsed=code, lean_status="refused", problem=why)
+            continue
+        pending[uuid.uuid4().hex] = (i, code)
+    if pending:
+        results = _post(base, [{"id": k, "code": c} for k, (_, c) in pending.items()], timeout_s, key)
+        by_id = {str(r.get("id")): r for r in results if isinstance(r, dict)}
+        for sid, (i, code) in pending.items():
+            if sid not in by_id:
+                raise LeanServerError(f"Lean server at {base} returned no result for snippet {sid}; check the server's logs")
+            reason, status, error = _classify(by_id[sid])
+            out[i] = Verdict.outcome("lean", VERSION, reason, t0, parsed=code, lean_status=status, error=error)
+    return [v for v in out if v is not None]
+
+
+def verify_lean(
+    statement: str, completion: str, *, url: str | None = None, timeout_s: float = 60.0, api_key: str | None = None
+) -> Verdict:
+    """Verify one proof; see ``verify_lean_batch`` (same arguments, same errors)."""
+    return verify_lean_batch([(statement, completion)], url=url, timeout_s=timeout_s, api_key=api_key)[0]
