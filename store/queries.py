@@ -295,6 +295,23 @@ def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_vers
     return _rows(con.execute(ROLLOUT_METRICS_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
 
 
+ROLLOUT_SOURCE_SQL = f"""
+WITH {_VERDICT_CTE}
+SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
+       count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
+       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons
+FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
+WHERE t.round_id = $round_id AND t.purpose = 'rollout'
+GROUP BY ALL ORDER BY p.source
+"""
+
+
+def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Per task source of a round's rollouts: ``source``, ``task_format``, ``verifier`` (outcome verifier of its
+    verdicts), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``, ``reasons``; verdicts as in ``rollout_metrics``."""
+    return _rows(con.execute(ROLLOUT_SOURCE_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
+
+
 # The round's incumbent and candidate (from its gate decision, else the output of its last on-policy
 # step's training run: steps run in order, so the last to finish; `step` itself is absent from stores
 # made before multi-step rounds, which `ratchet report` reads without migrating), and the eval sets
