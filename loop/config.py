@@ -68,6 +68,11 @@ class TaskSourceConfig(RecordFields):
     fewshot_path: str | None = Field(
         None, description="JSONL of worked examples {question, answer} (the answer is the assistant turn shown verbatim)."
     )
+    group_size: int | None = Field(
+        None,
+        ge=1,
+        description="G for this source's prompts (rft only; common practice 4-8 for math, 8-16 for code); unset: generation.group_size.",
+    )
 
     def source_name(self) -> str:
         if self.name:
@@ -467,6 +472,11 @@ class RatchetConfig(_Frozen):
         for e in self.evals:
             if e.source is not None and e.source not in known:
                 raise ValueError(f"evals entry {e.name!r} names source {e.source!r}; tasks sources are {sorted(known)}")
+        if self.algorithm == "grpo" and any(s.group_size not in (None, self.generation.group_size) for s in self.tasks.sources):
+            raise ValueError(
+                "grpo needs one group size: a [[tasks.sources]] group_size differs from generation.group_size "
+                f"({self.generation.group_size}); drop the per-source group_size or use algorithm = 'rft'"
+            )
         names = [e.name for e in self.evals]
         if len(set(names)) != len(names):
             raise ValueError(f"evals names {names} must be unique; give each [[evals]] its own name")

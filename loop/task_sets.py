@@ -36,6 +36,7 @@ class Member:
     weight: float
     system_prompt: str
     fewshot: int
+    group_size: int | None = None
 
 
 def _sub_seed(seed: int, *parts: str) -> int:
@@ -62,16 +63,13 @@ class TaskSet:
             self.members = [
                 Member(
                     s.source_name(),
-                    _with_fewshot_file(FileTasks(s, s.source_name(), t.heldout_fraction), s.fewshot_path),
+                    src := _with_fewshot_file(FileTasks(s, s.source_name(), t.heldout_fraction), s.fewshot_path),
                     s.weight,
-                    s.system_prompt if s.system_prompt is not None else "",
+                    s.system_prompt if s.system_prompt is not None else DEFAULT_SYSTEM_PROMPTS[src.format],
                     s.fewshot,
+                    s.group_size,
                 )
                 for s in t.sources
-            ]
-            self.members = [
-                m if m.system_prompt else Member(m.name, m.source, m.weight, DEFAULT_SYSTEM_PROMPTS[m.source.format], m.fewshot)  # type: ignore[attr-defined]
-                for m in self.members
             ]
         else:
             src = make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
@@ -90,6 +88,14 @@ class TaskSet:
         for m, k in zip(self.members, apportion(n, [m.weight for m in self.members])):
             if k:
                 out += m.source.draw(k, split, _sub_seed(seed, "source", m.name) if len(self.members) > 1 else seed)
+        return out
+
+    def group_sizes(self, prompts: list[Prompt], default: int) -> dict[int, list[Prompt]]:
+        """Prompts by their source's G (``group_size`` of a ``[[tasks.sources]]`` entry, else ``default``), in order."""
+        size = {m.source.name: m.group_size or default for m in self.members}
+        out: dict[int, list[Prompt]] = {}
+        for p in prompts:
+            out.setdefault(size.get(p.source, default), []).append(p)
         return out
 
     def messages(self, p: Prompt) -> list[dict[str, str]]:

@@ -93,7 +93,9 @@ def print_rounds(db: str, campaign: str) -> None:
 @app.command()
 def demo(
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-    campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
+    campaign: Optional[str] = typer.Option(
+        None, help="Campaign name (a new name starts fresh); default 'demo', or 'demo-code' / 'demo-mixed' with --tasks."
+    ),
     rounds: Optional[int] = typer.Option(
         None, "--rounds", min=1, help="Run at most N more rounds now (default: up to the campaign's 3); rerun to continue."
     ),
@@ -103,7 +105,7 @@ def demo(
     tasks: str = typer.Option(
         "arithmetic",
         "--tasks",
-        help="arithmetic, code (the shipped code task set), or mixed (60% math word problems, 40% code).",
+        help="arithmetic, code (the shipped code task set), or mixed (60% arithmetic, 40% code).",
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
 ) -> None:
@@ -113,7 +115,8 @@ def demo(
     from ratchet.loop.demo_tasks import DemoTasksError, demo_overrides
 
     try:
-        cfg = load_config(None, db=str(db), campaign=campaign, algorithm=algorithm, **demo_overrides(tasks))
+        name = campaign or ("demo" if tasks == "arithmetic" else f"demo-{tasks}")
+        cfg = load_config(None, db=str(db), campaign=name, algorithm=algorithm, **demo_overrides(tasks))
     except (ConfigError, DemoTasksError) as e:
         fail(str(e))
     _run(cfg, rounds)

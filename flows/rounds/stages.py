@@ -163,22 +163,25 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
                 policy = round_incumbent(con, ctx.round_id)
         prompts = ctx.train_prompts()
         g = ctx.cfg.generation
-        params = SamplingParams(
-            n=g.group_size,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            max_new_tokens=g.max_new_tokens,
-            seed=derive_seed("rollouts", g.seed, round_index, step),
-        )
-        desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
-        with timer.compute():
-            comps = _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")[
-                "rollouts"
-            ]
+        rows: list[dict] = []
+        comps: list[Completion] = []
+        by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
+        for G, subset in sorted(by_g.items()):
+            params = SamplingParams(
+                n=G,
+                temperature=g.temperature,
+                top_p=g.top_p,
+                max_new_tokens=g.max_new_tokens,
+                seed=derive_seed("rollouts", g.seed, round_index, step),
+            )
+            desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
+            desc += f", G={G}" if len(by_g) > 1 else ""
+            with timer.compute():
+                got = _generate(ctx, checkpoint_path(ctx, policy), subset, {"rollouts": (params, desc)}, out, "generate")
+            comps += got["rollouts"]
+            rows += trajectory_rows(ctx, subset, got["rollouts"], policy, "rollout", params, g.backend)
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-        write_parquet(
-            trajectory_rows(ctx, prompts, comps, policy, "rollout", params, g.backend), files["trajectories"], "trajectories"
-        )
+        write_parquet(rows, files["trajectories"], "trajectories")
         ntok = sum(c.completion_tokens for c in comps)
         marker = write_marker(
             out, {"n": len(comps), "tokens": ntok, **timer.summary(), "tokens_per_s": ntok / max(timer.compute_s, 1e-9)}

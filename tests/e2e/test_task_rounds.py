@@ -59,6 +59,7 @@ def _config(tmp_path: Path, model: Path, campaign: str, sources: list[tuple[str,
     ]  # fmt: skip
     for name, path, fmt, weight in sources:
         lines += ["[[tasks.sources]]", f'name = "{name}"', f'path = "{path}"', f'format = "{fmt}"', f"weight = {weight}"]
+        lines += ["group_size = 3"] if name == "stdio" else []  # G per source: 3 for stdio, 2 (generation) for the others
     cfg = tmp_path / f"{campaign}.toml"
     cfg.write_text("\n".join(lines) + "\n")
     return cfg
@@ -81,6 +82,9 @@ def test_code_and_mixed_rounds_from_the_cli(tmp_path, tiny_model_dir, kind):
     ratchet("run", "--config", str(cfg), "--rounds", "1")  # at most one of the campaign's 3 rounds now
     db = tmp_path / "t.duckdb"
     assert query(db, "SELECT count(*) FROM rounds")[1][0][0] == 1
+    group_sizes = """SELECT p.source, max(n) FROM (SELECT prompt_id, count(*) AS n FROM trajectories WHERE purpose = 'rollout'
+                     GROUP BY ALL) JOIN prompts p USING (prompt_id) GROUP BY ALL ORDER BY ALL"""
+    assert dict(query(db, group_sizes)[1]) == {name: 3 if name == "stdio" else 2 for name, *_ in sources}
     by_verifier = dict(
         query(
             db,

@@ -147,7 +147,9 @@ def test_arithmetic_with_too_few_questions_fails_fast():
         ArithmeticTasks(("product_1digit",)).draw(100, "heldout", seed=0)
 
 
-def test_sources_weights_prompts_and_verifiers(tmp_path):
+def test_sources_weights_prompts_verifiers_and_group_sizes(tmp_path):
+    from ratchet.loop.config import ConfigError
+
     m = write_jsonl(tmp_path / "math.jsonl", [{"question": f"What is {i} + 2?", "answer": str(i + 2)} for i in range(60)])
     c = write_jsonl(
         tmp_path / "code.jsonl", [{**HE, "task_id": f"T/{i}", "prompt": HE["prompt"] + f"# {i}\n"} for i in range(60)]
@@ -163,6 +165,12 @@ def test_sources_weights_prompts_and_verifiers(tmp_path):
     assert code.verifier == "code" and code.entry_point == "add" and ts.messages(code)[0]["content"] == "code!"
     assert "Answer:" in ts.messages(next(p for p in drawn if p.source == "math"))[0]["content"]
     assert apportion(7, [0.7, 0.3]) == [5, 2] and sum(apportion(5, [1, 1, 1])) == 5
+    assert {g: len(ps) for g, ps in ts.group_sizes(drawn, 4).items()} == {4: 10}
+    cfg8 = load_config(None, **{"tasks.sources": [{"path": str(m)}, {"path": str(c), "group_size": 8}]})
+    by_g = TaskSet(cfg8.tasks).group_sizes(drawn, 4)
+    assert {p.source for p in by_g[8]} == {"code"} and {p.source for p in by_g[4]} == {"math"}
+    with pytest.raises(ConfigError, match="grpo needs one group size"):
+        load_config(None, algorithm="grpo", **{"tasks.sources": [{"path": str(m), "group_size": 8}]})
 
 
 def test_source_names_must_be_unique(tmp_path):
