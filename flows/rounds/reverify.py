@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ratchet.loop.round_context import now, short_hash
 from ratchet.loop.scoring import score_items
-from ratchet.store.db import connect, transaction
+from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify
 from ratchet.verifiers.reward import VERSION
@@ -30,6 +30,8 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         StoreError: the store cannot be opened.
     """
     db = Path(db)
+    if db.is_file():
+        init_db(db)  # a store written before task formats gains the prompt columns the query reads (refuses a foreign file)
     with connect(db, read_only=True) as con:
         todo = trajectories_to_reverify(con, VERIFIERS, VERSION)
     flips: Counter[str] = Counter()

@@ -69,3 +69,29 @@ def test_unreadable_task_file_is_one_line(tmp_path):
     f.write_bytes(b'{"question": "caf\xe9", "answer": "1"}\n')
     r = runner.invoke(app, ["tasks", "check", str(f)])
     assert r.exit_code == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    "content,extra,msg",
+    [
+        (b'{"question": "caf\xe9?", "answer": "1"}\n', "", "tasks.jsonl:1: not UTF-8 text"),
+        (b'{"question": "half?", "answer": "\\\\frac{"}\n', "", "cannot be parsed by the math verifier"),
+        (
+            b"".join(b'{"question": "q%d?", "answer": "%d"}\n' % (i, i) for i in range(3)),
+            "heldout_prompts = 48\n",
+            "set tasks.heldout_prompts <= ",
+        ),
+        (b'{"question": "q?", "answer": "1"}\n', "heldout_prompts = 100000000\n", "tasks.heldout_prompts"),
+    ],
+)
+def test_task_input_errors_stop_preflight_in_one_line(tmp_path, tiny_model_dir, content, extra, msg):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(content)
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(
+        f'db = "{tmp_path / "x.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n[tasks]\nsource = "jsonl"\npath = "{tasks}"\n{extra}'
+    )
+    r = runner.invoke(app, ["run", "--config", str(cfg)])
+    assert r.exit_code == 2, r.output
+    assert msg in r.stderr and "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.runs").exists() and not (tmp_path / "x.duckdb").exists()
