@@ -21,7 +21,6 @@ import sympy
 from ratchet.loop.task_formats import TaskDataError
 
 Split = Literal["train", "heldout"]
-__all__ = ["TaskDataError", "Prompt", "ArithmeticTasks", "FileTasks", "JsonlTasks", "chat_messages", "make_prompt_id", "split_of"]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ others fail, which gives the code verifier right and wrong trajectories to store
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +68,8 @@ def _config(tmp_path: Path, model: Path, campaign: str, sources: list[tuple[str,
 
 def ratchet(*args: str) -> str:
     exe = Path(sys.executable).with_name("ratchet")
-    p = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}  # a busy CI machine starts it slowly
+    p = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
 
