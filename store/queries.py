@@ -148,6 +148,21 @@ def pinned_eval_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> lis
     )
 
 
+def last_evaluated_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
+    """Prompt rows of the eval set a campaign evaluated on last (ordered by prompt_id), for a store made before
+    eval sets were pinned; empty when the campaign never evaluated."""
+    return _rows(
+        con.execute(
+            """WITH last AS (SELECT t.eval_set_id FROM trajectories t JOIN rounds r USING (round_id)
+                             WHERE r.campaign_id = ? AND t.eval_set_id IS NOT NULL ORDER BY t.created_at DESC LIMIT 1)
+               SELECT p.* FROM prompts p WHERE p.prompt_id IN
+                 (SELECT DISTINCT prompt_id FROM trajectories WHERE eval_set_id = (SELECT eval_set_id FROM last))
+               ORDER BY p.prompt_id""",
+            [campaign_id],
+        )
+    )
+
+
 # Trajectories that have no verdict of `verifier_version` yet, with what re-scoring needs and the
 # most recent earlier verdict (to count flips).
 REVERIFY_SQL = """

@@ -26,6 +26,7 @@ from ratchet.store.queries import (
     claim_round,
     eval_outcomes,
     gate_decision,
+    last_evaluated_prompts,
     pinned_eval_prompts,
     round_incumbent,
     set_round_status,
@@ -150,7 +151,14 @@ def pin_eval_set(con, ctx: Ctx) -> list[Prompt]:
     if rows:
         prompts = [Prompt(**{k: r[k] for k in Prompt.__dataclass_fields__}) for r in rows]
     else:
-        sets = ctx.tasks.eval_sets(ctx.cfg)
+        # A campaign that evaluated before eval sets were pinned keeps the set it used (same eval set id, so the
+        # gate's best-ever floor continues); a new campaign pins what it draws now.
+        legacy = last_evaluated_prompts(con, ctx.campaign_id)
+        sets = (
+            [("heldout", [Prompt(**{k: r[k] for k in Prompt.__dataclass_fields__}) for r in legacy])]
+            if legacy
+            else ctx.tasks.eval_sets(ctx.cfg)
+        )
         prompts = [p for _, ps in sets for p in ps]
         names = [name for name, ps in sets for _ in ps]
         insert_rows(con, "prompts", prompt_rows(prompts))

@@ -73,3 +73,42 @@ def test_eval_file_prompts_are_pinned_and_never_trained_on(campaign, tmp_path):
     banned = {" ".join(p.question.lower().split()) for p in ctx.heldout()}
     for r in range(1, 40):
         assert banned.isdisjoint(" ".join(p.question.lower().split()) for p in load_ctx(path, r).train_prompts())
+
+
+def test_a_campaign_evaluated_before_pinning_keeps_its_last_eval_set(campaign):
+    from datetime import UTC, datetime
+
+    from ratchet.store.db import transaction
+    from ratchet.store.ingest import insert_rows
+    from tests.store.test_store import traj
+
+    tasks, overrides = campaign
+    path = save_config(load_config(None, **overrides))
+    prepare_campaign.fn(str(path))
+    ctx = load_ctx(path)
+    old = sorted(p.prompt_id for p in ctx.heldout()[:5])  # what an older Ratchet evaluated on
+    with transaction(overrides["db"]) as con:  # a store from before eval_set_prompts existed
+        con.execute("DELETE FROM eval_set_prompts")
+        now = datetime.now(UTC)
+        insert_rows(
+            con,
+            "rounds",
+            [
+                dict(
+                    round_id=ctx.round_id,
+                    campaign_id=ctx.campaign_id,
+                    round_index=0,
+                    incumbent_checkpoint_id="c0",
+                    status="completed",
+                    started_at=now,
+                )
+            ],
+        )
+        rows = [
+            {**traj(f"t{i}", pid, "Answer: 1", round_id=ctx.round_id, purpose="eval_greedy"), "eval_set_id": "es-old"}
+            for i, pid in enumerate(old)
+        ]
+        insert_rows(con, "trajectories", rows)
+    ctx.pinned_eval_path.unlink()
+    prepare_campaign.fn(str(path))
+    assert [p.prompt_id for p in load_ctx(path).heldout()] == old
