@@ -241,7 +241,7 @@ def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
     return _rows(
         con.execute(
-            """SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
+            """SELECT source, task, purpose, verifier, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
                                 FROM round_verifier_stats WHERE round_id = ?""",
             [round_id],
         )
