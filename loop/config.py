@@ -11,8 +11,14 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from ratchet.loop.config_base import _Frozen
+from ratchet.loop.config_tasks import EvalSetConfig as EvalSetConfig  # re-exported: the task sections live there
+from ratchet.loop.config_tasks import RecordFields as RecordFields
+from ratchet.loop.config_tasks import TaskConfig as TaskConfig
+from ratchet.loop.config_tasks import TaskFormat as TaskFormat
+from ratchet.loop.config_tasks import TaskSourceConfig as TaskSourceConfig
 from ratchet.verifiers.language import LANGUAGES
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -21,10 +27,6 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 # Seeds are bounded so every derived seed (base x 1,000,003 + round + 7919 x step, ratchet.common.seeds) stays far
 # below 2^63, the largest seed torch accepts; 2^32 - 1 is also numpy's limit.
 SEED_MAX = 2**32 - 1
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ModelConfig(_Frozen):
@@ -36,37 +38,6 @@ class ModelConfig(_Frozen):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Weights dtype. float32 on CPU: bfloat16 matmuls were 2.5x slower here."
     )
-
-
-class TaskConfig(_Frozen):
-    source: Literal["arithmetic", "jsonl"] = Field("arithmetic", description="Where prompts come from.")
-    levels: tuple[str, ...] = Field(
-        ("sum_small", "sum_2digit", "product_1digit"),
-        description="Arithmetic families to draw from: sum_small (a+b, a,b<=20), sum_2digit, "
-        "product_1digit, multi_step (a+b*c style), linear_equation (solve a*x+b=c).",
-    )
-    path: str | None = Field(None, description="JSONL file of {question, answer} (or GSM8K '#### 42') for source='jsonl'.")
-    seed: int = Field(0, description="Seeds the task generator; the held-out set depends only on this.")
-    train_prompts_per_round: int = Field(48, ge=1, description="Training-split prompts sampled each round.")
-    heldout_prompts: int = Field(48, ge=1, description="Size of the fixed held-out evaluation set.")
-    heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="Share of all prompt ids hashed into the held-out split.")
-    system_prompt: str = Field(
-        "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'.",
-        description="System message of every prompt.",
-    )
-    fewshot: int = Field(
-        2,
-        ge=0,
-        le=8,
-        description="Worked examples placed before the question as chat turns. Small models follow the "
-        "'Answer:' format only with examples (SmolLM2-135M: 0% compliance zero-shot, ~100% with 2).",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> TaskConfig:
-        if self.source == "jsonl" and not self.path:
-            raise ValueError("tasks.source = 'jsonl' needs tasks.path; set tasks.path = 'my_tasks.jsonl'")
-        return self
 
 
 class GenerationConfig(_Frozen):
@@ -426,9 +397,24 @@ class RatchetConfig(_Frozen):
     gate: GateConfig = GateConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     compute: ComputeConfig = ComputeConfig()
+    evals: tuple[EvalSetConfig, ...] = Field(
+        (), description="[[evals]]: pinned evaluation sets; unset: tasks.heldout_prompts from the sources' held-out split."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RatchetConfig:
+        known = {s.source_name() for s in self.tasks.sources} or {"arithmetic" if self.tasks.source == "arithmetic" else "jsonl"}
+        for e in self.evals:
+            if e.source is not None and e.source not in known:
+                raise ValueError(f"evals entry {e.name!r} names source {e.source!r}; tasks sources are {sorted(known)}")
+        if self.algorithm == "grpo" and any(s.group_size not in (None, self.generation.group_size) for s in self.tasks.sources):
+            raise ValueError(
+                "grpo needs one group size: a [[tasks.sources]] group_size differs from generation.group_size "
+                f"({self.generation.group_size}); drop the per-source group_size or use algorithm = 'rft'"
+            )
+        names = [e.name for e in self.evals]
+        if len(set(names)) != len(names):
+            raise ValueError(f"evals names {names} must be unique; give each [[evals]] its own name")
         if self.algorithm == "grpo" and self.generation.group_size < 2:
             raise ValueError(
                 f"generation.group_size ({self.generation.group_size}) must be >= 2 for group advantages; "

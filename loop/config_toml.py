@@ -72,13 +72,27 @@ def _comment(info: FieldInfo) -> list[str]:
     return textwrap.wrap(text, 100, initial_indent="# ", subsequent_indent="# ") if text.strip() else []
 
 
-def _section_lines(model: BaseModel) -> list[str]:
+def _table_array(info: FieldInfo) -> bool:
+    """A ``tuple[SomeModel, ...]`` field: written as ``[[name]]`` tables, never as ``name = []`` (which would clash)."""
+    args = typing.get_args(info.annotation)
+    return bool(args) and isinstance(args[0], type) and issubclass(args[0], BaseModel)
+
+
+def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
     out = []
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             continue
         out += _comment(info)
+        if isinstance(value, tuple) and not value and _table_array(info):
+            table = f"{prefix}.{name}" if prefix else name
+            out += [
+                f"# {name} =",
+                f"# (none by default; written as [[{table}]] tables, see the README's 'Task sources and evaluation sets')",
+                "",
+            ]
+            continue
         out.append(f"# {name} =" if value is None else f"{name} = {toml_value(value)}")
         out.append("")
     return out
@@ -91,7 +105,7 @@ def render_default_toml() -> str:
     for name, info in RatchetConfig.model_fields.items():
         sub = getattr(cfg, name)
         if isinstance(sub, BaseModel):
-            lines += [f"[{name}]", *_comment_block(type(sub)), *_section_lines(sub)]
+            lines += [f"[{name}]", *_comment_block(type(sub)), *_section_lines(sub, name)]
     lines += ["[prefect]", *_comment_block(PrefectConfig), *_section_lines(PrefectConfig())]
     return "\n".join(lines).rstrip() + "\n\n" + FOOTER
 

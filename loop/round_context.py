@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -21,10 +21,11 @@ from ratchet.common.files import atomic_write_text
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation import eval_set_id
-from ratchet.loop.tasks import Prompt, TaskSource, chat_messages, make_task_source
+from ratchet.loop.task_sets import TaskSet
+from ratchet.loop.tasks import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
-VERIFIER_NAME = "composite"
+PINNED_EVAL_FILE = "eval_set.json"
 
 
 def now() -> datetime:
@@ -79,26 +80,37 @@ class Ctx:
         return self.cfg.resolved_run_dir() / "checkpoints"
 
     @cached_property
-    def source(self) -> TaskSource:
-        t = self.cfg.tasks
-        return make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
+    def tasks(self) -> TaskSet:
+        return TaskSet(self.cfg.tasks, self.cfg.evals)
 
     def messages(self, p: Prompt) -> list[dict[str, str]]:
-        return chat_messages(self.cfg.tasks.system_prompt, self.source.fewshot(self.cfg.tasks.fewshot), p.question)
+        return self.tasks.messages(p)
+
+    @property
+    def pinned_eval_path(self) -> Path:
+        """The campaign's evaluation prompts as the store pinned them (written by the prepare-campaign task)."""
+        return self.campaign_dir / PINNED_EVAL_FILE
+
+    def fresh_heldout(self) -> list[Prompt]:
+        """The evaluation prompts drawn from the task files and config now (what a new campaign pins)."""
+        return self.tasks.eval_prompts(self.cfg)
 
     @cached_property
     def _heldout(self) -> list[Prompt]:
-        return self.source.draw(self.cfg.tasks.heldout_prompts, "heldout", seed=self.cfg.tasks.seed)
+        if self.pinned_eval_path.is_file():
+            return [Prompt(**r) for r in json.loads(self.pinned_eval_path.read_text())]
+        return self.fresh_heldout()
 
     def heldout(self) -> list[Prompt]:
-        return self._heldout  # drawn once per context: sympy computes every gold answer
+        """The evaluation prompts in their pinned order (drawn once per context: sympy computes arithmetic golds)."""
+        return self._heldout
 
     def train_prompts(self) -> list[Prompt]:
-        """This step's share of the round's train prompts (all of them in a one-step round)."""
-        drawn = self.source.draw(
+        """This step's share of the round's train prompts (all of them in a one-step round); never an eval question."""
+        drawn = self.tasks.train_excluding(
             self.cfg.tasks.train_prompts_per_round,
-            "train",
             seed=derive_seed("train_prompts", self.cfg.tasks.seed, self.round_index),
+            evals=self.heldout(),
         )
         n, k = len(drawn), self.steps
         return drawn[self.step * n // k : (self.step + 1) * n // k]
@@ -111,6 +123,7 @@ class Ctx:
             "temperature": e.temperature,
             "system_prompt": t.system_prompt,
             "fewshot": t.fewshot,
+            **({"sources": [(s.source_name(), s.system_prompt, s.fewshot) for s in t.sources]} if t.sources else {}),
             "verifier": VERIFIER_VERSION,
             "format_template": self.cfg.verifier.format_template,
         }
@@ -119,6 +132,11 @@ class Ctx:
 
 def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ctx:
     return Ctx(RatchetConfig.model_validate_json(Path(config_path).read_text()), round_index, step)
+
+
+def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:
+    """Write the evaluation prompts the store pinned where every stage of the campaign reads them."""
+    return atomic_write_text(ctx.pinned_eval_path, json.dumps([asdict(p) for p in prompts]))
 
 
 def save_config(cfg: RatchetConfig) -> Path:

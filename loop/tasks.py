@@ -1,9 +1,10 @@
 """Task sources: prompts whose answers a program can check, and the fixed held-out split.
 
-A prompt's id is a hash of its source and content, and its split is a hash of that id, so the same
-question always lands in the same split whichever round or generator drew it: a held-out question
-can never become training data. Round ``r`` draws its training prompts with seed ``(seed, r)``; the
-held-out set depends only on ``seed``.
+A prompt's id is a hash of its source and content; its split is a hash of its whitespace/case-normalized
+question (never of the answer), so the same question always lands in the same split whichever source,
+file, round or answer formatting it comes with: a held-out question can never become training data.
+Round ``r`` draws its training prompts with seed ``(seed, r)``; the held-out set depends only on ``seed``
+(and is pinned in the store when a campaign starts, see ``flows/rounds/campaign.py``).
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol
 
 import sympy
 
+from ratchet.loop.task_formats import TaskDataError
+
 Split = Literal["train", "heldout"]
-
-
-class TaskDataError(ValueError):
-    """A task file or record is malformed; the message names the line and the fix."""
 
 
 @dataclass(frozen=True)
@@ -30,12 +28,18 @@ class Prompt:
     """One verifiable problem.
 
     Attributes:
-        prompt_id: 16 hex digits, sha256 of ``source``, ``question`` and ``answer``.
-        source: where it came from (``arithmetic`` or ``jsonl:<file name>``).
+        prompt_id: 16 hex digits, sha256 of ``source``, ``question`` and ``answer`` (code: the tests).
+        source: where it came from (``arithmetic``, ``jsonl:<file name>``, a ``[[tasks.sources]]`` name,
+            ``eval:<name>`` for an ``[[evals]]`` file).
         task: task family used for per-task metrics (``sum_small``, ``gsm8k``, ...).
         question: the user-facing text.
-        answer: the gold answer as text (checked by ``verifiers.math``).
-        split: ``train`` or ``heldout``, a function of ``prompt_id`` only.
+        answer: the math gold as text (checked by ``verifiers.math``); ``""`` for code tasks.
+        split: ``train`` or ``heldout``, a function of the normalized question only (``split_of``).
+        task_format: ``math``, ``humaneval``, ``mbpp`` or ``stdio``; decides the outcome verifier.
+        tests_json: code tests as JSON (a list the code verifier reads), None for math.
+        entry_point: function under test (humaneval), else None.
+        solution: reference solution (a whole program for code), else None.
+        question_key: sha256 of the normalized question (16 hex digits): decontamination joins on it.
     """
 
     prompt_id: str
@@ -44,21 +48,78 @@ class Prompt:
     question: str
     answer: str
     split: Split
+    task_format: str = "math"
+    tests_json: str | None = None
+    entry_point: str | None = None
+    solution: str | None = None
+    question_key: str | None = None
+
+    @property
+    def verifier(self) -> Literal["math", "code"]:
+        """The outcome verifier of this prompt's format."""
+        return "math" if self.task_format == "math" else "code"
+
+    @property
+    def tests(self) -> list | None:
+        return None if self.tests_json is None else json.loads(self.tests_json)
 
 
 def make_prompt_id(source: str, question: str, answer: str) -> str:
     return hashlib.sha256(f"{source}\x1f{question}\x1f{answer}".encode()).hexdigest()[:16]
 
 
-def split_of(prompt_id: str, heldout_fraction: float) -> Split:
-    """Deterministic split: ``heldout`` iff sha256("split:" + id) falls in the first ``heldout_fraction``."""
-    bucket = int(hashlib.sha256(f"split:{prompt_id}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
+def normalize_question(question: str) -> str:
+    """Whitespace runs collapsed to one space, ends stripped, lowercased: the text the split and decontamination use."""
+    return " ".join(question.split()).lower()
+
+
+def question_key(question: str) -> str:
+    return hashlib.sha256(normalize_question(question).encode()).hexdigest()[:16]
+
+
+def split_of(question: str, heldout_fraction: float) -> Split:
+    """Deterministic split: ``heldout`` iff sha256("split:" + normalized question) falls in the first ``heldout_fraction``.
+
+    The answer, the source and the file play no part, so records that differ only in answer formatting
+    (``42`` / ``42.0``) or appear in two files always land on the same side.
+    """
+    bucket = int(hashlib.sha256(f"split:{normalize_question(question)}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
     return "heldout" if bucket < heldout_fraction else "train"
 
 
+def make_prompt(
+    source: str,
+    task: str,
+    question: str,
+    answer: str,
+    heldout_fraction: float,
+    *,
+    task_format: str = "math",
+    tests: tuple | list | None = None,
+    entry_point: str | None = None,
+    solution: str | None = None,
+    split: Split | None = None,
+) -> Prompt:
+    """A Prompt with its id, split (by question unless given) and question key."""
+    tests_json = None if tests is None else json.dumps(list(tests))
+    pid = make_prompt_id(source, question, answer if tests_json is None else f"{answer}\x1e{tests_json}")
+    return Prompt(
+        pid,
+        source,
+        task,
+        question,
+        answer,
+        split or split_of(question, heldout_fraction),
+        task_format,
+        tests_json,
+        entry_point,
+        solution,
+        question_key(question),
+    )
+
+
 def _prompt(source: str, task: str, question: str, answer: str, heldout_fraction: float) -> Prompt:
-    pid = make_prompt_id(source, question, answer)
-    return Prompt(pid, source, task, question, answer, split_of(pid, heldout_fraction))
+    return make_prompt(source, task, question, answer, heldout_fraction)
 
 
 class TaskSource(Protocol):
@@ -134,24 +195,35 @@ class ArithmeticTasks:
         self.levels = tuple(levels)
         self.heldout_fraction = heldout_fraction
 
-    def _stream(self, seed: int) -> Iterator[Prompt]:
+    def _stream(self, seed: int) -> Iterator[tuple[str, str, str]]:
         rng = random.Random(seed)
         while True:
             level = self.levels[rng.randrange(len(self.levels))]
             expr = _GENERATORS[level](rng)
-            yield _prompt(self.name, level, _question(level, expr), _gold(level, expr), self.heldout_fraction)
+            yield level, expr, _question(level, expr)
 
     def draw(self, n: int, split: Split, seed: int) -> list[Prompt]:
-        """``n`` distinct prompts of ``split``, deterministic in ``seed``."""
+        """``n`` distinct prompts of ``split``, deterministic in ``seed``.
+
+        Raises:
+            TaskDataError: 20,000 draws in a row brought no new question (the levels hold fewer than ``n``).
+        """
         out: dict[str, Prompt] = {}
         shown = {q for q, _ in self.fewshot(8)}  # a worked example is never also a question
-        for i, p in enumerate(self._stream(seed)):
-            if p.split == split and p.prompt_id not in out and p.question not in shown:
-                out[p.prompt_id] = p
-                if len(out) == n:
-                    break
-            if i > 200 * n + 10_000:
-                raise TaskDataError(f"could only draw {len(out)} distinct {split} prompts of {n}; add levels or lower the count")
+        misses = 0
+        for level, expr, q in self._stream(seed):
+            if q in shown or q in out or split_of(q, self.heldout_fraction) != split:
+                misses += 1
+                if misses > 20_000:
+                    raise TaskDataError(
+                        f"the arithmetic levels {list(self.levels)} hold only {len(out)} distinct {split} questions, "
+                        f"{n} were asked for; lower the count (tasks.heldout_prompts / train_prompts_per_round) or add levels"
+                    )
+                continue
+            misses = 0
+            out[q] = _prompt(self.name, level, q, _gold(level, expr), self.heldout_fraction)
+            if len(out) == n:
+                break
         return list(out.values())
 
     def fewshot(self, k: int) -> list[tuple[str, str]]:
@@ -165,69 +237,103 @@ class ArithmeticTasks:
         return shots[:k]
 
 
-# --- JSONL files --------------------------------------------------------------------------------
+# --- task files ----------------------------------------------------------------------------------
 
 
-def parse_gold(record: dict, lineno: int, path: Path) -> str:
-    """Gold answer of a JSONL record: ``answer`` as is, or the text after GSM8K's ``####``.
+def _check_golds(prompts: list[Prompt], where: str) -> None:
+    """A question given with two golds the math verifier does not judge equal is a task-data error.
 
     Raises:
-        TaskDataError: no answer, or an empty one.
+        TaskDataError: naming the question, both golds and the fix.
     """
-    ans = record.get("answer")
-    if ans is None or (isinstance(ans, str) and not ans.strip()):
-        raise TaskDataError(f'{path}:{lineno}: missing gold answer; every line needs a non-empty "answer" (or "... #### 42")')
-    ans = str(ans)
-    if "####" in ans:
-        ans = ans.rsplit("####", 1)[1]
-        if not ans.strip():
-            raise TaskDataError(f"{path}:{lineno}: nothing after '####'; put the final answer after it, e.g. '#### 42'")
-    return ans.strip().replace(",", "") if ans.strip().replace(",", "").lstrip("-").isdigit() else ans.strip()
+    from ratchet.verifiers.math import verify_math_batch
+
+    golds: dict[str, list[str]] = {}
+    for p in prompts:
+        if p.task_format == "math" and p.answer not in golds.setdefault(p.question_key or "", []):
+            golds[p.question_key or ""].append(p.answer)
+    pairs = [(k, g[0], other) for k, g in golds.items() for other in g[1:]]
+    if not pairs:
+        return
+    verdicts = verify_math_batch([(a, f"Answer: {b}") for _, a, b in pairs], timeout_s=5.0)
+    for (key, a, b), v in zip(pairs, verdicts):
+        if not v.correct:
+            q = next(p.question for p in prompts if p.question_key == key)
+            raise TaskDataError(
+                f"{where}: the question {q[:60]!r} appears with two different golds ({a!r} and {b!r}); "
+                "keep one record per question or fix the wrong gold"
+            )
 
 
-class JsonlTasks:
-    """Prompts from a JSONL file of ``{"question": ..., "answer": ...}`` (GSM8K ``#### 42`` accepted)."""
+class FileTasks:
+    """Prompts from a task file of any format (``ratchet.loop.task_formats``), one per normalized question.
 
-    def __init__(self, path: str | Path, heldout_fraction: float = 0.2) -> None:
-        self.path = Path(path)
-        self.name = f"jsonl:{self.path.name}"
-        self.heldout_fraction = heldout_fraction
-        self.prompts = self._load()
+    Records that repeat a question (same gold by the math verifier) are kept once, the first; a
+    repeated question with a different gold raises ``TaskDataError``.
+    """
 
-    def _load(self) -> list[Prompt]:
-        if not self.path.is_file():
-            raise TaskDataError(f"task file {self.path} does not exist; set tasks.path to a JSONL file")
-        out: dict[str, Prompt] = {}
-        for lineno, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(
-                    f"{self.path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object"
-                ) from None
-            if not isinstance(rec, dict):
-                raise TaskDataError(f'{self.path}:{lineno}: expected a JSON object with "question" and "answer"')
-            q = rec.get("question") or rec.get("problem") or rec.get("prompt")
-            if not isinstance(q, str) or not q.strip():
-                raise TaskDataError(f'{self.path}:{lineno}: missing "question"; every line needs a non-empty question')
-            task = str(rec.get("task", self.path.stem))
-            p = _prompt(self.name, task, q.strip(), parse_gold(rec, lineno, self.path), self.heldout_fraction)
-            out.setdefault(p.prompt_id, p)
-        if not out:
-            raise TaskDataError(f'{self.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
-        return list(out.values())
+    def __init__(self, spec, name: str, heldout_fraction: float = 0.2, *, split: Split | None = None) -> None:
+        from ratchet.loop.task_formats import load_records
+
+        self.spec, self.name, self.heldout_fraction = spec, name, heldout_fraction
+        self.path = spec.path
+        self.format, records = load_records(spec, default_task=name.split(":")[-1])
+        self.task_ids: dict[str, str] = {}
+        all_prompts = []
+        for r in records:
+            p = make_prompt(
+                name,
+                r.task,
+                r.question,
+                r.answer,
+                heldout_fraction,
+                task_format=self.format,
+                tests=r.tests,
+                entry_point=r.entry_point,
+                solution=r.solution,
+                split=split,
+            )
+            all_prompts.append(p)
+            self.task_ids.setdefault(p.prompt_id, r.task_id)
+        _check_golds(all_prompts, str(spec.path))
+        seen: dict[str, Prompt] = {}
+        for p in all_prompts:
+            seen.setdefault(p.question_key or "", p)
+        self.prompts = list(seen.values())
 
     def draw(self, n: int, split: Split, seed: int) -> list[Prompt]:
-        pool = [p for p in self.prompts if p.split == split]
-        if not pool:
-            raise TaskDataError(f"{self.path} has no {split} prompts (held-out share by hash); add more tasks")
+        """Up to ``n`` prompts of ``split`` (fewer when the file holds fewer; callers check the count)."""
+        shown = {q for q, _ in self.fewshot(8)}
+        pool = [p for p in self.prompts if p.split == split and p.question not in shown]
         rng = random.Random(seed)
         return rng.sample(pool, min(n, len(pool)))
 
     def fewshot(self, k: int) -> list[tuple[str, str]]:
-        return []
+        """The first ``k`` train-split tasks with a known answer (code: its reference solution) as worked examples."""
+        if k <= 0:
+            return []
+        shots = []
+        for p in self.prompts:
+            if p.split != "train":
+                continue
+            if p.task_format == "math":
+                shots.append((p.question, f"Answer: {p.answer}"))
+            elif p.solution:
+                shots.append((p.question, f"```python\n{p.solution.strip()}\n```"))
+            if len(shots) == k:
+                break
+        return shots
+
+
+def JsonlTasks(path: str, heldout_fraction: float = 0.2) -> FileTasks:  # noqa: N802 - kept for `tasks.source = "jsonl"`
+    """Math prompts from a JSONL file of ``{"question": ..., "answer": ...}`` (GSM8K ``#### 42`` accepted)."""
+    from pathlib import Path
+
+    from ratchet.loop.config import RecordFields
+
+    src = FileTasks(RecordFields(path=str(path), format="math"), f"jsonl:{Path(path).name}", heldout_fraction)
+    src.fewshot = lambda k: []  # the legacy source shows no worked examples (its system prompt is the arithmetic one)
+    return src
 
 
 def make_task_source(

@@ -17,28 +17,33 @@ def _rows(cur) -> list[dict]:
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
+# A prompt that is, or asks the same normalized question as, any campaign's pinned evaluation prompt.
+IS_EVAL_PROMPT = """EXISTS (SELECT 1 FROM eval_set_prompts e JOIN prompts ep ON ep.prompt_id = e.prompt_id
+    WHERE ep.prompt_id = p.prompt_id OR ep.question_key = p.question_key)"""
+
 # The training query. It can only ever see rollouts of the given round on TRAIN-split prompts that
 # the round's verifier version judged correct and that ended on EOS; exact duplicate completions of
 # a prompt are dropped and each prompt keeps at most `max_per_prompt` (lowest sample index first).
 TRAINING_SET_SQL = """
 WITH ok AS (
-    SELECT t.trajectory_id, t.prompt_id, t.sample_index, t.completion, p.question,
+    SELECT t.trajectory_id, t.prompt_id, t.sample_index, t.completion, p.question, p.source,
            row_number() OVER (PARTITION BY t.prompt_id, trim(t.completion) ORDER BY t.sample_index) AS dup
     FROM trajectories t
     JOIN prompts p USING (prompt_id)
     JOIN verdicts v USING (trajectory_id)
     WHERE t.round_id = $round_id AND t.purpose = 'rollout' AND p.split = 'train'
       AND v.verifier_version = $verifier_version AND v.correct AND t.finish_reason = 'stop'
+      AND NOT {NOT_EVAL}
 ), kept AS (
     SELECT *, row_number() OVER (PARTITION BY prompt_id ORDER BY sample_index) AS rank FROM ok WHERE dup = 1
 )
-SELECT trajectory_id, prompt_id, question, completion FROM kept
+SELECT trajectory_id, prompt_id, source, question, completion FROM kept
 WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
-"""
+""".replace("{NOT_EVAL}", IS_EVAL_PROMPT)
 
 
 def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
-    """Rows ``{trajectory_id, prompt_id, question, completion}`` to fine-tune on this round."""
+    """Rows ``{trajectory_id, prompt_id, source, question, completion}`` to fine-tune on this round (never an eval prompt)."""
     cur = con.execute(
         TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt}
     )
@@ -48,14 +53,14 @@ def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
 def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, step: int = 0) -> list[dict]:
     """The train-split rollouts of one on-policy step of a round with their rewards, grouped by prompt (for GRPO).
 
-    Rows ``{trajectory_id, prompt_id, question, completion, finish_reason, reward}`` ordered by
-    (prompt_id, sample_index). Held-out prompts are excluded like in ``training_set``.
+    Rows ``{trajectory_id, prompt_id, source, question, completion, finish_reason, reward}`` ordered by
+    (prompt_id, sample_index). Held-out and evaluation prompts are excluded like in ``training_set``.
     """
     cur = con.execute(
-        """SELECT t.trajectory_id, t.prompt_id, p.question, t.completion, t.finish_reason, v.reward
+        f"""SELECT t.trajectory_id, t.prompt_id, p.source, p.question, t.completion, t.finish_reason, v.reward
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
-             AND coalesce(t.step, 0) = ?
+             AND coalesce(t.step, 0) = ? AND NOT {IS_EVAL_PROMPT}
            ORDER BY t.prompt_id, t.sample_index""",
         [round_id, verifier_version, step],
     )
@@ -132,10 +137,36 @@ def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
     return None if row is None else {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": json.loads(row[2])}
 
 
+def pinned_eval_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
+    """The prompt rows a campaign evaluates on, in their pinned order (empty before the campaign pinned them)."""
+    return _rows(
+        con.execute(
+            """SELECT p.* FROM eval_set_prompts e JOIN prompts p USING (prompt_id)
+               WHERE e.campaign_id = ? ORDER BY e.position""",
+            [campaign_id],
+        )
+    )
+
+
+def last_evaluated_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
+    """Prompt rows of the eval set a campaign evaluated on last (ordered by prompt_id), for a store made before
+    eval sets were pinned; empty when the campaign never evaluated."""
+    return _rows(
+        con.execute(
+            """WITH last AS (SELECT t.eval_set_id FROM trajectories t JOIN rounds r USING (round_id)
+                             WHERE r.campaign_id = ? AND t.eval_set_id IS NOT NULL ORDER BY t.created_at DESC LIMIT 1)
+               SELECT p.* FROM prompts p WHERE p.prompt_id IN
+                 (SELECT DISTINCT prompt_id FROM trajectories WHERE eval_set_id = (SELECT eval_set_id FROM last))
+               ORDER BY p.prompt_id""",
+            [campaign_id],
+        )
+    )
+
+
 # Trajectories that have no verdict of `verifier_version` yet, with what re-scoring needs and the
 # most recent earlier verdict (to count flips).
 REVERIFY_SQL = """
-SELECT t.trajectory_id, t.completion, p.answer, c.config_json,
+SELECT t.trajectory_id, t.completion, p.answer, p.task_format, p.tests_json, p.solution, c.config_json,
        prev.correct AS prev_correct, prev.verifier_version AS prev_version
 FROM trajectories t
 JOIN prompts p USING (prompt_id)
@@ -144,16 +175,18 @@ JOIN campaigns c USING (campaign_id)
 LEFT JOIN (
     SELECT trajectory_id, correct, verifier_version,
            row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC) AS k
-    FROM verdicts WHERE verifier = $verifier
+    FROM verdicts WHERE list_contains($verifiers, verifier)
 ) prev ON prev.trajectory_id = t.trajectory_id AND prev.k = 1
 WHERE NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.trajectory_id = t.trajectory_id
-                  AND v.verifier = $verifier AND v.verifier_version = $version)
+                  AND list_contains($verifiers, v.verifier) AND v.verifier_version = $version)
 ORDER BY t.trajectory_id
 """
 
 
-def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifier: str, version: str) -> list[dict]:
-    cur = con.execute(REVERIFY_SQL, {"verifier": verifier, "version": version})
+def trajectories_to_reverify(con: duckdb.DuckDBPyConnection, verifiers: list[str], version: str) -> list[dict]:
+    """Trajectories with no verdict of ``version`` by any of ``verifiers`` (``math``, ``code``; ``composite`` before
+    verdicts named their outcome verifier), with their prompt's gold, tests and campaign config."""
+    cur = con.execute(REVERIFY_SQL, {"verifiers": verifiers, "version": version})
     return _rows(cur)
 
 
@@ -208,7 +241,7 @@ def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
     return _rows(
         con.execute(
-            """SELECT task, purpose, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
+            """SELECT source, task, purpose, verifier, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
                                 FROM round_verifier_stats WHERE round_id = ?""",
             [round_id],
         )
@@ -279,6 +312,23 @@ def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_vers
     those of ``verifier_version``, or each trajectory's newest verdict when it is None.
     """
     return _rows(con.execute(ROLLOUT_METRICS_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
+
+
+ROLLOUT_SOURCE_SQL = f"""
+WITH {_VERDICT_CTE}
+SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
+       count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
+       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons
+FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
+WHERE t.round_id = $round_id AND t.purpose = 'rollout'
+GROUP BY ALL ORDER BY p.source
+"""
+
+
+def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Per task source of a round's rollouts: ``source``, ``task_format``, ``verifier`` (outcome verifier of its
+    verdicts), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``, ``reasons``; verdicts as in ``rollout_metrics``."""
+    return _rows(con.execute(ROLLOUT_SOURCE_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
 
 
 # The round's incumbent and candidate (from its gate decision, else the output of its last on-policy

@@ -57,7 +57,21 @@ class PromptRow(SQLModel, table=True):
     task: str
     question: str
     answer: str
-    split: str = Field(description="train | heldout, fixed by a hash of prompt_id")
+    split: str = Field(description="train | heldout, fixed by a hash of the normalized question")
+    task_format: str | None = Field(None, description="math | humaneval | mbpp | stdio (NULL: math, stored before formats)")
+    tests_json: str | None = Field(None, description="Code tests as a JSON list (assert/setup lines, stdio cases); NULL for math")
+    entry_point: str | None = Field(None, description="Function under test (humaneval)")
+    solution: str | None = Field(None, description="Reference solution (a whole program for code tasks)")
+    question_key: str | None = Field(None, description="sha256 of the whitespace/case-normalized question: decontamination key")
+
+
+class EvalSetPrompt(SQLModel, table=True):
+    __tablename__ = "eval_set_prompts"
+    campaign_id: str = Field(primary_key=True)
+    position: int = Field(primary_key=True, description="Order in which the campaign evaluates its prompts (0-based)")
+    eval_name: str = Field(description="[[evals]] name, or 'heldout' for the default held-out set")
+    prompt_id: str
+    created_at: datetime
 
 
 class Trajectory(SQLModel, table=True):
@@ -153,7 +167,19 @@ class GateDecision(SQLModel, table=True):
     created_at: datetime
 
 
-TABLES = [Campaign, Round, Checkpoint, PromptRow, Trajectory, VerdictRow, TrainingRun, TrainingExample, Evaluation, GateDecision]
+TABLES = [
+    Campaign,
+    Round,
+    Checkpoint,
+    PromptRow,
+    EvalSetPrompt,
+    Trajectory,
+    VerdictRow,
+    TrainingRun,
+    TrainingExample,
+    Evaluation,
+    GateDecision,
+]
 
 VIEWS = {
     # One row per round: what it generated, kept, scored, and what the gate decided.
@@ -172,9 +198,9 @@ VIEWS = {
         ORDER BY c.name, r.round_index""",
     # Verifier monitoring: reward mean/variance and the count of each verdict reason per round and task.
     "round_verifier_stats": """
-        SELECT t.round_id, p.task, t.purpose, v.verifier, v.verifier_version,
+        SELECT t.round_id, p.source, p.task, t.purpose, v.verifier, v.verifier_version,
                count(*) AS n, avg(v.reward) AS reward_mean, var_pop(v.reward) AS reward_var,
                avg(v.correct::INT) AS correct_rate, histogram(v.reason) AS reasons
         FROM trajectories t JOIN verdicts v USING (trajectory_id) JOIN prompts p USING (prompt_id)
-        GROUP BY ALL ORDER BY t.round_id, p.task, t.purpose""",
+        GROUP BY ALL ORDER BY t.round_id, p.source, p.task, t.purpose""",
 }

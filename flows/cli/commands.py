@@ -23,6 +23,8 @@ app = typer.Typer(
 )
 model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Model weights.")
 app.add_typer(model_app, name="model")
+tasks_app = typer.Typer(no_args_is_help=True, help="Task files: check them before a campaign.")
+app.add_typer(tasks_app, name="tasks")
 
 
 class RichReporter:
@@ -40,8 +42,8 @@ class RichReporter:
         self.progress.console.print(text)
 
 
-def _run(cfg) -> None:
-    """Run a campaign with progress bars, then print the per-round table."""
+def _run(cfg, rounds: int | None = None) -> None:
+    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table."""
     from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
@@ -58,7 +60,7 @@ def _run(cfg) -> None:
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
-            run_campaign(path)
+            run_campaign(path, rounds)
     except known_errors() as e:
         fail(str(e))
     finally:
@@ -98,22 +100,33 @@ def print_rounds(db: str, campaign: str) -> None:
 @app.command()
 def demo(
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-    campaign: str = typer.Option("demo", help="Campaign name (a new name starts fresh)."),
-    rounds: int = typer.Option(3, help="Improvement rounds to run."),
+    campaign: Optional[str] = typer.Option(
+        None, help="Campaign name (a new name starts fresh); default 'demo', or 'demo-code' / 'demo-mixed' with --tasks."
+    ),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", min=1, help="Run at most N more rounds now (default: up to the campaign's 3); rerun to continue."
+    ),
     algorithm: str = typer.Option(
         "rft", help="Training algorithm: rft (rejection-sampling fine-tuning) or grpo (GRPO-family RL, settings in [grpo])."
     ),
+    tasks: str = typer.Option(
+        "arithmetic",
+        "--tasks",
+        help="arithmetic, code (the shipped code task set), or mixed (60% arithmetic, 40% code).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
 ) -> None:
-    """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic, on CPU."""
+    """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic (or code, or both), on CPU."""
     configure_prefect(quiet_console=not verbose)
     from ratchet.loop.config import ConfigError, load_config
+    from ratchet.loop.demo_tasks import DemoTasksError, demo_overrides
 
     try:
-        cfg = load_config(None, db=str(db), campaign=campaign, max_rounds=rounds, algorithm=algorithm)
-    except ConfigError as e:
+        name = campaign or ("demo" if tasks == "arithmetic" else f"demo-{tasks}")
+        cfg = load_config(None, db=str(db), campaign=name, algorithm=algorithm, **demo_overrides(tasks))
+    except (ConfigError, DemoTasksError) as e:
         fail(str(e))
-    _run(cfg)
+    _run(cfg, rounds)
 
 
 @app.command()
@@ -122,6 +135,9 @@ def run(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
     campaign: Optional[str] = typer.Option(
         None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", min=1, help="Run at most N more rounds now; max_rounds stays the campaign's total."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
@@ -133,7 +149,7 @@ def run(
         cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         fail(str(e))
-    _run(cfg)
+    _run(cfg, rounds)
 
 
 @app.command()
@@ -279,6 +295,50 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
         except ModelError as e:
             fail(str(e))
     console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
+
+
+@tasks_app.command("check")
+def tasks_check(
+    file: Path = typer.Argument(..., help="Task file (.jsonl, .jsonl.gz, .parquet or a save_to_disk folder)."),
+    task_format: Optional[str] = typer.Option(
+        None, "--task-format", help="math | humaneval | mbpp | stdio (default: detected from the fields)."
+    ),
+    solutions: Optional[Path] = typer.Option(
+        None, "--solutions", help='Samples JSONL ({"task_id": ..., "completion": ...}) to score instead of the references.'
+    ),
+    timeout_s: float = typer.Option(20.0, "--timeout-s", min=0.1, help="Limit per sandboxed run, seconds."),
+    format: str = typer.Option("table", "--format", help="table | json"),
+) -> None:
+    """Load a task file as a campaign would and run every reference solution (or sample) through the verifier."""
+    from ratchet.loop.task_check import check_task_file
+    from ratchet.loop.task_formats import FORMATS, TaskDataError
+
+    if format not in ("table", "json"):
+        fail(f"--format {format!r} is not one of table, json")
+    if task_format is not None and task_format not in FORMATS:
+        fail(f"--task-format {task_format!r} is not one of {', '.join(FORMATS)}")
+    try:
+        with console.status(f"verifying the tasks of {file}…"):
+            results, summary = check_task_file(file, task_format=task_format, samples=solutions, timeout_s=timeout_s)
+    except TaskDataError as e:
+        fail(str(e))
+    bad = [r for r in results if r.status != "passed"]
+    if format == "json":
+        for r in bad:
+            print(json.dumps({"task_id": r.task_id, "status": r.status, "detail": r.detail}))
+        print(json.dumps(summary))
+        return
+    t = plain_table("task", "status", "why", title=f"{file}: tasks that did not pass")
+    for r in bad:
+        t.add_row(*map(cell, [r.task_id, r.status, r.detail[:160]]))
+    if bad:
+        console.print(t)
+    console.print(
+        f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors; "
+        f"pass@1 {summary['pass_at_1']:.3f}",
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command()

@@ -98,4 +98,4 @@ def _train_grpo(
 
 
 def _as_prompt(e: dict) -> Prompt:
-    return Prompt(e["prompt_id"], "", "", e["question"], "", "train")
+    return Prompt(e["prompt_id"], e.get("source") or "", "", e["question"], "", "train")  # source: its chat template

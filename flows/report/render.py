@@ -27,6 +27,7 @@ from ratchet.store.queries import (
     pass1_history,
     report_campaigns,
     rollout_metrics,
+    rollout_metrics_by_source,
     round_evaluations,
     round_training,
 )
@@ -52,8 +53,9 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
 
     Held-out: every stored evaluation metric (pass@1, sampled pass@k, no-answer rate) of the
     incumbent and the candidate, and their completions' length P90 (tokens), format error rate,
-    truncation rate and verdict reasons. Rollouts, per task and overall: pass@1, pass@k (k = group
-    size), reward mean, format error rate, truncation rate, length P90 (tokens), verdict reasons.
+    truncation rate and verdict reasons (per task source too: ``heldout/<source>/pass@1``). Rollouts, per task
+    and overall: pass@1, pass@k (k = group size), reward mean, format error rate, truncation rate, length P90
+    (tokens), verdict reasons; per task source (when several, or code) pass@1, reward mean and reasons.
     Training: KL to the reference (grpo only) and every scalar training metric.
     """
     rows: list[dict] = []
@@ -72,6 +74,13 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
         for name in ("reward_mean", "format_error_rate", "truncated_rate", "completion_tokens_p90"):
             add(f"rollout/{name}", scope, r[name])
         add("rollout/reasons", scope, _reasons(r["reasons"]))
+    by_source = rollout_metrics_by_source(con, round_id, verifier_version)
+    if len(by_source) > 1 or any(r["task_format"] != "math" for r in by_source):  # per source when there is more than one
+        for r in by_source:
+            scope = f"rollouts, source {r['source']} ({r['task_format']}, verifier {r['verifier']})"
+            add("rollout/pass@1", scope, r["pass_at_1"])
+            add("rollout/reward_mean", scope, r["reward_mean"])
+            add("rollout/reasons", scope, _reasons(r["reasons"]))
     if (t := round_training(con, round_id)) is not None:
         steps = f", last of {t['steps']} steps" if t["steps"] > 1 else ""
         scope = f"training ({t['algorithm']}, {t['num_examples']} examples{steps})"

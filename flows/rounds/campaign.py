@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate,
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
-from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
+from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
@@ -24,6 +26,8 @@ from ratchet.store.queries import (
     claim_round,
     eval_outcomes,
     gate_decision,
+    last_evaluated_prompts,
+    pinned_eval_prompts,
     round_incumbent,
     set_round_status,
     training_metrics,
@@ -44,19 +48,53 @@ def preflight(cfg: RatchetConfig) -> None:
     """
     ctx = Ctx(cfg)
     check_loadable(resolve_model(cfg.model.name_or_path))
-    ctx.heldout()
-    ctx.train_prompts()
+    check_tasks(ctx)
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
 
 
+def check_tasks(ctx: Ctx) -> None:
+    """The task files load, the evaluation set has the prompts asked for, and training has prompts without any
+    evaluation question; a 13-gram overlap between training and evaluation questions is reported (a warning).
+
+    Raises:
+        TaskDataError: what is wrong with the task data or counts, and the fix.
+    """
+    from ratchet.loop.task_sets import ngram_overlap
+
+    evals = ctx.heldout()
+    if not ctx.train_prompts():
+        raise TaskDataError("no training prompts are left once the evaluation questions are excluded; add training tasks")
+    overlap = ngram_overlap(ctx.tasks.train_pool(), evals)
+    if overlap:
+        train, ev = overlap[0]
+        logging.getLogger(__name__).warning(
+            "decontamination: %d training question(s) share a 13-word run with an evaluation question, e.g. %r ~ %r",
+            len(overlap),
+            train.question[:60],
+            ev.question[:60],
+        )
+
+
+def _settings_diff(new: dict, old: dict) -> list[str]:
+    """Keys whose value differs. A key only one side has is no conflict: a newer Ratchet adds keys with
+    defaults, and an unused trainer section is left out; inside a section the same holds per key."""
+    out = []
+    for k, v in new.items():
+        if k not in old:
+            continue
+        if isinstance(v, dict) and isinstance(old[k], dict):
+            out += [f"{k}.{sub}" for sub in _settings_diff(v, old[k])]
+        elif v != old[k] and not (v in ([], ()) and old[k] is None):
+            out.append(k)
+    return sorted(out)
+
+
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
     existing = campaign_by_name(con, cfg.campaign)
     settings = cfg.campaign_settings()
-    # Keys a store recorded that today's settings no longer define (e.g. an unused trainer section)
-    # are not a conflict; a key whose value differs is.
-    diff = sorted(k for k in settings if existing is not None and settings[k] != existing["config"].get(k))
+    diff = _settings_diff(settings, existing["config"]) if existing is not None else []
     if diff:
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
@@ -101,8 +139,39 @@ def prepare_campaign(config_path: str) -> str:
                 )
             ],
         )
-        insert_rows(con, "prompts", prompt_rows(ctx.heldout()))
+        pin_eval_set(con, ctx)
     return ctx.campaign_id
+
+
+def pin_eval_set(con, ctx: Ctx) -> list[Prompt]:
+    """The campaign's evaluation prompts: those pinned in the store (``eval_set_prompts``), or, for a new
+    campaign, the ones drawn now, which it pins. Either way they are written to the campaign's run dir,
+    where every stage reads them, so later rounds evaluate exactly these whatever happens to the files."""
+    rows = pinned_eval_prompts(con, ctx.campaign_id)
+    if rows:
+        prompts = [Prompt(**{k: r[k] for k in Prompt.__dataclass_fields__}) for r in rows]
+    else:
+        # A campaign that evaluated before eval sets were pinned keeps the set it used (same eval set id, so the
+        # gate's best-ever floor continues); a new campaign pins what it draws now.
+        legacy = last_evaluated_prompts(con, ctx.campaign_id)
+        sets = (
+            [("heldout", [Prompt(**{k: r[k] for k in Prompt.__dataclass_fields__}) for r in legacy])]
+            if legacy
+            else ctx.tasks.eval_sets(ctx.cfg)
+        )
+        prompts = [p for _, ps in sets for p in ps]
+        names = [name for name, ps in sets for _ in ps]
+        insert_rows(con, "prompts", prompt_rows(prompts))
+        insert_rows(
+            con,
+            "eval_set_prompts",
+            [
+                dict(campaign_id=ctx.campaign_id, position=i, eval_name=names[i], prompt_id=p.prompt_id, created_at=now())
+                for i, p in enumerate(prompts)
+            ],
+        )
+    pin_eval_prompts(ctx, prompts)
+    return prompts
 
 
 @task(name="start-round", cache_policy=NONE)
@@ -312,13 +381,20 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 
 
 @flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)
-def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
-    """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes."""
+def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
+    """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes.
+
+    ``rounds`` (when given) caps the rounds this run starts or resumes; the campaign continues next time.
+    """
     ctx = load_ctx(config_path)
     log = run_logger()
     prepare_campaign(config_path)
     decisions = []
+    started = 0
     for r in range(1, ctx.cfg.max_rounds + 1):
+        if rounds is not None and started >= rounds:
+            log.info("ran %d round(s) as asked (--rounds %d); the campaign continues on the next run", started, rounds)
+            break
         with connect(ctx.db, read_only=True) as con:
             state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
             done = gate_decision(con, Ctx(ctx.cfg, r).round_id)
@@ -328,10 +404,12 @@ def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
         if state.halted:
             log.warning("campaign %s is halted; not starting round %d", ctx.cfg.campaign, r)
             break
+        started += 1
         decisions.append({"round": r, **improvement_round(config_path, r)})
     return decisions
 
 
-def run_campaign(config_path: str | Path) -> list[dict]:
+def run_campaign(config_path: str | Path, rounds: int | None = None) -> list[dict]:
+    """Run the campaign of a saved config; ``rounds``: at most this many more rounds in this call (None: up to max_rounds)."""
     ctx = load_ctx(config_path)
-    return campaign(str(config_path), campaign_name=ctx.cfg.campaign)
+    return campaign(str(config_path), campaign_name=ctx.cfg.campaign, rounds=rounds)

@@ -10,11 +10,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ratchet.loop.round_context import VERIFIER_NAME, now, short_hash
-from ratchet.store.db import connect, require_store, transaction
+from ratchet.loop.round_context import now, short_hash
+from ratchet.loop.scoring import score_items
+from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify
-from ratchet.verifiers.reward import VERSION, score_batch
+from ratchet.verifiers.reward import VERSION
+
+# Verdict names: the outcome verifier (math, code); 'composite' in stores written before task formats.
+VERIFIERS = ["math", "code", "composite"]
 
 
 def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
@@ -29,9 +33,11 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         StoreError: the store cannot be opened or is not a Ratchet store.
     """
     db = Path(db)
+    if db.is_file():
+        init_db(db)  # a store written before task formats gains the prompt columns the query reads (refuses a foreign file)
     with connect(db, read_only=True) as con:
         require_store(con, db)
-        todo = trajectories_to_reverify(con, VERIFIER_NAME, VERSION)
+        todo = trajectories_to_reverify(con, VERIFIERS, VERSION)
     flips: Counter[str] = Counter()
     rows: list[dict] = []
     by_config: dict[str, list[dict]] = {}
@@ -39,16 +45,15 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         by_config.setdefault(t["config_json"], []).append(t)
     for config_json, items in by_config.items():
         v = json.loads(config_json).get("verifier", {})
-        verdicts = score_batch(
+        scored = score_items(
             [t["completion"] for t in items],
-            [t["answer"] for t in items],
-            kind="math",
+            items,
             format_template=v.get("format_template", "none"),
             format_weight=v.get("format_weight", 0.1),
             timeout_s=v.get("timeout_s", 2.0),
         )
         ts = now()
-        for t, vd in zip(items, verdicts):
+        for t, (kind, vd) in zip(items, scored):
             prev = t["prev_correct"]
             flips[
                 "new" if prev is None else "unchanged" if prev == vd.correct else "wrong->right" if vd.correct else "right->wrong"
@@ -56,7 +61,7 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
             rows.append(
                 dict(
                     trajectory_id=t["trajectory_id"],
-                    verifier=VERIFIER_NAME,
+                    verifier=kind,
                     verifier_version=vd.verifier_version,
                     reward=float(vd.reward),
                     correct=bool(vd.correct),

@@ -25,13 +25,13 @@ from ratchet.flows.rounds.progress import bar
 from ratchet.loop.evaluation import PromptOutcome, summarize
 from ratchet.loop.generation import Completion, SamplingParams
 from ratchet.loop.models import write_manifest
-from ratchet.loop.round_context import VERIFIER_NAME, Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from ratchet.loop.scoring import score_items
 from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
 from ratchet.store.queries import campaign_state, eval_outcomes, rollout_groups, round_incumbent, stored_metrics, training_set
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
-from ratchet.verifiers.reward import score_batch
 
 # --- shared helpers -------------------------------------------------------------------------------
 
@@ -80,13 +80,16 @@ def trajectory_rows(
     ]
 
 
-def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) -> list[dict]:
-    """Score trajectories with the composite verifier (outcome + format) and build verdict rows."""
+def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> list[dict]:
+    """Score trajectories with their prompt's outcome verifier (math or code) inside the composite reward.
+
+    ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
+    ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite.
+    """
     v = ctx.cfg.verifier
-    verdicts = score_batch(
+    scored = score_items(
         [t["completion"] for t in trajs],
-        [gold_by_prompt[t["prompt_id"]] for t in trajs],
-        kind="math",
+        [prompt_by_id[t["prompt_id"]] for t in trajs],
         format_template=v.format_template,
         format_weight=v.format_weight,
         timeout_s=v.timeout_s,
@@ -95,7 +98,7 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) ->
     return [
         dict(
             trajectory_id=t["trajectory_id"],
-            verifier=VERIFIER_NAME,
+            verifier=kind,
             verifier_version=vd.verifier_version,
             reward=float(vd.reward),
             correct=bool(vd.correct),
@@ -105,8 +108,24 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], gold_by_prompt: dict[str, str]) ->
             latency_s=float(vd.latency_s),
             created_at=ts,
         )
-        for t, vd in zip(trajs, verdicts)
+        for t, (kind, vd) in zip(trajs, scored)
     ]
+
+
+def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, float]:
+    """``heldout/<source>/pass@1`` and ``.../no_answer_rate`` per task source of the eval set (campaigns with
+    ``[[tasks.sources]]`` or ``[[evals]]``; a single-source campaign's overall metrics say it already)."""
+    if not (ctx.cfg.tasks.sources or ctx.cfg.evals):
+        return {}
+    source = {p.prompt_id: p.source for p in ctx.heldout()}
+    groups: dict[str, list[PromptOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault(source.get(o.prompt_id, "unknown"), []).append(o)
+    out = {}
+    for name, group in sorted(groups.items()):
+        for k, v in summarize(group, ()).items():
+            out[k.replace("heldout/", f"heldout/{name}/", 1)] = v
+    return out
 
 
 def _generate(
@@ -144,22 +163,25 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
                 policy = round_incumbent(con, ctx.round_id)
         prompts = ctx.train_prompts()
         g = ctx.cfg.generation
-        params = SamplingParams(
-            n=g.group_size,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            max_new_tokens=g.max_new_tokens,
-            seed=derive_seed("rollouts", g.seed, round_index, step),
-        )
-        desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
-        with timer.compute():
-            comps = _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")[
-                "rollouts"
-            ]
+        rows: list[dict] = []
+        comps: list[Completion] = []
+        by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
+        for G, subset in sorted(by_g.items()):
+            params = SamplingParams(
+                n=G,
+                temperature=g.temperature,
+                top_p=g.top_p,
+                max_new_tokens=g.max_new_tokens,
+                seed=derive_seed("rollouts", g.seed, round_index, step),
+            )
+            desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
+            desc += f", G={G}" if len(by_g) > 1 else ""
+            with timer.compute():
+                got = _generate(ctx, checkpoint_path(ctx, policy), subset, {"rollouts": (params, desc)}, out, "generate")
+            comps += got["rollouts"]
+            rows += trajectory_rows(ctx, subset, got["rollouts"], policy, "rollout", params, g.backend)
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-        write_parquet(
-            trajectory_rows(ctx, prompts, comps, policy, "rollout", params, g.backend), files["trajectories"], "trajectories"
-        )
+        write_parquet(rows, files["trajectories"], "trajectories")
         ntok = sum(c.completion_tokens for c in comps)
         marker = write_marker(
             out, {"n": len(comps), "tokens": ntok, **timer.summary(), "tokens_per_s": ntok / max(timer.compute_s, 1e-9)}
@@ -180,9 +202,9 @@ def verify(config_path: str, round_index: int, step: int = 0) -> str:
     if read_marker(out) is None:
         gen = ctx.stage_dir("generate")
         trajs = pq.read_table(gen / "part-0.parquet").to_pylist()
-        golds = {p["prompt_id"]: p["answer"] for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
+        prompts = {p["prompt_id"]: p for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
         with timer.compute():
-            rows = verdict_rows(ctx, trajs, golds)
+            rows = verdict_rows(ctx, trajs, prompts)
         write_parquet(rows, path, "verdicts")
         reasons: dict[str, int] = {}
         for r in rows:
@@ -332,7 +354,7 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
         samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
         with timer.compute():
-            verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: p.answer for p in prompts})
+            verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: asdict(p) for p in prompts})
         write_parquet(trajs, files[0], "trajectories")
         write_parquet(samples, files[1], "trajectories" if samples else None)
         write_parquet(verdicts, files[2], "verdicts")
@@ -342,7 +364,7 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         ingest_parquet(con, "verdicts", [files[2]])
         # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
         outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
-        metrics = summarize(outcomes, ctx.cfg.eval.ks)
+        metrics = {**summarize(outcomes, ctx.cfg.eval.ks), **per_source_metrics(ctx, outcomes)}
         insert_rows(
             con,
             "evaluations",

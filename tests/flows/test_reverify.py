@@ -96,3 +96,36 @@ def test_reverify_refuses_a_duckdb_that_is_not_a_store(tmp_path):
         con.execute("CREATE TABLE sales (x INT)")
     r = CliRunner().invoke(app, ["reverify", "--db", str(other)])
     assert r.exit_code == 2 and "not a Ratchet store" in r.stderr and r.stderr.strip().count("\n") == 0, r.output
+
+
+def test_reverify_scores_code_prompts_with_the_code_verifier(tmp_path):
+    db = tmp_path / "s.duckdb"
+    seed_store(db)
+    tests = json.dumps(["assert inc(1) == 2"])
+    with transaction(db) as con:
+        insert_rows(
+            con,
+            "prompts",
+            [
+                dict(
+                    prompt_id="p2",
+                    source="code",
+                    task="t",
+                    question="def inc(x):",
+                    answer="",
+                    split="train",
+                    task_format="humaneval",
+                    tests_json=tests,
+                )
+            ],
+        )
+        insert_rows(
+            con,
+            "trajectories",
+            [traj("e", "p2", "```python\ndef inc(x):\n    return x + 1\n```"), traj("f", "p2", "def inc(x): return x", sample=1)],
+        )
+    reverify(db)
+    got = dict(
+        query(db, "SELECT trajectory_id, verifier || ':' || correct FROM verdicts WHERE verifier_version = ?", [VERSION])[1]
+    )
+    assert got["e"] == "code:true" and got["f"] == "code:false" and got["a"] == "math:true"

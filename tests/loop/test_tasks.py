@@ -20,11 +20,16 @@ def test_heldout_prompt_never_drawn_for_training_in_any_round():
         assert heldout.isdisjoint(p.prompt_id for p in src.draw(30, "train", seed=r))
 
 
-def test_split_depends_only_on_prompt_id():
-    pid = make_prompt_id("s", "q", "a")
-    assert split_of(pid, 0.2) == split_of(pid, 0.2)
-    share = sum(split_of(make_prompt_id("s", str(i), "a"), 0.2) == "heldout" for i in range(4000)) / 4000
+def test_split_depends_only_on_the_normalized_question():
+    from ratchet.loop.tasks import make_prompt
+
+    a, b = make_prompt("s", "t", "What is  2+2?", "4", 0.5), make_prompt("other", "t", "what is 2+2? ", "4.0", 0.5)
+    assert a.prompt_id != b.prompt_id and a.split == b.split == split_of("WHAT IS 2+2?", 0.5)
+    assert make_prompt_id("s", "q", "a") == make_prompt_id("s", "q", "a")
+    share = sum(split_of(f"question {i}", 0.2) == "heldout" for i in range(4000)) / 4000
     assert 0.17 < share < 0.23
+    flips = sum(split_of(f"q {i}", 0.5) != split_of(f"Q   {i}", 0.5) for i in range(1000))
+    assert flips == 0
 
 
 def test_gold_answers_are_right():

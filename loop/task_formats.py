@@ -1,0 +1,360 @@
+"""Task files and formats: read records from local files and turn each into a question, a gold and tests.
+
+Readers: ``.jsonl`` / ``.jsonl.gz`` (line by line, so an error names its line), ``.parquet`` (pyarrow) and
+a folder written by ``datasets.save_to_disk`` (HF ``datasets``, local only). Formats:
+
+* ``math``: ``question`` (or ``problem``/``prompt``) and a gold ``answer`` (GSM8K ``... #### 42``) or a
+  worked ``solution`` whose last ``\\boxed{}`` is the gold.
+* ``humaneval``: ``prompt`` (signature + docstring), ``test`` defining ``check(candidate)``,
+  ``entry_point``, optional ``canonical_solution``. The test is converted here into the shape the code
+  verifier reads today (setup statements plus ``assert`` lines calling the entry point): module-level
+  statements of the test become setup, the body of ``check`` becomes asserts with ``candidate``
+  renamed to the entry point. A ``check`` body holding other statements (loops, prints) is refused
+  with ``TaskDataError`` naming the task (``ratchet tasks check`` counts these).
+* ``mbpp``: ``text``, ``test_list`` (assert lines), ``test_setup_code``, optional ``code``.
+* ``stdio``: a statement (``question``/``problem``/``description``) and ``inputs``/``outputs`` lists
+  (APPS/CodeContests style; APPS' ``input_output`` JSON string is read too).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ratchet.loop.config import RecordFields, TaskFormat
+from ratchet.verifiers.math_extract import find_boxed
+from ratchet.verifiers.math_parse import ParseError, TooLarge, parse_answer
+
+FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio")
+
+# System prompts per format: small models follow an output format only when told exactly which.
+DEFAULT_SYSTEM_PROMPTS = {
+    "math": "Solve the problem. Show your reasoning briefly, then give the final line as 'Answer: <answer>'.",
+    "humaneval": "Complete the Python function. Reply with the whole function (signature included) in one ```python block.",
+    "mbpp": "Write the Python function the task asks for. Reply with the code in one ```python block.",
+    "stdio": "Write a Python program that reads the input from stdin and prints the answer. Reply with it in one ```python block.",
+}
+
+
+class TaskDataError(ValueError):
+    """A task file or record is malformed; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task as read from a file, before it gets an id and a split.
+
+    Attributes:
+        question: the text the model sees as the user turn.
+        answer: math gold (``""`` for code tasks: their tests decide).
+        tests: code tests as the code verifier reads them (assert/setup lines, stdio dicts); None for math.
+        entry_point: the function under test (humaneval/mbpp), else None.
+        solution: a reference solution (a whole program for code), else None.
+        task: task family for per-task metrics (a ``task`` field, else the source name).
+        task_id: the record's own id (``task_id`` field) or ``<line>``, to report failures.
+    """
+
+    question: str
+    answer: str
+    tests: tuple | None
+    entry_point: str | None
+    solution: str | None
+    task: str
+    task_id: str
+
+
+def _open_jsonl(path: Path) -> Iterator[tuple[int, str]]:
+    raw = gzip.open(path, "rb").read() if path.name.endswith(".gz") else path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TaskDataError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); re-save the file as UTF-8, "
+            f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.jsonl`"
+        ) from None
+    yield from enumerate(text.splitlines(), 1)
+
+
+def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
+    """``(where, record)`` for every record of ``spec.path`` (``where`` is ``file:line`` or ``file[row]``).
+
+    Raises:
+        TaskDataError: the path is missing, a line is not a JSON object, the file is not UTF-8, or a
+            ``save_to_disk`` folder holds several splits and ``split`` names none of them.
+    """
+    path = Path(spec.path)
+    if path.is_dir():
+        yield from _read_saved(path, spec.split)
+        return
+    if not path.is_file():
+        raise TaskDataError(
+            f"task file {path} does not exist; point path at a .jsonl, .jsonl.gz, .parquet or save_to_disk folder"
+        )
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:  # pyarrow raises several types for a damaged file  # noqa: BLE001
+            raise TaskDataError(f"{path} is not a readable Parquet file ({type(e).__name__}: {e}); rewrite it") from None
+        yield from ((f"{path}[{i}]", r) for i, r in enumerate(rows))
+        return
+    for lineno, line in _open_jsonl(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TaskDataError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object") from None
+        if not isinstance(rec, dict):
+            raise TaskDataError(f'{path}:{lineno}: expected a JSON object with "question" and "answer"')
+        yield f"{path}:{lineno}", rec
+
+
+def _read_saved(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as e:
+        raise TaskDataError(f"{path} is not a folder written by datasets' save_to_disk ({e}); pass a task file") from None
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds:
+            raise TaskDataError(f"{path} holds splits {sorted(ds)}; set split = one of them")
+        ds = ds[split]
+    for i, r in enumerate(ds):
+        yield f"{path}[{i}]", dict(r)
+
+
+def detect_format(rec: dict, where: str) -> TaskFormat:
+    """The format a record's fields say it has.
+
+    Raises:
+        TaskDataError: no known field set; the message lists the fields to use.
+    """
+    if "test" in rec and "entry_point" in rec:
+        return "humaneval"
+    if "test_list" in rec:
+        return "mbpp"
+    if ("inputs" in rec and "outputs" in rec) or "input_output" in rec:
+        return "stdio"
+    if any(k in rec for k in ("answer", "solution")):
+        return "math"
+    raise TaskDataError(
+        f"{where}: cannot tell the task format from fields {sorted(rec)[:8]}; set format = one of {list(FORMATS)} "
+        "(math needs question+answer, humaneval prompt+test+entry_point, mbpp text+test_list, stdio inputs+outputs)"
+    )
+
+
+def _text(rec: dict, where: str, field: str | None, defaults: tuple[str, ...], what: str) -> str:
+    keys = (field,) if field else defaults
+    for k in keys:
+        v = rec.get(k)
+        if isinstance(v, str) and v.strip():
+            return v
+    raise TaskDataError(f'{where}: missing "{keys[0]}"; every record needs a non-empty {what} (or set {what}_field)')
+
+
+def math_gold(rec: dict, where: str, field: str | None) -> str:
+    """Gold of a math record: ``answer`` (text after GSM8K's ``####``) or the last ``\\boxed{}`` of ``solution``.
+
+    Raises:
+        TaskDataError: no gold, an empty one, or one the math verifier cannot parse (e.g. ``\\frac{``).
+    """
+    key = field or ("answer" if rec.get("answer") not in (None, "") else "solution")
+    ans = rec.get(key)
+    if ans is None or (isinstance(ans, str) and not ans.strip()):
+        raise TaskDataError(f'{where}: missing gold answer; every line needs a non-empty "answer" (or "... #### 42")')
+    ans = str(ans)
+    if "####" in ans:
+        ans = ans.rsplit("####", 1)[1]
+        if not ans.strip():
+            raise TaskDataError(f"{where}: nothing after '####'; put the final answer after it, e.g. '#### 42'")
+    elif key == "solution" or "\\boxed" in ans:
+        boxes = find_boxed(ans)
+        if not boxes:
+            raise TaskDataError(f'{where}: the worked solution has no \\boxed{{...}} final answer; add one or an "answer" field')
+        ans = boxes[-1]
+    ans = ans.strip()
+    plain = ans.replace(",", "")
+    ans = plain if plain.lstrip("-").isdigit() else ans
+    try:
+        parse_answer(ans)
+    except (ParseError, TooLarge) as e:
+        raise TaskDataError(
+            f"{where}: gold answer {ans[:60]!r} cannot be parsed by the math verifier ({e}); fix the gold"
+        ) from None
+    return ans
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old else node
+
+
+def _loop_values(it: ast.expr) -> list | None:
+    """The values of a loop's iterable when it is a literal list/tuple or ``range`` of constants (else None)."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords:
+        try:
+            values = list(range(*[ast.literal_eval(a) for a in it.args]))
+        except (ValueError, TypeError, SyntaxError):
+            return None
+    else:
+        try:
+            values = ast.literal_eval(it)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+        values = list(values) if isinstance(values, (list, tuple)) else None
+    return values if values is not None and len(values) <= 1000 else None
+
+
+def _unroll(stmt: ast.stmt) -> list[str] | None:
+    """``for x in <literal or range>: assert ...`` as one assert per value (x replaced by the value's literal)."""
+    if not isinstance(stmt, ast.For) or stmt.orelse or not isinstance(stmt.target, ast.Name):
+        return None
+    if not all(isinstance(b, ast.Assert) for b in stmt.body):
+        return None
+    values = _loop_values(stmt.iter)
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        sub = _Subst(stmt.target.id, ast.parse(repr(v), mode="eval").body)
+        out += [ast.unparse(ast.Assert(sub.visit(ast.parse(ast.unparse(b.test), mode="eval").body))) for b in stmt.body]
+    return out
+
+
+class _Subst(ast.NodeTransformer):
+    def __init__(self, name: str, value: ast.expr) -> None:
+        self.name, self.value = name, value
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.value if node.id == self.name and isinstance(node.ctx, ast.Load) else node
+
+
+def humaneval_tests(test: str, entry_point: str, where: str) -> tuple[str, ...]:
+    """HumanEval's ``check(candidate)`` test as setup lines plus ``assert`` lines on ``entry_point``.
+
+    Raises:
+        TaskDataError: the test is not Python, has no ``check``, or its body holds statements other
+            than asserts, assignments, imports and defs (a loop of asserts cannot be split per assert).
+    """
+    try:
+        mod = ast.parse(test)
+    except SyntaxError as e:
+        raise TaskDataError(f"{where}: test is not valid Python ({e.msg} at line {e.lineno}); fix the test") from None
+    setup, asserts, check = [], [], None
+    for node in mod.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            check = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)):
+            setup.append(ast.unparse(node))
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            raise TaskDataError(f"{where}: test has a top-level {type(node).__name__} statement outside check(); move it inside")
+    if check is None or not check.args.args:
+        raise TaskDataError(f"{where}: test defines no check(candidate) function; humaneval tests need one")
+    rename = _Rename(check.args.args[0].arg, entry_point)
+    for stmt in check.body:
+        stmt = rename.visit(stmt)
+        unrolled = _unroll(stmt)
+        if isinstance(stmt, ast.Assert):
+            asserts.append(ast.unparse(ast.Assert(stmt.test)))  # the message is dropped: the verifier reports its own
+        elif unrolled is not None:
+            asserts += unrolled
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef)):
+            setup.append(ast.unparse(stmt))
+        elif isinstance(stmt, ast.Expr) and (
+            isinstance(stmt.value, (ast.Constant, ast.Name))
+            or (isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "print")
+        ):
+            continue  # a docstring, a bare name or a print: no effect on the verdict
+        else:
+            raise TaskDataError(
+                f"{where}: check() holds a {type(stmt).__name__} statement (line {stmt.lineno}); the code verifier takes "
+                "assert lines, so write each case as its own assert"
+            )
+    if not asserts:
+        raise TaskDataError(f"{where}: check() holds no assert; add at least one")
+    return tuple(setup + asserts)
+
+
+def _mbpp_setup(code: str, where: str) -> list[str]:
+    if not code.strip():
+        return []
+    try:
+        return [ast.unparse(n) for n in ast.parse(code).body]
+    except SyntaxError as e:
+        raise TaskDataError(f"{where}: test_setup_code is not valid Python ({e.msg}); fix it") from None
+
+
+def _stdio_cases(rec: dict, where: str, field: str | None) -> tuple[dict, ...]:
+    if field:
+        raw = rec.get(field)
+        data = json.loads(raw) if isinstance(raw, str) else raw
+    elif "input_output" in rec:
+        data = json.loads(rec["input_output"]) if isinstance(rec["input_output"], str) else rec["input_output"]
+    else:
+        data = {"inputs": rec.get("inputs"), "outputs": rec.get("outputs")}
+    ins, outs = (data or {}).get("inputs"), (data or {}).get("outputs")
+    if not isinstance(ins, list) or not isinstance(outs, list) or not ins or len(ins) != len(outs):
+        raise TaskDataError(f'{where}: stdio tasks need "inputs" and "outputs" lists of equal, non-zero length')
+    return tuple({"stdin": str(i), "stdout": str(o)} for i, o in zip(ins, outs))
+
+
+def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, default_task: str) -> TaskRecord:
+    """Convert one raw record of format ``fmt`` (see the module docstring).
+
+    Raises:
+        TaskDataError: a required field is missing or unreadable; the message names ``where`` and the fix.
+    """
+    task = str(rec.get("task", default_task))
+    task_id = str(rec.get("task_id", where.rsplit(":", 1)[-1]))
+    if fmt == "math":
+        q = _text(rec, where, spec.question_field, ("question", "problem", "prompt"), "question")
+        return TaskRecord(q.strip(), math_gold(rec, where, spec.answer_field), None, None, None, task, task_id)
+    if fmt == "humaneval":
+        prompt = _text(rec, where, spec.question_field, ("prompt",), "question")
+        entry = _text(rec, where, spec.entry_point_field, ("entry_point",), "entry_point").strip()
+        tests = humaneval_tests(_text(rec, where, spec.tests_field, ("test",), "tests"), entry, where)
+        body = rec.get(spec.solution_field or "canonical_solution")
+        solution = prompt + body if isinstance(body, str) and body.strip() else None
+        return TaskRecord(prompt, "", tests, entry, solution, task, task_id)
+    if fmt == "mbpp":
+        text = _text(rec, where, spec.question_field, ("text", "prompt", "question"), "question")
+        lines = rec.get(spec.tests_field or "test_list")
+        if not isinstance(lines, list) or not lines or not all(isinstance(t, str) for t in lines):
+            raise TaskDataError(f'{where}: mbpp tasks need "test_list", a non-empty list of assert lines')
+        setup = _mbpp_setup(str(rec.get("test_setup_code") or ""), where)
+        q = text.strip() + "\nYour code should pass these tests:\n" + "\n".join(lines)
+        code = rec.get(spec.solution_field or "code")
+        return TaskRecord(q, "", tuple(setup + lines), None, code if isinstance(code, str) else None, task, task_id)
+    statement = _text(rec, where, spec.question_field, ("question", "problem", "description", "prompt"), "question")
+    sols = rec.get(spec.solution_field or "solutions", rec.get("solution"))
+    if isinstance(sols, str) and sols.startswith("["):
+        sols = json.loads(sols)
+    solution = sols[0] if isinstance(sols, list) and sols else sols if isinstance(sols, str) else None
+    return TaskRecord(statement.strip(), "", _stdio_cases(rec, where, spec.tests_field), None, solution, task, task_id)
+
+
+def load_records(spec: RecordFields, default_task: str) -> tuple[TaskFormat, list[TaskRecord]]:
+    """Every record of a task file, converted; the format is ``spec.format`` or detected from the first record.
+
+    Raises:
+        TaskDataError: an unreadable file or record (first one found), or an empty file.
+    """
+    fmt: TaskFormat | None = spec.format
+    out = []
+    for where, rec in read_records(spec):
+        fmt = fmt or detect_format(rec, where)
+        out.append(to_record(rec, where, fmt, spec, default_task))
+    if not out:
+        raise TaskDataError(f'{spec.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
+    return fmt or "math", out
