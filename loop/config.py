@@ -75,7 +75,9 @@ ENGINE_ONLY_GENERATION_FIELDS = frozenset({"tensor_parallel_size", "gpu_memory_u
 
 # Fields added after stores existed whose default changes nothing: left out of campaign_settings() while at
 # their default, so a campaign recorded before they existed continues without a settings conflict.
-ADDED_WITH_NEUTRAL_DEFAULTS = {"verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s")}
+ADDED_WITH_NEUTRAL_DEFAULTS = {
+    "verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s", "format_prefix", "code_isolation")
+}
 
 
 class ComputeConfig(_Frozen):
@@ -146,6 +148,12 @@ class VerifierConfig(_Frozen):
     )
     format_weight: float = Field(0.1, ge=0.0, description="Reward for a well-formed completion, added to outcome 1.0.")
     timeout_s: float = Field(2.0, gt=0.0, description="Hard per-item limit on a symbolic equivalence check, seconds.")
+    format_prefix: str = Field(
+        "",
+        description="Text the chat template pre-fills at the start of every generation (e.g. '<think>\\n' for "
+        "R1-distill / Qwen3 thinking templates): the format check reads it before the completion, else every completion "
+        "would miss its opening tag and the format reward would be constant.",
+    )
     code_isolation: Literal["kernel", "weak"] = Field(
         "kernel",
         description="Code sandbox wall. 'kernel': bubblewrap namespaces, read-only runtime, tmpfs disk quota, rlimits; "

@@ -25,6 +25,10 @@ def score_items(
     format_weight: float,
     timeout_s: float,
     code_timeout_s: float | None = None,
+    format_prefix: str = "",
+    language_weight: float = 0.0,
+    target_language: str = "none",
+    code_isolation: str | None = None,
 ) -> list[tuple[str, Verdict]]:
     """``(outcome verifier name, composite verdict)`` per completion, in order.
 
@@ -34,6 +38,9 @@ def score_items(
             ``tests_json`` (JSON list) and ``solution``.
         timeout_s: per-item limit of the math verifier's sympy stage, seconds.
         code_timeout_s: per-run limit of the code sandbox, seconds (default: ``max(timeout_s, 5)``).
+        format_prefix: text the chat template pre-fills at the start of every generation (``verifier.format_prefix``).
+        language_weight, target_language: the language-consistency reward term (``verifiers.language``).
+        code_isolation: the code sandbox's mode (``verifier.code_isolation``).
 
     Returns:
         The math prompts' verdicts come from ``score_batch(kind="math")``, the others' from
@@ -56,6 +63,9 @@ def score_items(
                 format_template=format_template,
                 format_weight=format_weight,
                 timeout_s=timeout_s,
+                format_prefix=format_prefix,
+                language_weight=language_weight,
+                target_language=target_language,
             )
         else:
             verdicts = score_batch(
@@ -66,6 +76,7 @@ def score_items(
                 format_weight=format_weight,
                 timeout_s=code_timeout_s or max(timeout_s, 5.0),
                 tests=[json.loads(prompts[i]["tests_json"] or "[]") for i in idx],
+                isolation=code_isolation,
             )
         for i, v in zip(idx, verdicts):
             out[i] = (kind, v)

@@ -144,8 +144,11 @@ def score_batch(
     language_weight: float = 0.0,
     target_language: str = "none",
     lean_url: str | None = None,
+    isolation: str | None = None,
 ) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
+
+    ``isolation`` is the code sandbox's mode (``"kernel"`` or ``"weak"``; None: ``RATCHET_CODE_ISOLATION`` or kernel).
 
     ``format_prefix`` is one prefix for all completions or one per completion (see ``score``).
 
@@ -169,7 +172,9 @@ def score_batch(
     else:
         if tests is None or len(tests) != len(completions):
             raise ValueError("kind='code' needs tests: one list of tests per completion")
-        outcomes = code_v.verify_code_batch([(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s)
+        outcomes = code_v.verify_code_batch(
+            [(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s, isolation=isolation
+        )
     fmts = [format_v.check_format(c, format_template, prefix=p) for c, p in zip(completions, prefixes)]
     langs = [language_v.language_share(c, target_language) if target_language != "none" else None for c in completions]
     return [

@@ -51,6 +51,10 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
             format_template=v.get("format_template", "none"),
             format_weight=v.get("format_weight", 0.1),
             timeout_s=v.get("timeout_s", 2.0),
+            format_prefix=v.get("format_prefix", ""),
+            language_weight=v.get("language_weight", 0.0),
+            target_language=v.get("target_language", "none"),
+            code_isolation=v.get("code_isolation"),
         )
         ts = now()
         for t, (kind, vd) in zip(items, scored):

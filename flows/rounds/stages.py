@@ -22,7 +22,7 @@ from ratchet.flows.compute import pool
 from ratchet.flows.compute.training import checkpoint_path
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.progress import bar
-from ratchet.loop.evaluation import PromptOutcome, summarize
+from ratchet.loop.evaluation import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.generation import Completion, SamplingParams
 from ratchet.loop.models import write_manifest
 from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
@@ -30,7 +30,15 @@ from ratchet.loop.scoring import score_items
 from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
-from ratchet.store.queries import campaign_state, eval_outcomes, rollout_groups, round_incumbent, stored_metrics, training_set
+from ratchet.store.queries import (
+    campaign_state,
+    eval_outcomes,
+    eval_sample_verdicts,
+    rollout_groups,
+    round_incumbent,
+    stored_metrics,
+    training_set,
+)
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 # --- shared helpers -------------------------------------------------------------------------------
@@ -93,6 +101,10 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
         format_template=v.format_template,
         format_weight=v.format_weight,
         timeout_s=v.timeout_s,
+        format_prefix=v.format_prefix,
+        language_weight=v.language_weight,
+        target_language=v.target_language,
+        code_isolation=v.code_isolation,
     )
     ts = now()
     return [
@@ -365,6 +377,8 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
         outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
         metrics = {**summarize(outcomes, ctx.cfg.eval.ks), **per_source_metrics(ctx, outcomes)}
+        if ctx.cfg.eval.num_samples:  # test-time compute: maj@k and best-of-n (by reward) over the same samples
+            metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, VERIFIER_VERSION), ctx.cfg.eval.ks)
         insert_rows(
             con,
             "evaluations",

@@ -89,7 +89,7 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
     assert all(d["decision"] in ("promote", "reject", "halt") for d in decisions)
     c = counts(db)
     assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
-    assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 4 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
+    assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 8 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
     assert_lineage(db)
     # The base is evaluated once and reused by round 2 when round 1 was rejected.
     evals = query(db, "SELECT checkpoint_id, count(*) FROM evaluations WHERE metric = 'heldout/pass@1' GROUP BY ALL")[1]
@@ -99,6 +99,10 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
         "heldout/no_answer_rate",
         "heldout/sampled_pass@1",
         "heldout/sampled_pass@2",
+        "heldout/maj@1",
+        "heldout/maj@2",
+        "heldout/best_of_n@1",
+        "heldout/best_of_n@2",
     }
     # Verifier monitoring per round and task.
     assert query(db, "SELECT count(*) FROM round_verifier_stats WHERE purpose = 'rollout'")[1][0][0] >= 2
