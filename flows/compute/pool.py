@@ -161,7 +161,7 @@ def run_children(
             if k >= 0 and line is None:
                 eof[k] = True
             elif k >= 0:
-                _route(children[k].name, line, log, tails[k], done, k, progress)
+                route_line(children[k].name, line, log, tails[k], done, k, progress)
             for p in procs:  # a finished child's leftovers (engine processes) would hold its pipe open
                 if p.returncode is None and p.poll() is not None:
                     kill_tree(p)
@@ -189,7 +189,8 @@ def _pump(k: int, stream, lines: queue.Queue) -> None:
     lines.put((k, None))
 
 
-def _route(name: str, line: str, log, tail: list[str], done: dict, k: int, progress: ProgressCb | None) -> None:
+def route_line(name: str, line: str, log, tail: list[str], done: dict, k: int, progress: ProgressCb | None) -> None:
+    """One output line of child ``k``: a progress line into ``progress`` (summed over children), else into ``log`` and ``tail``."""
     msg = _progress_msg(line)
     if msg is not None:
         done[(k, msg["bar"])] = (msg["done"], msg["total"])
@@ -324,6 +325,32 @@ def generate(
 # --- training -------------------------------------------------------------------------------------
 
 
+def train_argv(compute: ComputeConfig, args: list[str]) -> list[str]:
+    """The training child's command line: ``python ARGS`` on one device; on several GPUs ``accelerate launch`` with
+    one rank per GPU, DDP (``--multi_gpu``) or, with ``compute.fsdp``, FSDP full sharding that wraps each decoder
+    layer (the model's ``_no_split_modules``) and gathers a full state dict on rank 0 for the save."""
+    gpus = [d for d in compute.devices if d != "cpu"]
+    if len(gpus) < 2:
+        return [sys.executable, *args]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)), "--num_machines", "1"]
+    launch += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    if compute.fsdp:
+        launch += [
+            "--use_fsdp",
+            "--fsdp_sharding_strategy",
+            "FULL_SHARD",
+            "--fsdp_auto_wrap_policy",
+            "TRANSFORMER_BASED_WRAP",
+            "--fsdp_state_dict_type",
+            "FULL_STATE_DICT",
+            "--fsdp_use_orig_params",
+            "true",
+        ]
+    else:
+        launch += ["--multi_gpu"]
+    return [*launch, *args]
+
+
 def train(
     config_path: str,
     round_index: int,
@@ -340,7 +367,8 @@ def train(
     """Run the round's (or its on-policy ``step``'s) training pass (``ratchet.flows.compute.training.train_compute``) in a child process over the pool.
 
     One device: ``python -m ratchet.flows.compute.worker train`` pinned to it. Several GPUs: the same module under
-    ``accelerate launch --multi_gpu --num_processes N``. On CPU one process uses all of this process's CPUs.
+    ``accelerate launch`` (``train_argv``: DDP, or FSDP with ``compute.fsdp``), each rank training on its own
+    slice of every batch. On CPU one process uses all of this process's CPUs.
 
     Returns:
         the worker's result: ``{"saved": path or None, "metrics": {...}, "consumed": [trajectory ids]}``.
@@ -367,10 +395,7 @@ def train(
         str(result_path),
     ] + (["--ref", ref_id] if ref_id else [])
     gpus = [d for d in compute.devices if d != "cpu"]
-    if len(gpus) > 1:
-        argv = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(len(gpus)), *args]
-    else:
-        argv = [sys.executable, *args]
+    argv = train_argv(compute, args)
     env = device_env(tuple(gpus) if gpus else ("cpu",), 0, 1, compute.cpu_threads_per_worker)
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.unlink(missing_ok=True)

@@ -65,3 +65,17 @@ def merge_shards(paths: list[Path], n_prompts: int, n: int) -> list[Completion]:
         Completion(r["prompt_index"], r["sample_index"], r["text"], tuple(r["token_ids"]), r["prompt_tokens"], r["finish_reason"])
         for r in rows
     ]
+
+
+# --- persistent rollout worker (``worker serve``) ------------------------------------------------------
+# The parent writes ``req-<seq>.json`` ({"op": "generate" | "update_weights" | "stop", ...}) into the worker's
+# directory; the worker handles requests in sequence order and answers each with ``resp-<seq>.json``
+# ({"ok": true, ...} or {"ok": false, "error": "..."}), both written atomically (rename).
+
+
+def request_file(directory: Path, seq: int) -> Path:
+    return directory / f"req-{seq:06d}.json"
+
+
+def response_file(directory: Path, seq: int) -> Path:
+    return directory / f"resp-{seq:06d}.json"

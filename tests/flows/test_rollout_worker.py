@@ -1,0 +1,58 @@
+"""The persistent rollout worker: one engine for a round, generate and in-place weight updates over files."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ratchet.common.procs import alive
+from ratchet.flows.compute.pool import StageTimeout, WorkerFailed
+from ratchet.flows.compute.rollout import RolloutWorker
+from ratchet.loop.config import ComputeConfig, GenerationConfig
+from ratchet.loop.generation import SamplingParams
+from ratchet.loop.tasks import chat_messages
+from ratchet.loop.transformers_backend import TransformersBackend
+
+MSGS = [chat_messages("sys", [], f"What is {i} + {2 * i}?") for i in range(5)]
+GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
+LOG = logging.getLogger("test-rollout")
+
+
+def _moved(tiny_model_dir, out):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(2)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * (p.abs().mean() + 0.1))
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(out)
+    return out
+
+
+def test_worker_serves_generate_and_updates_until_closed(tiny_model_dir, tmp_path):
+    moved = _moved(tiny_model_dir, tmp_path / "moved")
+    gen, compute = GenerationConfig(batch_size=4), ComputeConfig(device_slots=False, generate_timeout_s=300)
+    want_before = [c.text for c in TransformersBackend(tiny_model_dir, batch_size=4).generate(MSGS, GREEDY)]
+    want_after = [c.text for c in TransformersBackend(moved, batch_size=4).generate(MSGS, GREEDY)]
+    with RolloutWorker(tiny_model_dir, tmp_path / "w", gen=gen, compute=compute, dtype="float32", log=LOG) as w:
+        pid = w.proc.pid
+        assert [c.text for c in w.generate(MSGS, GREEDY)] == want_before
+        with pytest.raises(WorkerFailed, match="no .safetensors"):
+            w.update_weights(tmp_path / "missing")  # answered with its error; the worker stays up
+        w.update_weights(moved)
+        got = w.generate(MSGS, GREEDY, jobs=range(0, 4))
+        assert [c.text for c in got] == want_after[:4] and [c.prompt_index for c in got] == [0, 1, 2, 3]
+        assert w.proc.pid == pid  # one process (one engine load) for all of it
+    assert not alive(pid)
+
+
+def test_worker_past_its_timeout_is_killed(tiny_model_dir, tmp_path):
+    compute = ComputeConfig(device_slots=False, generate_timeout_s=0.3)
+    w = RolloutWorker(tiny_model_dir, tmp_path / "w", gen=GenerationConfig(), compute=compute, dtype="float32", log=LOG)
+    with pytest.raises(StageTimeout, match="compute.generate_timeout_s = 0.3 s"):
+        w.__enter__()
+    assert w.proc.poll() is not None or not alive(w.proc.pid)
