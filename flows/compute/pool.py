@@ -1,6 +1,7 @@
 """The device pool: a stage's model compute runs in child processes, one per device, with a wall-clock limit.
 
-Generation is split into shards of the (prompt, sample) jobs, one per worker; each worker is
+Generation is split into shards of the (prompt, sample) jobs, one per worker (with ``compute.engine = "ray"`` one Ray
+task per device group instead: ``ratchet.flows.compute.ray_engine``); each worker is
 ``python -m ratchet.flows.compute.worker generate`` pinned to its device(s) with ``CUDA_VISIBLE_DEVICES`` and writes
 its completions to a Parquet file under the stage directory; the parent merges them in job order.
 Shard bounds follow ``loop.generation.job_alignment`` (whole batches for transformers, whole prompt
@@ -38,7 +39,8 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import kill_tree
-from ratchet.flows.compute.protocol import PROGRESS_PREFIX, merge_shards, shard_file
+from ratchet.flows.compute import ray_engine
+from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed, merge_shards, shard_file
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
 from ratchet.loop.generation import Completion, SamplingParams, job_alignment, shard_jobs
@@ -54,14 +56,6 @@ TAIL_LINES = 30  # of a failed child's output, quoted in the error
 
 
 ProgressCb = Callable[[str, int, int], None]  # (bar name, done, total) summed over the stage's children
-
-
-class StageTimeout(TimeoutError):
-    """A stage's child process ran past its configured wall-clock limit and was killed."""
-
-
-class WorkerFailed(RuntimeError):
-    """A stage's child process exited with a non-zero status; the message quotes the end of its output."""
 
 
 @dataclass(frozen=True)
@@ -283,10 +277,12 @@ def generate(
     req_path = shard_dir / f"{key}.json"
     if not req_path.exists():
         atomic_write_text(req_path, blob)
-    children = []
+    children, todo = [], []
+    envs = [device_env(group, k, len(groups), compute.cpu_threads_per_worker) for k, group in enumerate(groups)]
     for k, group in enumerate(groups):
         mine = [c for c in request["calls"] if k < len(c["shards"])]
         if mine and not all(shard_file(shard_dir, key, c["name"], k).exists() for c in mine):
+            todo.append(k)
             jobs = ", ".join(f"{c['name']} jobs {c['shards'][k][0]}-{c['shards'][k][1]}" for c in mine)
             children.append(
                 Child(
@@ -301,10 +297,12 @@ def generate(
                         "--shard",
                         str(k),
                     ],
-                    device_env(group, k, len(groups), compute.cpu_threads_per_worker),
+                    envs[k],
                 )
             )
-    if children:
+    if todo and compute.engine == "ray":  # the same request and shard files, written by Ray tasks on the cluster
+        ray_engine.run_shards(req_path, todo, groups, envs, compute=compute, stage=stage, log=log)
+    elif children:
         with device_slots(tuple(d for g in groups for d in g), compute, log):
             run_children(
                 children,

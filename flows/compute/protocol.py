@@ -10,6 +10,15 @@ from pathlib import Path
 from ratchet.common.files import atomic_write_parquet
 from ratchet.loop.generation import Completion
 
+
+class StageTimeout(TimeoutError):
+    """A stage's child process ran past its configured wall-clock limit and was killed."""
+
+
+class WorkerFailed(RuntimeError):
+    """A stage's child process exited with a non-zero status; the message quotes the end of its output."""
+
+
 PROGRESS_PREFIX = "@ratchet-progress "  # a stdout line starting with this is JSON {"bar", "done", "total"}
 
 

@@ -97,6 +97,21 @@ def run_generate(request_path: Path, shard: int) -> None:
         backend.close()
 
 
+def ray_generate_shard(request_path: str, shard: int, env: dict[str, str]) -> str:
+    """Body of a Ray task (``compute.engine = "ray"``): ``run_generate`` of one shard inside a Ray worker process,
+    with the pool's device environment (thread count; Ray itself assigns GPUs). Returns the Ray node's IP."""
+    os.environ.update(env)
+    if env.get("OMP_NUM_THREADS"):
+        import torch
+
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
+    run_generate(Path(request_path), shard)
+    import socket
+
+    return socket.gethostname()
+
+
 def run_serve(directory: Path, poll_s: float = 0.02) -> None:
     """A persistent rollout worker: load ``directory/engine.json``'s backend once, then answer the parent's requests
     (``protocol.request_file``: generate into a shard file, update weights in place, stop) in sequence order until
