@@ -14,7 +14,8 @@ Last line: JSON with
   (Frobenius norms in float64; W_ranks - W_single = dW_ranks - dW_single since both start from W_init).
   Target <= 1e-5 (float32 summation order is the only difference);
 - ``s_per_step_single`` / ``s_per_step_ranks``: wall seconds of ``train_grpo`` (model load, old log-probs,
-  optimizer steps, save; process start excluded) divided by its optimizer steps, one process / rank 0 of R.
+  optimizer steps, save; process start excluded) divided by its optimizer steps, one process / rank 0 of R,
+  each process with ``OMP_NUM_THREADS`` threads (default 1).
   On a 2-core CPU the ranks share the cores, so R ranks are not faster there; on R GPUs each rank does 1/R
   of the forward/backward work.
 """
@@ -100,20 +101,23 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(_tiny_model(Path(tmp) / "init"))
-        single = _train(model, Path(tmp) / "single", args.groups, args.group_size)
-        multi = Path(tmp) / "multi"
+        # Both runs in child processes with the same thread count per process (OMP_NUM_THREADS, default 1).
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        common = ["--model", model, "--groups", str(args.groups), "--group-size", str(args.group_size)]
+        single_dir, multi = Path(tmp) / "single", Path(tmp) / "multi"
+        subprocess.run([sys.executable, __file__, *common, "--rank-run", str(single_dir)], check=True, env=env)
+        single = json.loads((single_dir / "rank-0.json").read_text())
         launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(args.ranks)]
         launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", __file__]
-        launch += ["--model", model, "--groups", str(args.groups), "--group-size", str(args.group_size), "--rank-run", str(multi)]
         t0 = time.perf_counter()
-        subprocess.run(launch, check=True, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+        subprocess.run([*launch, *common, "--rank-run", str(multi)], check=True, env=env)
         ranks = [json.loads((multi / f"rank-{r}.json").read_text()) for r in range(args.ranks)]
         print(f"launched run: {time.perf_counter() - t0:.1f} s wall (process start and model load included)", file=sys.stderr)
         result = {
             "ranks": args.ranks,
             "examples_per_rank": [r["rows"] for r in ranks],
             "total_examples": args.groups * args.group_size,
-            "max_rel_param_diff_vs_single": max_rel_param_diff(Path(tmp) / "single", multi, model),
+            "max_rel_param_diff_vs_single": max_rel_param_diff(single_dir, multi, model),
             "s_per_step_single": single["seconds"] / single["steps"],
             "s_per_step_ranks": ranks[0]["seconds"] / ranks[0]["steps"],
         }

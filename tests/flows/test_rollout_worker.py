@@ -56,3 +56,17 @@ def test_worker_past_its_timeout_is_killed(tiny_model_dir, tmp_path):
     with pytest.raises(StageTimeout, match="compute.generate_timeout_s = 0.3 s"):
         w.__enter__()
     assert w.proc.poll() is not None or not alive(w.proc.pid)
+
+
+def test_train_launcher_ddp_fsdp_or_one_process():
+    from ratchet.flows.compute.pool import train_argv
+
+    args = ["-m", "ratchet.flows.compute.worker", "train"]
+    one = train_argv(ComputeConfig(devices=("cuda:0",)), args)
+    assert one[1:] == args
+    ddp = train_argv(ComputeConfig(devices=("cuda:0", "cuda:1")), args)
+    assert "--multi_gpu" in ddp and ddp[ddp.index("--num_processes") + 1] == "2" and ddp[-3:] == args
+    fsdp = train_argv(ComputeConfig(devices=("cuda:0", "cuda:1"), fsdp=True), args)
+    assert "--use_fsdp" in fsdp and "--multi_gpu" not in fsdp and "FULL_SHARD" in fsdp
+    with pytest.raises(ValueError, match="compute.fsdp = true needs >= 2 GPUs"):
+        ComputeConfig(devices=("cpu",), fsdp=True)
