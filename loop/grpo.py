@@ -270,20 +270,23 @@ def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int
     return [i for g in groups for i in g]
 
 
-def _rollout_module(policy, packed: PackedRollouts, temperature: float, shared: bool, width: int):
+def _rollout_module(policy, packed: PackedRollouts | None = None, temperature: float = 1.0, shared: bool = True, width: int = 0):
     """The policy wrapped so that one micro-batch's log-probs are ONE module call (DDP/FSDP see one forward
-    per backward even though the shared-prompt path calls the model three times)."""
+    per backward even though the shared-prompt path calls the model three times). ``module.data`` holds the
+    pass's rollouts ``(packed, temperature, shared, width)``; a learner sets it anew for every pass."""
     import torch
 
     class RolloutLogprobs(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.policy = policy
+            self.data = (packed, temperature, shared, width)
             self._no_split_modules = getattr(policy, "_no_split_modules", None)  # FSDP auto-wrap by layer class
 
         def forward(self, rows: list[int], with_entropy: bool = False):
-            lp, ent = rollout_logprobs(self.policy, packed, rows, temperature, with_entropy=with_entropy, shared=shared)
-            pad = (0, width - lp.shape[1])  # back to the pass's width (B, C)
+            packed_, temp, shared_, width_ = self.data
+            lp, ent = rollout_logprobs(self.policy, packed_, rows, temp, with_entropy=with_entropy, shared=shared_)
+            pad = (0, width_ - lp.shape[1])  # back to the pass's width (B, C)
             return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
 
     return RolloutLogprobs()
@@ -307,6 +310,7 @@ def train_grpo(
     (on-policy steps of one round continue one optimizer, as TRL and verl do across steps); the
     pass writes it back (atomically) after saving the policy. With LoRA the adapters are merged before saving, so every checkpoint is a plain model directory.
     Returns ``checkpoint_dir=None`` (nothing saved) when dynamic sampling leaves no group with signal.
+    A ``GRPOLearner`` does the same over many passes with the policy kept in memory.
 
     Data parallel (``accelerate launch --num_processes R``): every rank gets the same ``samples`` and trains on
     its disjoint slice of each mini-batch (``loop.data_parallel.rank_slice``; ``GRPOResult.rank_rows`` lists
@@ -320,23 +324,115 @@ def train_grpo(
         ValueError: bad groups or settings. FloatingPointError: a NaN/inf loss or gradient norm.
         ImportError: ``lora_r > 0`` without peft installed.
     """
+    t0 = time.perf_counter()
+    _, kept, _ = group_advantages(samples, s.advantage, s.dynamic_sampling)
+    if not kept:  # no group with signal: no model is even loaded
+        return GRPOLearner.summary_only(samples, s)
+    learner = GRPOLearner(init_dir, s, ref_dir=ref_dir, dtype=dtype, optimizer_state=optimizer_state)
+    res = learner.train_pass(samples, run, on_step=on_step)
+    res.checkpoint_dir = learner.save(out_dir, optimizer_state)
+    res.seconds = res.metrics["train/seconds"] = time.perf_counter() - t0  # model load and save included
+    return res
+
+
+class GRPOLearner:
+    """A policy, its AdamW and its ``Accelerator`` kept in memory over a round's on-policy passes.
+
+    ``train_pass`` runs one pass (as ``train_grpo`` does) without writing anything; ``state_dict`` gives the
+    updated weights for a generation engine's ``update_weights``; ``save`` writes the round's candidate.
+    The reference for the KL metric / penalty is ``ref_dir`` (default: the starting checkpoint), loaded once.
+    """
+
+    def __init__(
+        self,
+        init_dir: str | Path,
+        s: GRPOConfig,
+        *,
+        ref_dir: str | Path | None = None,
+        dtype: str = "float32",
+        optimizer_state: str | Path | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoTokenizer
+
+        self.s, self.dtype, self.init_dir = s, dtype, Path(init_dir)
+        self.ref_dir = Path(ref_dir) if ref_dir is not None else self.init_dir
+        self.accelerator = make_accelerator()
+        self.fsdp = self.accelerator.distributed_type.name == "FSDP"
+        if self.fsdp and s.lora_r:
+            raise ValueError(
+                f"grpo.lora_r ({s.lora_r}) > 0 with compute.fsdp: LoRA adapters are not sharded; set one of them off"
+            )
+        self.tok = AutoTokenizer.from_pretrained(init_dir)
+        policy = _load_policy(init_dir, s, dtype)
+        opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
+        if optimizer_state is not None and not s.lora_r and Path(optimizer_state).is_file():
+            opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
+            for group in opt.param_groups:
+                group["lr"] = s.lr
+        self.wrapped, self.opt = self.accelerator.prepare(_rollout_module(policy), opt)
+        self.passes, self._ref = 0, None
+
+    @staticmethod
+    def summary_only(samples: Sequence[GRPOSample], s: GRPOConfig) -> GRPOResult:
+        """The result of a pass whose groups carry no signal (nothing trained, nothing saved)."""
+        import torch
+
+        _, kept, zero_groups = group_advantages(samples, s.advantage, s.dynamic_sampling)
+        base = {
+            "train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
+            "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
+            "train/zero_variance_frac": zero_groups / len({x.group for x in samples}),
+            "train/sequences": len(kept),
+        }
+        return GRPOResult(None, 0, 0.0, base, [], kept)
+
+    def _reference(self):
+        """The reference policy's log-prob module (loaded once), or None while the policy still is the reference."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if self.passes == 0 and self.ref_dir.resolve() == self.init_dir.resolve():
+            return None
+        if self._ref is None:
+            ref = AutoModelForCausalLM.from_pretrained(self.ref_dir, dtype=getattr(torch, self.dtype))
+            self._ref = _rollout_module(ref.to(self.accelerator.device).eval())
+        return self._ref
+
+    def state_dict(self) -> dict:
+        """The current policy weights (Hugging Face names -> tensors) for ``backend.update_weights``.
+
+        Raises:
+            ValueError: with LoRA (merge-and-save a checkpoint instead) or FSDP (weights are sharded).
+        """
+        if self.s.lora_r or self.fsdp:
+            raise ValueError("GRPOLearner.state_dict needs full weights on one rank (grpo.lora_r = 0, compute.fsdp = false)")
+        return self.accelerator.unwrap_model(self.wrapped).policy.state_dict()
+
+    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> Path:
+        """Write the policy (LoRA merged; the learner is spent after that with LoRA) and optionally AdamW's moments."""
+        if self.s.lora_r:  # adapters are merged at every save and start fresh (B = 0) each pass: no moments to carry
+            optimizer_state = None
+        _save_policy(self.accelerator, self.wrapped, self.tok, Path(out_dir), self.s, self.opt, optimizer_state)
+        return Path(out_dir)
+
+    def train_pass(self, samples: Sequence[GRPOSample], run: GRPORun = GRPORun(), on_step: StepFn | None = None) -> GRPOResult:
+        """One pass over ``samples`` (see ``train_grpo``); nothing is written. ``checkpoint_dir`` is None."""
+        return _train_pass(self, samples, run, on_step)
+
+
+def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORun, on_step: StepFn | None) -> GRPOResult:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ratchet.loop.losses import PolicyLossConfig, mask_truncated
 
+    s, accelerator, wrapped = learner.s, learner.accelerator, learner.wrapped
     t0 = time.perf_counter()
     torch.manual_seed(run.seed)
-    adv, kept, zero_groups = group_advantages(samples, s.advantage, s.dynamic_sampling)
-    n_groups = len({x.group for x in samples})
-    base = {
-        "train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
-        "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
-        "train/zero_variance_frac": zero_groups / n_groups,
-        "train/sequences": len(kept),
-    }
+    res = GRPOLearner.summary_only(samples, s)
+    adv, kept, base = group_advantages(samples, s.advantage, s.dynamic_sampling)[0], res.kept, res.metrics
     if not kept:
-        return GRPOResult(None, 0, time.perf_counter() - t0, base, [], [])
+        return res
     loss_cfg = PolicyLossConfig.from_trl(
         s.loss_type,
         epsilon_low=s.epsilon_low,
@@ -346,28 +442,15 @@ def train_grpo(
         kl_estimator=s.kl_estimator,
         max_completion_length=run.max_completion_length,
     )
-    accelerator = make_accelerator()
-    fsdp = accelerator.distributed_type.name == "FSDP"
-    if fsdp and s.lora_r:
-        raise ValueError(f"grpo.lora_r ({s.lora_r}) > 0 with compute.fsdp: LoRA adapters are not sharded; set one of them off")
-    tok = AutoTokenizer.from_pretrained(init_dir)
-    policy = _load_policy(init_dir, s, dtype)
     batch = [samples[i] for i in kept]
-    packed = pack_rollouts(tok, batch, run.max_seq_len)
+    packed = pack_rollouts(learner.tok, batch, run.max_seq_len)
     _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss
         cmask = mask_truncated(cmask, torch.tensor([x.truncated for x in batch]))
-    shared = s.shared_prompt and not s.gradient_checkpointing
-    module = _rollout_module(policy, packed, run.temperature, shared, cmask.shape[1])
-    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    if s.lora_r:  # adapters are merged at every save and start fresh (B = 0) each pass: no moments to carry
-        optimizer_state = None
-    if optimizer_state is not None and Path(optimizer_state).is_file():
-        opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
-        for group in opt.param_groups:
-            group["lr"] = s.lr
-    wrapped, opt = accelerator.prepare(module, opt)
+    data = (packed, run.temperature, s.shared_prompt and not s.gradient_checkpointing, cmask.shape[1])
+    inner = accelerator.unwrap_model(wrapped)
+    inner.data = data
     dev = accelerator.device
     rank, world = accelerator.process_index, accelerator.num_processes
     # Every epoch's order up front (the same on every rank: one seeded rng), so each rank knows its rows.
@@ -385,25 +468,24 @@ def train_grpo(
                 out[torch.tensor(rows, device=dev)] = model(rows)[0]
         return out  # (N, C) float32; rows only other ranks train on stay 0
 
-    inner = accelerator.unwrap_model(wrapped) if not fsdp else wrapped  # no DDP collectives for the no-grad passes
-    inner.eval()
-    old_lp = no_grad_logprobs(inner)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
+    no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
+    no_sync_model.eval()
+    old_lp = no_grad_logprobs(no_sync_model)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
     # The reference's log-probs are computed even with beta = 0: KL to the reference is a guard
-    # metric the gate can halt on. With ref_dir None (or the init checkpoint) the starting policy is it.
-    if ref_dir is None or Path(ref_dir).resolve() == Path(init_dir).resolve():
+    # metric the gate can halt on. While the policy still is the reference, they are the old log-probs.
+    ref = learner._reference()
+    if ref is None:
         ref_lp = old_lp
     else:
-        ref = AutoModelForCausalLM.from_pretrained(ref_dir, dtype=getattr(torch, dtype)).to(dev).eval()
-        ref_lp = no_grad_logprobs(_rollout_module(ref, packed, run.temperature, shared, cmask.shape[1]))
-        del ref
+        ref.data = data
+        ref_lp = no_grad_logprobs(ref)
     wrapped.train()
     tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp)
     step_metrics = [
-        _optimizer_step(accelerator, wrapped, opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
+        _optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
         for k, mini in enumerate(minis)
     ]
-    out_dir = Path(out_dir)
-    _save_policy(accelerator, wrapped, tok, out_dir, s, opt, optimizer_state)
+    learner.passes += 1
     p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
     last = step_metrics[-1]
     summary = {
@@ -418,7 +500,7 @@ def train_grpo(
         "train/ranks": world,
     }
     rank_rows = sorted({kept[r] for m in minis for r in rank_slice(m, rank, world)})
-    return GRPOResult(out_dir, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept, rank_rows)
+    return GRPOResult(None, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept, rank_rows)
 
 
 @dataclass(frozen=True)
