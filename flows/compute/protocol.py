@@ -88,3 +88,37 @@ def request_file(directory: Path, seq: int) -> Path:
 
 def response_file(directory: Path, seq: int) -> Path:
     return directory / f"resp-{seq:06d}.json"
+
+
+def write_samples(path: Path, samples) -> None:
+    """GRPO samples (``ratchet.loop.grpo.GRPOSample``) as a Parquet file for a rollout worker's "train_pass"."""
+    import json
+
+    import pyarrow as pa
+
+    rows = [
+        dict(
+            group=x.group,
+            messages=json.dumps(x.example.messages),
+            completion=x.example.completion,
+            reward=x.reward,
+            truncated=x.truncated,
+        )
+        for x in samples
+    ]
+    atomic_write_parquet(pa.Table.from_pylist(rows), path)
+
+
+def read_samples(path: Path) -> list:
+    """The ``GRPOSample`` list ``write_samples`` wrote."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ratchet.loop.grpo import GRPOSample
+    from ratchet.loop.sft import SFTExample
+
+    return [
+        GRPOSample(r["group"], SFTExample(json.loads(r["messages"]), r["completion"]), float(r["reward"]), bool(r["truncated"]))
+        for r in pq.read_table(path).to_pylist()
+    ]

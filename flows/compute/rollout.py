@@ -3,7 +3,9 @@
 ``RolloutWorker`` starts ``python -m ratchet.flows.compute.worker serve --dir D`` pinned to one device group (the
 same environment as the pool's one-shot workers), waits for its engine to load, then sends it requests over
 files in ``D`` (``ratchet.flows.compute.protocol.request_file``): generate a shard into a Parquet file,
-update the engine's weights in place from a checkpoint directory, stop. Guarantees as in the pool: the worker
+update the engine's weights in place from a checkpoint directory, stop; and, co-located with the engine, a
+``GRPOLearner`` (``init_learner``, ``train_pass`` whose weights go straight into the engine, ``save``), so a
+round's S on-policy steps load the model once and write one checkpoint. Guarantees as in the pool: the worker
 leads its own process group and kills it when the round's process dies; every request (and the load) has the
 wall-clock limit ``compute.generate_timeout_s``, past which the worker's whole group is killed and
 ``StageTimeout`` raised; a dead worker raises ``WorkerFailed`` quoting its last output lines. The device's
@@ -26,10 +28,11 @@ from pathlib import Path
 from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import kill_tree
 from ratchet.flows.compute.pool import TAIL_LINES, ProgressCb, StageTimeout, WorkerFailed, device_env, route_line
-from ratchet.flows.compute.protocol import request_file, response_file
+from ratchet.flows.compute.protocol import request_file, response_file, write_samples
 from ratchet.flows.compute.slots import device_slots
-from ratchet.loop.config import ComputeConfig, GenerationConfig
+from ratchet.loop.config import ComputeConfig, GenerationConfig, GRPOConfig
 from ratchet.loop.generation import Completion, SamplingParams
+from ratchet.loop.grpo import GRPORun, GRPOSample
 
 
 class RolloutWorker:
@@ -134,6 +137,30 @@ class RolloutWorker:
             StageTimeout, WorkerFailed: as ``generate``.
         """
         return float(self._send({"op": "update_weights", "path": str(checkpoint_dir)}).get("seconds", 0.0))
+
+    # --- a co-located learner (engine and trainer share the worker's device) ------------------------
+
+    def init_learner(self, init_dir: str | Path, grpo: GRPOConfig, dtype: str, ref_dir: str | Path | None = None) -> None:
+        """Load a ``GRPOLearner`` beside the engine (the policy, AdamW and the reference stay loaded for the round)."""
+        req = {"op": "learner_init", "init_dir": str(init_dir), "grpo": grpo.model_dump(mode="json"), "dtype": dtype}
+        self._send({**req, "ref_dir": str(ref_dir) if ref_dir else None}, timeout_s=self.compute.train_timeout_s)
+
+    def train_pass(self, samples: list[GRPOSample], run: GRPORun) -> dict:
+        """One learner pass over ``samples``; its weights then go into the engine in place (nothing is written).
+
+        Returns:
+            ``{"metrics": {...}, "kept": [sample indices], "steps": optimizer steps, "seconds": ...}``.
+        Raises:
+            StageTimeout: past ``compute.train_timeout_s``. WorkerFailed: the pass failed or the worker died.
+        """
+        path = self.dir / f"samples-{self.seq:06d}.parquet"
+        write_samples(path, samples)
+        return self._send({"op": "train_pass", "samples": str(path), "run": asdict(run)}, timeout_s=self.compute.train_timeout_s)
+
+    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
+        """Write the learner's policy (the round's candidate) to ``out_dir`` (and AdamW's moments, if given)."""
+        req = {"op": "save", "out": str(out_dir), "optimizer_state": str(optimizer_state) if optimizer_state else None}
+        self._send(req, timeout_s=self.compute.train_timeout_s)
 
     def _send(self, req: dict, timeout_s: float | None = None) -> dict:
         if self.proc is None:

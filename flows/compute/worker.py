@@ -126,7 +126,7 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
     backend = make_backend(spec["backend"], spec["model_path"], device=device, **spec["backend_kwargs"])
     log.info("rollout worker: %s backend on %s loaded in %.1f s", spec["backend"], device, time.perf_counter() - t0)
     atomic_write_text(directory / "ready.json", json.dumps({"load_s": time.perf_counter() - t0}))
-    seq = 0
+    seq, learner = 0, {}
     try:
         while True:
             path = request_file(directory, seq)
@@ -138,7 +138,7 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
                 atomic_write_text(response_file(directory, seq), json.dumps({"ok": True}))
                 return
             try:
-                resp = _serve_one(backend, req)
+                resp = _serve_one(backend, req, learner)
             except (ValueError, RuntimeError, OSError, KeyError, TypeError) as e:  # answered; the parent raises it
                 log.error("rollout worker: request %d (%s) failed: %s", seq, req.get("op"), e)
                 resp = {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -148,16 +148,40 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
         backend.close()
 
 
-def _serve_one(backend, req: dict) -> dict:
-    from ratchet.flows.compute.protocol import write_shard
+def _serve_one(backend, req: dict, learner: dict) -> dict:
+    """One request. ``learner`` holds the co-located ``GRPOLearner`` (key "grpo") once "learner_init" made it."""
+    from ratchet.flows.compute.protocol import read_samples, write_shard
     from ratchet.loop.generation import SamplingParams
 
     t0 = time.perf_counter()
-    if req["op"] == "update_weights":
+    op = req["op"]
+    if op == "update_weights":
         backend.update_weights(req["path"])
         return {"ok": True, "seconds": time.perf_counter() - t0}
-    if req["op"] != "generate":
-        raise ValueError(f"unknown rollout request op {req['op']!r}; valid: generate, update_weights, stop")
+    if op == "learner_init":
+        from ratchet.loop.config import GRPOConfig
+        from ratchet.loop.grpo import GRPOLearner
+
+        s = GRPOConfig(**req["grpo"])
+        learner["grpo"] = GRPOLearner(req["init_dir"], s, ref_dir=req.get("ref_dir"), dtype=req["dtype"])
+        return {"ok": True, "seconds": time.perf_counter() - t0}
+    if op in ("train_pass", "save") and "grpo" not in learner:
+        raise ValueError(f"rollout request {op!r} before 'learner_init'; initialise the learner first")
+    if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
+        from ratchet.loop.grpo import GRPORun
+
+        res = learner["grpo"].train_pass(read_samples(Path(req["samples"])), GRPORun(**req["run"]))
+        if res.steps:
+            backend.update_weights(learner["grpo"].state_dict())
+        metrics = {**res.metrics, "steps": res.step_metrics}
+        return {"ok": True, "seconds": time.perf_counter() - t0, "metrics": metrics, "kept": res.kept, "steps": res.steps}
+    if op == "save":
+        learner["grpo"].save(req["out"], req.get("optimizer_state"))
+        return {"ok": True, "seconds": time.perf_counter() - t0}
+    if op != "generate":
+        raise ValueError(
+            f"unknown rollout request op {op!r}; valid: generate, update_weights, learner_init, train_pass, save, stop"
+        )
     jobs = range(*req["jobs"]) if req.get("jobs") else None
     comps = backend.generate(req["messages"], SamplingParams(**req["params"]), progress=progress_printer(req["name"]), jobs=jobs)
     write_shard(Path(req["out"]), comps)

@@ -70,3 +70,31 @@ def test_train_launcher_ddp_fsdp_or_one_process():
     assert "--use_fsdp" in fsdp and "--multi_gpu" not in fsdp and "FULL_SHARD" in fsdp
     with pytest.raises(ValueError, match="compute.fsdp = true needs >= 2 GPUs"):
         ComputeConfig(devices=("cpu",), fsdp=True)
+
+
+def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_dir, tmp_path):
+    from ratchet.loop.config import GRPOConfig
+    from ratchet.loop.grpo import GRPORun, GRPOSample
+    from ratchet.loop.sft import SFTExample
+
+    samples = [
+        GRPOSample(i, SFTExample(MSGS[i], text), reward, False)
+        for i in range(3)
+        for text, reward in (("Answer: 7", 0.0), (f"{i} + {2 * i} = {3 * i}\nAnswer: {3 * i}", 1.0))
+    ]
+    grpo = GRPOConfig(lr=3e-3, mini_batch_size=6, micro_batch_size=3)
+    run = GRPORun(temperature=1.0, max_completion_length=16, seed=0)
+    compute = ComputeConfig(device_slots=False, generate_timeout_s=300)
+    with RolloutWorker(
+        tiny_model_dir, tmp_path / "w", gen=GenerationConfig(batch_size=4), compute=compute, dtype="float32", log=LOG
+    ) as w:
+        with pytest.raises(WorkerFailed, match="before 'learner_init'"):
+            w.train_pass(samples, run)
+        w.init_learner(tiny_model_dir, grpo, "float32")
+        for _ in range(2):  # two on-policy passes, no checkpoint between them
+            res = w.train_pass(samples, run)
+            assert res["steps"] == 1 and len(res["kept"]) == 6
+        live = [c.text for c in w.generate(MSGS, GREEDY)]
+        w.save(tmp_path / "candidate")
+    assert [c.text for c in TransformersBackend(tmp_path / "candidate", batch_size=4).generate(MSGS, GREEDY)] == live
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["candidate", "w"]  # one checkpoint written
