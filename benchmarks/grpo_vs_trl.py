@@ -15,7 +15,10 @@ Prints progress and, as its LAST line, a JSON object with ``ours_s_per_step``, `
 ``ratio`` (ours / TRL; target <= 0.8), ``ours_peak_mb``, ``trl_peak_mb``, ``ours_heldout_pass1``,
 ``trl_heldout_pass1`` (target: ours >= TRL's) and the base model's ``base_heldout_pass1``.
 
-Run: ``.venv/bin/python benchmarks/grpo_vs_trl.py [--steps 8]`` (about 10 minutes on 2 cores).
+``--persistent``: Ratchet keeps its engine and a ``GRPOLearner`` loaded for all steps, pushes each pass's
+weights into the engine in place and saves only the final policy (the issue-15 round; target ratio <= 0.5).
+
+Run: ``.venv/bin/python benchmarks/grpo_vs_trl.py [--steps 8] [--persistent]`` (about 10 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ def run_ours(args, out: Path) -> dict:
         micro_batch_size=8,
     )
     run = GRPORun(temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
+    if args.persistent:
+        return _run_ours_persistent(args, out, st, run)
     policy, times = base, []
     for step in range(args.steps):
         t0 = time.perf_counter()
@@ -135,6 +140,47 @@ def run_ours(args, out: Path) -> dict:
             flush=True,
         )
     return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(policy, heldout, render, cfg)}
+
+
+def _run_ours_persistent(args, out: Path, st, run) -> dict:
+    """Ratchet's steps with the engine and the learner kept loaded: after each pass the learner's weights go
+    into the running engine in place (``update_weights``); only the final policy is saved (one checkpoint)."""
+    from ratchet.loop.generation import SamplingParams
+    from ratchet.loop.grpo import GRPOLearner, GRPOSample
+    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.transformers_backend import TransformersBackend
+
+    base, train, heldout, render, cfg = _setup(args)
+    engine = TransformersBackend(base, batch_size=cfg.generation.batch_size)
+    learner = GRPOLearner(base, st, ref_dir=base)
+    times = []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        prompts = train[step * args.prompts_per_step : (step + 1) * args.prompts_per_step]
+        comps = engine.generate(
+            [render(p.question) for p in prompts],
+            SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step),
+        )
+        t_gen = time.perf_counter() - t0
+        rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
+        samples = [
+            GRPOSample(
+                c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length"
+            )
+            for c, r in zip(comps, rewards)
+        ]
+        res = learner.train_pass(samples, run)
+        if res.steps:
+            engine.update_weights(learner.state_dict())
+        times.append(time.perf_counter() - t0)
+        print(
+            f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
+            f"reward mean {sum(rewards) / len(rewards):.3f}",
+            flush=True,
+        )
+    final = learner.save(out / "ours-final")
+    engine.close()
+    return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(final, heldout, render, cfg)}
 
 
 def run_trl(args, out: Path) -> dict:
@@ -204,6 +250,11 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-6)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--persistent",
+        action="store_true",
+        help="ours keeps the engine and the learner loaded and updates the engine's weights in place (one checkpoint)",
+    )
     ap.add_argument("--side", choices=["ours", "trl", "base"], help=argparse.SUPPRESS)  # internal: the child's job
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -220,9 +271,11 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="grpo-bench-") as tmp:
         for side in ("base", "ours", "trl"):
-            cmd = [sys.executable, __file__, "--side", side, "--out", tmp] + [
-                f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("side", "out")
-            ]
+            cmd = (
+                [sys.executable, __file__, "--side", side, "--out", tmp]
+                + [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("side", "out", "persistent")]
+                + (["--persistent"] if args.persistent else [])
+            )
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = proc.stdout.splitlines()
             for line in lines:
@@ -245,6 +298,7 @@ def main() -> None:
                 "base_heldout_pass1": results["base"]["heldout_pass1"],
                 "steps": args.steps,
                 "sequences_per_step": args.prompts_per_step * args.group_size,
+                "persistent": args.persistent,
             }
         )
     )

@@ -105,6 +105,22 @@ class ComputeConfig(_Frozen):
     slot_wait_timeout_s: float | None = Field(
         None, gt=0.0, description="Longest wait for a busy device's slot, seconds (None: wait until it is free)."
     )
+    fsdp: bool = Field(
+        False,
+        description="Train with FSDP (full sharding of weights, gradients and optimizer state over the GPUs, through "
+        "`accelerate launch --use_fsdp`) instead of DDP (a full replica per GPU): for models whose weights, "
+        "gradients and AdamW moments (~16 bytes/parameter in fp32) do not fit one GPU. Needs >= 2 GPUs; not with LoRA.",
+    )
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="Where generation workers run: 'local' child processes, or 'ray' actors on an existing Ray cluster "
+        "(compute.ray_address; `pip install 'ratchet[ray]'`), one per device group, with the same shards and seeds.",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster to join when compute.engine = 'ray' ('auto', 'ray://head:10001' or 'head:6379'); "
+        "None: RAY_ADDRESS from the environment, else a local Ray instance.",
+    )
     cpu_threads_per_worker: int | None = Field(
         None,
         ge=1,
@@ -135,6 +151,11 @@ class ComputeConfig(_Frozen):
         gpus = [d for d in self.devices if d != "cpu"]
         if len(set(gpus)) != len(gpus):
             raise ValueError(f"compute.devices {list(self.devices)} lists a GPU twice; list each cuda:<index> once")
+        if self.fsdp and len(gpus) < 2:
+            raise ValueError(
+                f"compute.fsdp = true needs >= 2 GPUs in compute.devices (got {list(self.devices)}); "
+                "list the GPUs to shard over or set compute.fsdp = false"
+            )
         return self
 
     @property
@@ -212,6 +233,17 @@ class SFTConfig(_Frozen):
         256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt."
     )
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
+    lora_r: int = Field(
+        0,
+        ge=0,
+        description="LoRA rank for SFT (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every weight. "
+        "Adapters are merged into the saved checkpoint. Typical: 8-64 with lr ~1e-4 (LoRA wants ~10x full FT's lr).",
+    )
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
+    lora_target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        description="Module names that get LoRA adapters (Llama-style attention and MLP projections).",
+    )
 
 
 class GRPOConfig(_Frozen):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ class Completion:
 
 
 class GenerationBackend(Protocol):
+    """A loaded engine: ``generate`` chats, ``update_weights`` in place (new policy weights into the same engine,
+    no reload: the on-policy steps of a round keep one engine), ``close``."""
+
     name: str
 
     def generate(
@@ -72,7 +76,27 @@ class GenerationBackend(Protocol):
         jobs: range | None = None,
     ) -> list[Completion]: ...
 
+    def update_weights(self, weights: Mapping[str, Any] | str | Path) -> None: ...
+
     def close(self) -> None: ...
+
+
+Weights = Mapping[str, Any]  # parameter name (Hugging Face naming) -> tensor
+
+
+def read_weights(path: str | Path) -> dict[str, Any]:
+    """Every tensor of a checkpoint: a directory's ``*.safetensors`` files, or one ``.safetensors`` file.
+
+    Raises:
+        FileNotFoundError: no safetensors file at ``path`` (the message names it).
+    """
+    from safetensors.torch import load_file
+
+    p = Path(path)
+    files = sorted(p.glob("*.safetensors")) if p.is_dir() else [p] if p.suffix == ".safetensors" and p.is_file() else []
+    if not files:
+        raise FileNotFoundError(f"no .safetensors weights at {p}; pass a checkpoint directory saved by save_pretrained")
+    return {k: v for f in files for k, v in load_file(f).items()}
 
 
 def check_jobs(jobs: range | None, n_jobs: int, align: int) -> range:

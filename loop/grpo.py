@@ -10,6 +10,7 @@ optimizer step; a NaN or inf aborts the pass before anything is saved.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_path
 from ratchet.loop.config import GRPOConfig
+from ratchet.loop.data_parallel import global_count, make_accelerator, micro_batches, rank_slice
 from ratchet.loop.generation import render_prompt
 from ratchet.loop.sft import SFTExample
 
@@ -58,6 +60,7 @@ class GRPOResult:
     metrics: dict = field(default_factory=dict)
     step_metrics: list[dict] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)  # indices of the samples that entered the loss
+    rank_rows: list[int] = field(default_factory=list)  # indices of the samples this rank trained on (all of kept: one rank)
 
 
 @dataclass(frozen=True)
@@ -251,27 +254,10 @@ def _load_policy(init_dir, s: GRPOConfig, dtype: str):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from ratchet.loop.sft import with_lora
+
     policy = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
-    if s.lora_r:
-        try:
-            from peft import LoraConfig, get_peft_model
-        except ImportError as e:
-            raise ImportError("grpo.lora_r > 0 needs peft; pip install 'ratchet[lora]' (or set grpo.lora_r = 0)") from e
-        policy = get_peft_model(
-            policy,
-            LoraConfig(
-                r=s.lora_r,
-                lora_alpha=s.lora_alpha,
-                lora_dropout=0.0,
-                target_modules=list(s.lora_target_modules),
-                task_type="CAUSAL_LM",
-            ),
-        )
-    if s.gradient_checkpointing:
-        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if s.lora_r:
-            policy.enable_input_require_grads()
-    return policy
+    return with_lora(policy, s.lora_r, s.lora_alpha, s.lora_target_modules, s.gradient_checkpointing, key="grpo.lora_r")
 
 
 def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int]:
@@ -282,6 +268,28 @@ def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int
     groups = list(by_prompt.values())
     rng.shuffle(groups)
     return [i for g in groups for i in g]
+
+
+def _rollout_module(policy, packed: PackedRollouts | None = None, temperature: float = 1.0, shared: bool = True, width: int = 0):
+    """The policy wrapped so that one micro-batch's log-probs are ONE module call (DDP/FSDP see one forward
+    per backward even though the shared-prompt path calls the model three times). ``module.data`` holds the
+    pass's rollouts ``(packed, temperature, shared, width)``; a learner sets it anew for every pass."""
+    import torch
+
+    class RolloutLogprobs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.policy = policy
+            self.data = (packed, temperature, shared, width)
+            self._no_split_modules = getattr(policy, "_no_split_modules", None)  # FSDP auto-wrap by layer class
+
+        def forward(self, rows: list[int], with_entropy: bool = False):
+            packed_, temp, shared_, width_ = self.data
+            lp, ent = rollout_logprobs(self.policy, packed_, rows, temp, with_entropy=with_entropy, shared=shared_)
+            pad = (0, width_ - lp.shape[1])  # back to the pass's width (B, C)
+            return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
+
+    return RolloutLogprobs()
 
 
 def train_grpo(
@@ -302,29 +310,129 @@ def train_grpo(
     (on-policy steps of one round continue one optimizer, as TRL and verl do across steps); the
     pass writes it back (atomically) after saving the policy. With LoRA the adapters are merged before saving, so every checkpoint is a plain model directory.
     Returns ``checkpoint_dir=None`` (nothing saved) when dynamic sampling leaves no group with signal.
+    A ``GRPOLearner`` does the same over many passes with the policy kept in memory.
+
+    Data parallel (``accelerate launch --num_processes R``): every rank gets the same ``samples`` and trains on
+    its disjoint slice of each mini-batch (``loop.data_parallel.rank_slice``; ``GRPOResult.rank_rows`` lists
+    them); DDP averages the gradients. Each rank's loss is its partial sum over the GLOBAL denominator times R
+    (the active-token count for token-mean, the sequence count for the sequence-level aggregations,
+    all-reduced before the backward), so the averaged gradient equals the one-process gradient of the whole
+    mini-batch: see ``loop.data_parallel`` for the derivation. Old and reference log-probs are computed only
+    for the rows a rank trains on.
 
     Raises:
         ValueError: bad groups or settings. FloatingPointError: a NaN/inf loss or gradient norm.
         ImportError: ``lora_r > 0`` without peft installed.
     """
+    t0 = time.perf_counter()
+    _, kept, _ = group_advantages(samples, s.advantage, s.dynamic_sampling)
+    if not kept:  # no group with signal: no model is even loaded
+        return GRPOLearner.summary_only(samples, s)
+    learner = GRPOLearner(init_dir, s, ref_dir=ref_dir, dtype=dtype, optimizer_state=optimizer_state)
+    res = learner.train_pass(samples, run, on_step=on_step)
+    res.checkpoint_dir = learner.save(out_dir, optimizer_state)
+    res.seconds = res.metrics["train/seconds"] = time.perf_counter() - t0  # model load and save included
+    return res
+
+
+class GRPOLearner:
+    """A policy, its AdamW and its ``Accelerator`` kept in memory over a round's on-policy passes.
+
+    ``train_pass`` runs one pass (as ``train_grpo`` does) without writing anything; ``state_dict`` gives the
+    updated weights for a generation engine's ``update_weights``; ``save`` writes the round's candidate.
+    The reference for the KL metric / penalty is ``ref_dir`` (default: the starting checkpoint), loaded once.
+    """
+
+    def __init__(
+        self,
+        init_dir: str | Path,
+        s: GRPOConfig,
+        *,
+        ref_dir: str | Path | None = None,
+        dtype: str = "float32",
+        optimizer_state: str | Path | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoTokenizer
+
+        self.s, self.dtype, self.init_dir = s, dtype, Path(init_dir)
+        self.ref_dir = Path(ref_dir) if ref_dir is not None else self.init_dir
+        self.accelerator = make_accelerator()
+        self.fsdp = self.accelerator.distributed_type.name == "FSDP"
+        if self.fsdp and s.lora_r:
+            raise ValueError(
+                f"grpo.lora_r ({s.lora_r}) > 0 with compute.fsdp: LoRA adapters are not sharded; set one of them off"
+            )
+        self.tok = AutoTokenizer.from_pretrained(init_dir)
+        policy = _load_policy(init_dir, s, dtype)
+        opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
+        if optimizer_state is not None and not s.lora_r and Path(optimizer_state).is_file():
+            opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
+            for group in opt.param_groups:
+                group["lr"] = s.lr
+        self.wrapped, self.opt = self.accelerator.prepare(_rollout_module(policy), opt)
+        self.passes, self._ref = 0, None
+
+    @staticmethod
+    def summary_only(samples: Sequence[GRPOSample], s: GRPOConfig) -> GRPOResult:
+        """The result of a pass whose groups carry no signal (nothing trained, nothing saved)."""
+        import torch
+
+        _, kept, zero_groups = group_advantages(samples, s.advantage, s.dynamic_sampling)
+        base = {
+            "train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
+            "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
+            "train/zero_variance_frac": zero_groups / len({x.group for x in samples}),
+            "train/sequences": len(kept),
+        }
+        return GRPOResult(None, 0, 0.0, base, [], kept)
+
+    def _reference(self):
+        """The reference policy's log-prob module (loaded once), or None while the policy still is the reference."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if self.passes == 0 and self.ref_dir.resolve() == self.init_dir.resolve():
+            return None
+        if self._ref is None:
+            ref = AutoModelForCausalLM.from_pretrained(self.ref_dir, dtype=getattr(torch, self.dtype))
+            self._ref = _rollout_module(ref.to(self.accelerator.device).eval())
+        return self._ref
+
+    def state_dict(self) -> dict:
+        """The current policy weights (Hugging Face names -> tensors) for ``backend.update_weights``.
+
+        Raises:
+            ValueError: with LoRA (merge-and-save a checkpoint instead) or FSDP (weights are sharded).
+        """
+        if self.s.lora_r or self.fsdp:
+            raise ValueError("GRPOLearner.state_dict needs full weights on one rank (grpo.lora_r = 0, compute.fsdp = false)")
+        return self.accelerator.unwrap_model(self.wrapped).policy.state_dict()
+
+    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> Path:
+        """Write the policy (LoRA merged; the learner is spent after that with LoRA) and optionally AdamW's moments."""
+        if self.s.lora_r:  # adapters are merged at every save and start fresh (B = 0) each pass: no moments to carry
+            optimizer_state = None
+        _save_policy(self.accelerator, self.wrapped, self.tok, Path(out_dir), self.s, self.opt, optimizer_state)
+        return Path(out_dir)
+
+    def train_pass(self, samples: Sequence[GRPOSample], run: GRPORun = GRPORun(), on_step: StepFn | None = None) -> GRPOResult:
+        """One pass over ``samples`` (see ``train_grpo``); nothing is written. ``checkpoint_dir`` is None."""
+        return _train_pass(self, samples, run, on_step)
+
+
+def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORun, on_step: StepFn | None) -> GRPOResult:
     import torch
-    from accelerate import Accelerator
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ratchet.loop.losses import PolicyLossConfig, mask_truncated, policy_loss
+    from ratchet.loop.losses import PolicyLossConfig, mask_truncated
 
+    s, accelerator, wrapped = learner.s, learner.accelerator, learner.wrapped
     t0 = time.perf_counter()
     torch.manual_seed(run.seed)
-    adv, kept, zero_groups = group_advantages(samples, s.advantage, s.dynamic_sampling)
-    n_groups = len({x.group for x in samples})
-    base = {
-        "train/reward_mean": float(sum(x.reward for x in samples) / len(samples)),
-        "train/reward_std": float(torch.tensor([x.reward for x in samples]).std(unbiased=False)),
-        "train/zero_variance_frac": zero_groups / n_groups,
-        "train/sequences": len(kept),
-    }
+    res = GRPOLearner.summary_only(samples, s)
+    adv, kept, base = group_advantages(samples, s.advantage, s.dynamic_sampling)[0], res.kept, res.metrics
     if not kept:
-        return GRPOResult(None, 0, time.perf_counter() - t0, base, [], [])
+        return res
     loss_cfg = PolicyLossConfig.from_trl(
         s.loss_type,
         epsilon_low=s.epsilon_low,
@@ -334,117 +442,50 @@ def train_grpo(
         kl_estimator=s.kl_estimator,
         max_completion_length=run.max_completion_length,
     )
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    tok = AutoTokenizer.from_pretrained(init_dir)
-    policy = _load_policy(init_dir, s, dtype)
     batch = [samples[i] for i in kept]
-    packed = pack_rollouts(tok, batch, run.max_seq_len)
+    packed = pack_rollouts(learner.tok, batch, run.max_seq_len)
     _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss
         cmask = mask_truncated(cmask, torch.tensor([x.truncated for x in batch]))
-    advantages = adv[kept]  # (N,)
-    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=s.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    if s.lora_r:  # adapters are merged at every save and start fresh (B = 0) each pass: no moments to carry
-        optimizer_state = None
-    if optimizer_state is not None and Path(optimizer_state).is_file():
-        opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
-        for group in opt.param_groups:
-            group["lr"] = s.lr
-    policy, opt = accelerator.prepare(policy, opt)
+    data = (packed, run.temperature, s.shared_prompt and not s.gradient_checkpointing, cmask.shape[1])
+    inner = accelerator.unwrap_model(wrapped)
+    inner.data = data
     dev = accelerator.device
-    cmask, advantages = cmask.to(dev), advantages.to(dev)
-    C = cmask.shape[1]
-    shared = s.shared_prompt and not s.gradient_checkpointing
+    rank, world = accelerator.process_index, accelerator.num_processes
+    # Every epoch's order up front (the same on every rank: one seeded rng), so each rank knows its rows.
     rng = random.Random(run.seed)
-    order = _group_order(packed, len(batch), rng)
-
-    def logprobs(model, rows, with_entropy=False):
-        lp, ent = rollout_logprobs(model, packed, rows, run.temperature, with_entropy=with_entropy, shared=shared)
-        pad = (0, C - lp.shape[1])  # back to the pass's width (B, C)
-        return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
+    orders = [_group_order(packed, len(batch), rng) for _ in range(s.ppo_epochs)]
+    minis = [o[k : k + s.mini_batch_size] for o in orders for k in range(0, len(o), s.mini_batch_size)]
+    shares = [sorted({r for m in minis for r in rank_slice(m, q, world)} | {m[0] for m in minis}) for q in range(world)]
+    mine, passes = shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
 
     def no_grad_logprobs(model) -> torch.Tensor:
-        out = torch.zeros((len(batch), C), dtype=torch.float32, device=dev)
+        out = torch.zeros((len(batch), cmask.shape[1]), dtype=torch.float32, device=dev)
         with torch.no_grad():
-            for a in range(0, len(order), s.micro_batch_size):
-                rows = order[a : a + s.micro_batch_size]
-                out[torch.tensor(rows, device=dev)] = logprobs(model, rows)[0]
-        return out  # (N, C) float32
+            for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
+                rows = mine[a * s.micro_batch_size : (a + 1) * s.micro_batch_size] or mine[:1]
+                out[torch.tensor(rows, device=dev)] = model(rows)[0]
+        return out  # (N, C) float32; rows only other ranks train on stay 0
 
-    policy.eval()
-    old_lp = no_grad_logprobs(policy)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
+    no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
+    no_sync_model.eval()
+    old_lp = no_grad_logprobs(no_sync_model)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
     # The reference's log-probs are computed even with beta = 0: KL to the reference is a guard
-    # metric the gate can halt on. With ref_dir None (or the init checkpoint) the starting policy is it.
-    if ref_dir is None or Path(ref_dir).resolve() == Path(init_dir).resolve():
+    # metric the gate can halt on. While the policy still is the reference, they are the old log-probs.
+    ref = learner._reference()
+    if ref is None:
         ref_lp = old_lp
     else:
-        ref = AutoModelForCausalLM.from_pretrained(ref_dir, dtype=getattr(torch, dtype)).to(dev).eval()
+        ref.data = data
         ref_lp = no_grad_logprobs(ref)
-        del ref
-    policy.train()
-    steps_per_epoch = math.ceil(len(batch) / s.mini_batch_size)
-    total = steps_per_epoch * s.ppo_epochs
-    step_metrics: list[dict] = []
-    for epoch in range(s.ppo_epochs):
-        if epoch:
-            order = _group_order(packed, len(batch), rng)
-        for k in range(steps_per_epoch):
-            mini = order[k * s.mini_batch_size : (k + 1) * s.mini_batch_size]
-            n_tok = float(cmask[mini].sum())
-            acc: dict[str, float] = {}
-            for a in range(0, len(mini), s.micro_batch_size):
-                rows = mini[a : a + s.micro_batch_size]
-                mb = torch.tensor(rows, device=dev)
-                lp, ent = logprobs(policy, rows, with_entropy=True)
-                loss, m = policy_loss(
-                    lp,
-                    old_lp[mb],
-                    advantages[mb],
-                    cmask[mb],
-                    loss_cfg,
-                    ref_logprobs=ref_lp[mb],
-                    entropy=ent,
-                    global_num_tokens=n_tok,
-                    world_size=1,
-                )
-                # seq-mean modes average within the micro-batch: weight by its share of the mini-batch;
-                # token-mean already divides by the mini-batch's token count.
-                scale = 1.0 if loss_cfg.aggregation == "token-mean" else len(rows) / len(mini)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"GRPO loss is {loss.item()} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
-                        "— the incumbent is untouched and nothing was saved"
-                    )
-                accelerator.backward(loss * scale)
-                for name, v in m.items():
-                    acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + float(v) * len(rows) / len(mini)
-            gnorm = float(accelerator.clip_grad_norm_([p for p in policy.parameters() if p.requires_grad], s.max_grad_norm))
-            if not math.isfinite(gnorm):
-                raise FloatingPointError(
-                    f"gradient norm is {gnorm} at step {len(step_metrics)}; lower grpo.lr (now {s.lr}) "
-                    "— the incumbent is untouched and nothing was saved"
-                )
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            acc["train/grad_norm"] = gnorm
-            step_metrics.append(acc)
-            if on_step:
-                on_step(len(step_metrics), total, acc)
-    out_dir = Path(out_dir)
-    final = accelerator.unwrap_model(policy)
-    if s.lora_r:
-        final = final.merge_and_unload()
-    if s.gradient_checkpointing:
-        final.gradient_checkpointing_disable()
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
-        final.save_pretrained(out_dir)
-        tok.save_pretrained(out_dir)
-        if optimizer_state is not None:
-            with atomic_path(optimizer_state) as tmp:
-                torch.save(opt.state_dict(), tmp)
-    accelerator.wait_for_everyone()
+    wrapped.train()
+    tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp)
+    step_metrics = [
+        _optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
+        for k, mini in enumerate(minis)
+    ]
+    learner.passes += 1
     p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
     last = step_metrics[-1]
     summary = {
@@ -456,5 +497,99 @@ def train_grpo(
         "train/kl_last": last.get("train/kl/is_mean", 0.0),
         "train/entropy_last": last.get("train/entropy/mean", 0.0),
         "train/seconds": time.perf_counter() - t0,
+        "train/ranks": world,
     }
-    return GRPOResult(out_dir, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept)
+    rank_rows = sorted({kept[r] for m in minis for r in rank_slice(m, rank, world)})
+    return GRPOResult(None, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept, rank_rows)
+
+
+@dataclass(frozen=True)
+class _StepTensors:
+    cmask: object  # (N, C) bool: completion tokens that carry loss
+    advantages: object  # (N,) float32
+    old_lp: object  # (N, C) float32
+    ref_lp: object  # (N, C) float32
+
+
+def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors, loss_cfg, s: GRPOConfig, total, k, on_step):
+    """One optimizer step over the global mini-batch ``mini`` (this rank's share of it), with gradient accumulation.
+
+    Returns the step's metrics (the mini-batch's, summed over ranks with each row weighted 1/len(mini)).
+    """
+    import torch
+
+    from ratchet.loop.losses import policy_loss
+
+    dev = accelerator.device
+    rank, world = accelerator.process_index, accelerator.num_processes
+    micros = micro_batches(mini, rank, world, s.micro_batch_size)
+    n_tok = global_count(accelerator, float(t.cmask[rank_slice(mini, rank, world)].sum()))  # global active tokens
+    n_seq = len(mini)  # global sequences (every rank holds the whole mini-batch's row list)
+    acc: dict[str, float] = {}
+    for j, rows in enumerate(micros):
+        weight = 1.0 if rows else 0.0  # an empty micro-batch: a zero-weight pass over a real row (see data_parallel)
+        rows = rows or mini[:1]
+        mb = torch.tensor(rows, device=dev)
+        sync = accelerator.no_sync(wrapped) if j < len(micros) - 1 else contextlib.nullcontext()
+        with sync:
+            lp, ent = wrapped(rows, with_entropy=True)
+            loss, m = policy_loss(
+                lp,
+                t.old_lp[mb],
+                t.advantages[mb],
+                t.cmask[mb] & (weight > 0),
+                loss_cfg,
+                ref_logprobs=t.ref_lp[mb],
+                entropy=ent,
+                global_num_tokens=n_tok,
+                world_size=world,
+            )
+            # token-mean divides by n_tok / world inside policy_loss; the sequence-level modes average over the
+            # micro-batch's rows: rescale that mean to (row sum) * world / (global sequences).
+            scale = weight if loss_cfg.aggregation == "token-mean" else weight * len(rows) * world / n_seq
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"GRPO loss is {loss.item()} at step {k}; lower grpo.lr (now {s.lr}) "
+                    "— the incumbent is untouched and nothing was saved"
+                )
+            accelerator.backward(loss * scale)
+        for name, v in m.items():
+            acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + (float(v) * len(rows) / n_seq if weight else 0.0)
+    if world > 1:  # the mini-batch's metrics: every rank's weighted share summed
+        names = sorted(acc)
+        summed = accelerator.reduce(torch.tensor([acc[n] for n in names], dtype=torch.float64, device=dev), reduction="sum")
+        acc = dict(zip(names, summed.tolist()))
+    params = [p for p in wrapped.parameters() if p.requires_grad]
+    gnorm = float(accelerator.clip_grad_norm_(params, s.max_grad_norm))
+    if not math.isfinite(gnorm):
+        raise FloatingPointError(
+            f"gradient norm is {gnorm} at step {k}; lower grpo.lr (now {s.lr}) — the incumbent is untouched and nothing was saved"
+        )
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    acc["train/grad_norm"] = gnorm
+    if on_step:
+        on_step(k + 1, total, acc)
+    return acc
+
+
+def _save_policy(accelerator, wrapped, tok, out_dir: Path, s: GRPOConfig, opt, optimizer_state) -> None:
+    """Rank 0 writes the policy (LoRA merged) and the optimizer moments; every rank takes part in gathering them."""
+    import torch
+
+    state = None
+    if accelerator.distributed_type.name == "FSDP":  # a collective: the full state dict gathered on rank 0
+        state = {k.removeprefix("policy."): v for k, v in accelerator.get_state_dict(wrapped).items()}
+    final = accelerator.unwrap_model(wrapped).policy
+    if s.lora_r:
+        final = final.merge_and_unload()
+    if s.gradient_checkpointing:
+        final.gradient_checkpointing_disable()
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
+        final.save_pretrained(out_dir, state_dict=state)
+        tok.save_pretrained(out_dir)
+        if optimizer_state is not None:
+            with atomic_path(optimizer_state) as tmp:
+                torch.save(opt.state_dict(), tmp)
+    accelerator.wait_for_everyone()

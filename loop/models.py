@@ -63,6 +63,23 @@ def manifest_id(manifest: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def unsaved_checkpoint_id(parent_id: str, training_run_id: str) -> str:
+    """Id of a policy whose weights were never written (an on-policy step updated a loaded engine in place).
+
+    It is derived from what made the policy, the checkpoint it was trained from and the training run, so a
+    re-run of the step gets the same id (idempotent ingest) and trajectories sampled from it can name it;
+    its ``checkpoints`` row has ``path`` NULL. 16 hex digits, like a manifest id.
+
+    Raises:
+        ValueError: an empty ``parent_id`` or ``training_run_id``.
+    """
+    if not parent_id or not training_run_id:
+        raise ValueError(
+            f"unsaved checkpoint id needs a parent id ({parent_id!r}) and a training run id ({training_run_id!r}); pass both"
+        )
+    return hashlib.sha256(json.dumps(["unsaved-checkpoint", parent_id, training_run_id]).encode()).hexdigest()[:16]
+
+
 def write_manifest(ckpt_dir: Path) -> str:
     """Hash the checkpoint's files, write ``ratchet_manifest.json`` and return the checkpoint id."""
     manifest = build_manifest(ckpt_dir)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ratchet.loop.config import SFTConfig
+from ratchet.loop.data_parallel import global_count, make_accelerator, rank_slice
 from ratchet.loop.generation import render_prompt
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class SFTResult:
     tokens: int
     seconds: float
     metrics: dict = field(default_factory=dict)
+    rank_examples: list[int] = field(default_factory=list)  # indices of the examples this rank trained on
 
 
 def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[int], list[int]]:
@@ -75,19 +77,47 @@ def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int):
     return ids, mask, labels
 
 
-def completion_nll(logits, labels):
-    """Mean next-token NLL over completion tokens.
+def completion_nll(logits, labels, num_tokens: float | None = None):
+    """Next-token NLL over completion tokens: their sum divided by ``num_tokens`` (default: their count here, a mean).
 
     Args:
         logits: (B, T, V) float; labels: (B, T) int64 with -100 on ignored positions.
+        num_tokens: the denominator; under data parallelism the GLOBAL completion-token count / ranks
+            (see ``loop.data_parallel``), so the ranks' averaged gradient is the whole batch's.
     Returns:
-        Scalar float32 loss: sum of -log p(token) over unmasked targets / their count.
+        Scalar float32 loss.
     """
     import torch.nn.functional as F
 
     shift_logits = logits[:, :-1, :].float()  # (B, T-1, V)
     shift_labels = labels[:, 1:]  # (B, T-1)
-    return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX)
+    total = F.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+    n = (shift_labels != IGNORE_INDEX).sum().clamp(min=1) if num_tokens is None else max(float(num_tokens), 1e-12)
+    return total / n
+
+
+def with_lora(model, r: int, alpha: int, targets, gradient_checkpointing: bool = False, *, key: str = "sft.lora_r"):
+    """``model`` with LoRA adapters (peft; Hu et al. 2021) on ``targets`` when ``r > 0``, and optional gradient
+    checkpointing. Merge before saving (``merge_and_unload``) to get a plain model directory.
+
+    Raises:
+        ImportError: ``r > 0`` and peft is not installed (names ``key``, the setting to change).
+    """
+    if r:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError as e:
+            raise ImportError(f"{key} > 0 needs peft; pip install 'ratchet[lora]' (or set {key} = 0)") from e
+        model = get_peft_model(
+            model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), task_type="CAUSAL_LM")
+        )
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if r:
+            model.enable_input_require_grads()
+    return model
 
 
 def train_sft(
@@ -102,14 +132,20 @@ def train_sft(
 ) -> SFTResult:
     """Fine-tune the checkpoint at ``init_dir`` on ``examples`` with ``cfg`` and save to ``out_dir`` (safetensors).
 
-    ``seed`` overrides ``cfg.seed`` (a round passes its derived seed, ``ratchet.common.seeds``).
+    ``seed`` overrides ``cfg.seed`` (a round passes its derived seed, ``ratchet.common.seeds``). With
+    ``cfg.lora_r > 0`` only LoRA adapters train; they are merged into the saved checkpoint.
+
+    Data parallel (``accelerate launch --num_processes R``): each rank trains on its disjoint slice of every
+    batch (``loop.data_parallel.rank_slice``; ``SFTResult.rank_examples`` lists it) and normalizes its token
+    sum by the batch's GLOBAL completion-token count (all-reduced) / R, so DDP's averaged gradient equals the
+    one-process gradient of the whole batch (``loop.data_parallel``).
 
     Raises:
         ValueError: no examples.
         FloatingPointError: the loss became NaN or inf (nothing is saved).
+        ImportError: ``cfg.lora_r > 0`` without peft.
     """
     import torch
-    from accelerate import Accelerator
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_linear_schedule_with_warmup
 
     if not examples:
@@ -118,58 +154,75 @@ def train_sft(
         )
     t0 = time.perf_counter()
     seed = cfg.seed if seed is None else seed
-    lr, epochs, batch_size, max_seq_len = cfg.lr, cfg.epochs, cfg.batch_size, cfg.max_seq_len
     torch.manual_seed(seed)
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    accelerator = make_accelerator()
+    rank, world = accelerator.process_index, accelerator.num_processes
     tok = AutoTokenizer.from_pretrained(init_dir)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     model = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
     model.config.use_cache = False
-    data = [tokenize_example(tok, ex, max_seq_len) for ex in examples]
-    steps_per_epoch = math.ceil(len(data) / batch_size)
-    total = steps_per_epoch * epochs
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    model = with_lora(model, cfg.lora_r, cfg.lora_alpha, cfg.lora_target_modules)
+    data = [tokenize_example(tok, ex, cfg.max_seq_len) for ex in examples]
+    steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total), total)
-    model, opt, sched = accelerator.prepare(model, opt, sched)
+    # The scheduler is not prepared: accelerate would step it once per rank (it assumes a split dataloader).
+    model, opt = accelerator.prepare(model, opt)
     model.train()
     rng = random.Random(seed)
     losses: list[float] = []
-    tokens = 0
-    step = 0
-    for _epoch in range(epochs):
+    tokens, mine = 0, set()
+    for _epoch in range(cfg.epochs):
         order = list(range(len(data)))
         rng.shuffle(order)
         for b in range(steps_per_epoch):
-            batch = [data[i] for i in order[b * batch_size : (b + 1) * batch_size]]
+            full = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            share = rank_slice(full, rank, world)
+            mine.update(share)
+            batch = [data[i] for i in share or full[:1]]  # an empty share: a zero-weight pass (DDP needs one backward)
             ids, mask, labels = (t.to(accelerator.device) for t in collate(batch, pad_id))
+            if not share:
+                labels = torch.full_like(labels, IGNORE_INDEX)
+            n_tok = global_count(accelerator, float((labels[:, 1:] != IGNORE_INDEX).sum()))
             logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
-            loss = completion_nll(logits, labels)
+            loss = completion_nll(logits, labels, n_tok / world)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"SFT loss is {loss.item()} at step {step}; lower sft.lr (now {lr}) — nothing was saved")
+                raise FloatingPointError(
+                    f"SFT loss is {loss.item()} at step {len(losses)}; lower sft.lr (now {cfg.lr}) — nothing was saved"
+                )
             accelerator.backward(loss)
-            accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            tokens += int(mask.sum())
-            step += 1
+            losses.append(global_count(accelerator, loss.item()) / world)  # the whole batch's mean NLL
+            tokens += int(mask.sum()) if share else 0
             if on_step:
-                on_step(step, total, losses[-1])
-    out_dir = Path(out_dir)
-    unwrapped = accelerator.unwrap_model(model)
-    unwrapped.config.use_cache = True
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
-        unwrapped.save_pretrained(out_dir)
-        tok.save_pretrained(out_dir)
-    accelerator.wait_for_everyone()
+                on_step(len(losses), total, losses[-1])
+    _save(accelerator, model, tok, Path(out_dir), cfg)
     dt = time.perf_counter() - t0
     metrics = {
         "train/loss_first": losses[0],
         "train/loss_last": losses[-1],
         "train/loss_mean": sum(losses) / len(losses),
         "train/examples": len(data),
-        "perf/train_tokens_per_s": tokens / dt,
+        "train/ranks": world,
+        "perf/train_tokens_per_s": global_count(accelerator, tokens) / dt,
     }
-    return SFTResult(out_dir, step, tokens, dt, metrics)
+    return SFTResult(Path(out_dir), len(losses), tokens, dt, metrics, sorted(mine))
+
+
+def _save(accelerator, model, tok, out_dir: Path, cfg: SFTConfig) -> None:
+    """Rank 0 writes the model (LoRA merged); under FSDP every rank takes part in gathering the full state dict."""
+    state = accelerator.get_state_dict(model) if accelerator.distributed_type.name == "FSDP" else None
+    unwrapped = accelerator.unwrap_model(model)
+    if cfg.lora_r:
+        unwrapped = unwrapped.merge_and_unload()
+    unwrapped.config.use_cache = True
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:  # one writer under `accelerate launch` (every rank holds the same weights)
+        unwrapped.save_pretrained(out_dir, state_dict=state)
+        tok.save_pretrained(out_dir)
+    accelerator.wait_for_everyone()

@@ -10,9 +10,11 @@ from ratchet.loop.generation import (
     Completion,
     ProgressFn,
     SamplingParams,
+    Weights,
     check_jobs,
     eos_ids,
     make_completion,
+    read_weights,
     render_prompt,
 )
 
@@ -135,6 +137,29 @@ class TransformersBackend:
             mask[k, :plen] = 1
             mask[k, width - (len(r) - plen) :] = 1
         return input_ids.to(self.device), mask.to(self.device)
+
+    def update_weights(self, weights: Weights | str | Path) -> None:
+        """Load new policy weights into the loaded model in place (the same module object; dtype and device kept).
+
+        Args:
+            weights: a state dict (Hugging Face parameter names -> tensors), or a checkpoint directory / safetensors
+                file. Weights tied to a loaded tensor (e.g. ``lm_head`` tied to the embeddings) may be absent.
+
+        Raises:
+            ValueError: a name the model does not have, or a missing weight that is not tied to a given one
+                (the message lists a few).
+        """
+        torch = self.torch
+        state = read_weights(weights) if isinstance(weights, str | Path) else dict(weights)
+        with torch.no_grad():
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+        given = {p.data_ptr() for n, p in self.model.named_parameters(remove_duplicate=False) if n in state}
+        untied = [n for n, p in self.model.named_parameters(remove_duplicate=False) if n in missing and p.data_ptr() not in given]
+        if unexpected or untied:
+            raise ValueError(
+                f"update_weights: weights do not match the loaded model (unknown: {sorted(unexpected)[:3]}, missing: "
+                f"{sorted(untied)[:3]}); pass a checkpoint of the same architecture"
+            )
 
     def close(self) -> None:
         del self.model

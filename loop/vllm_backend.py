@@ -17,12 +17,22 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation import Completion, ProgressFn, SamplingParams, check_jobs, eos_ids, make_completion, render_prompt
+from ratchet.loop.generation import (
+    Completion,
+    ProgressFn,
+    SamplingParams,
+    Weights,
+    check_jobs,
+    eos_ids,
+    make_completion,
+    render_prompt,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +107,9 @@ class VLLMBackend:
             kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
         if kv_cache_gib is not None:
             engine_kwargs.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * (1 << 30)))
+        # update_weights sends a function to the engine's worker processes (collective_rpc); vLLM V1 pickles a
+        # callable only with this set, and reads it in the engine processes it is about to spawn.
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         t0 = time.perf_counter()
         self.llm = vllm.LLM(
             str(model_path),
@@ -194,6 +207,39 @@ class VLLMBackend:
             tok_ids.append(self.tokenizer.eos_token_id)  # vLLM's own EOS stop leaves stop_reason None
         return tok_ids
 
+    def update_weights(self, weights: Weights | str | Path) -> None:
+        """Load new policy weights into the running engine in place (no new engine), then drop its prefix cache.
+
+        Every engine worker (one per tensor-parallel rank, in vLLM's own processes) runs the model's
+        ``load_weights`` (which shards each tensor for its rank) through ``LLM.collective_rpc``, as verl and
+        TRL do. A state dict is first written to one safetensors file under ``/dev/shm`` (vLLM's workers live in
+        other processes; a file is how the tensors cross), then read back by each worker. The prefix cache
+        holds KV computed with the old weights, so it is reset.
+
+        Args:
+            weights: a state dict (Hugging Face names -> tensors) or a checkpoint directory / safetensors file.
+
+        Raises:
+            FileNotFoundError: no safetensors weights at the given path.
+            RuntimeError: the engine is closed.
+        """
+        if self.llm is None:
+            raise RuntimeError("update_weights on a closed VLLMBackend; construct a new one")
+        if isinstance(weights, str | Path):
+            files = [str(f) for f in _weight_files(Path(weights))]
+            self.llm.collective_rpc(_load_weight_files, args=(files,))
+        else:
+            import tempfile
+
+            from safetensors.torch import save_file
+
+            tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
+            with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+                f = Path(tmp) / "weights.safetensors"
+                save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(f))
+                self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
+        self.llm.reset_prefix_cache()
+
     def close(self) -> None:
         """Shut down the engine's worker processes and free its memory (idempotent)."""
         llm = getattr(self, "llm", None)
@@ -209,6 +255,37 @@ class VLLMBackend:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _weight_files(path: Path) -> list[Path]:
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path] if path.is_file() else []
+    if not files:
+        raise FileNotFoundError(f"no .safetensors weights at {path}; pass a checkpoint directory saved by save_pretrained")
+    return files
+
+
+def _load_weight_files(worker, files: list[str]) -> int:
+    """Runs inside each vLLM worker (``collective_rpc`` passes the worker as the first argument): stream the files'
+    tensors into the worker's model. Returns the number of tensors read."""
+    from safetensors import safe_open
+
+    def tensors():
+        for f in files:
+            with safe_open(f, framework="pt", device="cpu") as fh:
+                for name in fh.keys():
+                    yield name, fh.get_tensor(name)
+
+    runner = worker.model_runner
+    model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+    count = [0]
+
+    def counted():
+        for item in tensors():
+            count[0] += 1
+            yield item
+
+    model.load_weights(counted())
+    return count[0]
 
 
 def _eos_ids(model_path: str | Path, tokenizer) -> set[int]:

@@ -1,6 +1,7 @@
 """The device pool: a stage's model compute runs in child processes, one per device, with a wall-clock limit.
 
-Generation is split into shards of the (prompt, sample) jobs, one per worker; each worker is
+Generation is split into shards of the (prompt, sample) jobs, one per worker (with ``compute.engine = "ray"`` one Ray
+task per device group instead: ``ratchet.flows.compute.ray_engine``); each worker is
 ``python -m ratchet.flows.compute.worker generate`` pinned to its device(s) with ``CUDA_VISIBLE_DEVICES`` and writes
 its completions to a Parquet file under the stage directory; the parent merges them in job order.
 Shard bounds follow ``loop.generation.job_alignment`` (whole batches for transformers, whole prompt
@@ -38,7 +39,8 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import kill_tree
-from ratchet.flows.compute.protocol import PROGRESS_PREFIX, merge_shards, shard_file
+from ratchet.flows.compute import ray_engine
+from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed, merge_shards, shard_file
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
 from ratchet.loop.generation import Completion, SamplingParams, job_alignment, shard_jobs
@@ -54,14 +56,6 @@ TAIL_LINES = 30  # of a failed child's output, quoted in the error
 
 
 ProgressCb = Callable[[str, int, int], None]  # (bar name, done, total) summed over the stage's children
-
-
-class StageTimeout(TimeoutError):
-    """A stage's child process ran past its configured wall-clock limit and was killed."""
-
-
-class WorkerFailed(RuntimeError):
-    """A stage's child process exited with a non-zero status; the message quotes the end of its output."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +155,7 @@ def run_children(
             if k >= 0 and line is None:
                 eof[k] = True
             elif k >= 0:
-                _route(children[k].name, line, log, tails[k], done, k, progress)
+                route_line(children[k].name, line, log, tails[k], done, k, progress)
             for p in procs:  # a finished child's leftovers (engine processes) would hold its pipe open
                 if p.returncode is None and p.poll() is not None:
                     kill_tree(p)
@@ -189,7 +183,8 @@ def _pump(k: int, stream, lines: queue.Queue) -> None:
     lines.put((k, None))
 
 
-def _route(name: str, line: str, log, tail: list[str], done: dict, k: int, progress: ProgressCb | None) -> None:
+def route_line(name: str, line: str, log, tail: list[str], done: dict, k: int, progress: ProgressCb | None) -> None:
+    """One output line of child ``k``: a progress line into ``progress`` (summed over children), else into ``log`` and ``tail``."""
     msg = _progress_msg(line)
     if msg is not None:
         done[(k, msg["bar"])] = (msg["done"], msg["total"])
@@ -282,10 +277,12 @@ def generate(
     req_path = shard_dir / f"{key}.json"
     if not req_path.exists():
         atomic_write_text(req_path, blob)
-    children = []
+    children, todo = [], []
+    envs = [device_env(group, k, len(groups), compute.cpu_threads_per_worker) for k, group in enumerate(groups)]
     for k, group in enumerate(groups):
         mine = [c for c in request["calls"] if k < len(c["shards"])]
         if mine and not all(shard_file(shard_dir, key, c["name"], k).exists() for c in mine):
+            todo.append(k)
             jobs = ", ".join(f"{c['name']} jobs {c['shards'][k][0]}-{c['shards'][k][1]}" for c in mine)
             children.append(
                 Child(
@@ -300,10 +297,12 @@ def generate(
                         "--shard",
                         str(k),
                     ],
-                    device_env(group, k, len(groups), compute.cpu_threads_per_worker),
+                    envs[k],
                 )
             )
-    if children:
+    if todo and compute.engine == "ray":  # the same request and shard files, written by Ray tasks on the cluster
+        ray_engine.run_shards(req_path, todo, groups, envs, compute=compute, stage=stage, log=log)
+    elif children:
         with device_slots(tuple(d for g in groups for d in g), compute, log):
             run_children(
                 children,
@@ -324,6 +323,32 @@ def generate(
 # --- training -------------------------------------------------------------------------------------
 
 
+def train_argv(compute: ComputeConfig, args: list[str]) -> list[str]:
+    """The training child's command line: ``python ARGS`` on one device; on several GPUs ``accelerate launch`` with
+    one rank per GPU, DDP (``--multi_gpu``) or, with ``compute.fsdp``, FSDP full sharding that wraps each decoder
+    layer (the model's ``_no_split_modules``) and gathers a full state dict on rank 0 for the save."""
+    gpus = [d for d in compute.devices if d != "cpu"]
+    if len(gpus) < 2:
+        return [sys.executable, *args]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)), "--num_machines", "1"]
+    launch += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    if compute.fsdp:
+        launch += [
+            "--use_fsdp",
+            "--fsdp_sharding_strategy",
+            "FULL_SHARD",
+            "--fsdp_auto_wrap_policy",
+            "TRANSFORMER_BASED_WRAP",
+            "--fsdp_state_dict_type",
+            "FULL_STATE_DICT",
+            "--fsdp_use_orig_params",
+            "true",
+        ]
+    else:
+        launch += ["--multi_gpu"]
+    return [*launch, *args]
+
+
 def train(
     config_path: str,
     round_index: int,
@@ -340,7 +365,8 @@ def train(
     """Run the round's (or its on-policy ``step``'s) training pass (``ratchet.flows.compute.training.train_compute``) in a child process over the pool.
 
     One device: ``python -m ratchet.flows.compute.worker train`` pinned to it. Several GPUs: the same module under
-    ``accelerate launch --multi_gpu --num_processes N``. On CPU one process uses all of this process's CPUs.
+    ``accelerate launch`` (``train_argv``: DDP, or FSDP with ``compute.fsdp``), each rank training on its own
+    slice of every batch. On CPU one process uses all of this process's CPUs.
 
     Returns:
         the worker's result: ``{"saved": path or None, "metrics": {...}, "consumed": [trajectory ids]}``.
@@ -367,10 +393,7 @@ def train(
         str(result_path),
     ] + (["--ref", ref_id] if ref_id else [])
     gpus = [d for d in compute.devices if d != "cpu"]
-    if len(gpus) > 1:
-        argv = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(len(gpus)), *args]
-    else:
-        argv = [sys.executable, *args]
+    argv = train_argv(compute, args)
     env = device_env(tuple(gpus) if gpus else ("cpu",), 0, 1, compute.cpu_threads_per_worker)
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.unlink(missing_ok=True)

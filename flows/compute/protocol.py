@@ -10,6 +10,15 @@ from pathlib import Path
 from ratchet.common.files import atomic_write_parquet
 from ratchet.loop.generation import Completion
 
+
+class StageTimeout(TimeoutError):
+    """A stage's child process ran past its configured wall-clock limit and was killed."""
+
+
+class WorkerFailed(RuntimeError):
+    """A stage's child process exited with a non-zero status; the message quotes the end of its output."""
+
+
 PROGRESS_PREFIX = "@ratchet-progress "  # a stdout line starting with this is JSON {"bar", "done", "total"}
 
 
@@ -64,4 +73,52 @@ def merge_shards(paths: list[Path], n_prompts: int, n: int) -> list[Completion]:
     return [
         Completion(r["prompt_index"], r["sample_index"], r["text"], tuple(r["token_ids"]), r["prompt_tokens"], r["finish_reason"])
         for r in rows
+    ]
+
+
+# --- persistent rollout worker (``worker serve``) ------------------------------------------------------
+# The parent writes ``req-<seq>.json`` ({"op": "generate" | "update_weights" | "stop", ...}) into the worker's
+# directory; the worker handles requests in sequence order and answers each with ``resp-<seq>.json``
+# ({"ok": true, ...} or {"ok": false, "error": "..."}), both written atomically (rename).
+
+
+def request_file(directory: Path, seq: int) -> Path:
+    return directory / f"req-{seq:06d}.json"
+
+
+def response_file(directory: Path, seq: int) -> Path:
+    return directory / f"resp-{seq:06d}.json"
+
+
+def write_samples(path: Path, samples) -> None:
+    """GRPO samples (``ratchet.loop.grpo.GRPOSample``) as a Parquet file for a rollout worker's "train_pass"."""
+    import json
+
+    import pyarrow as pa
+
+    rows = [
+        dict(
+            group=x.group,
+            messages=json.dumps(x.example.messages),
+            completion=x.example.completion,
+            reward=x.reward,
+            truncated=x.truncated,
+        )
+        for x in samples
+    ]
+    atomic_write_parquet(pa.Table.from_pylist(rows), path)
+
+
+def read_samples(path: Path) -> list:
+    """The ``GRPOSample`` list ``write_samples`` wrote."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ratchet.loop.grpo import GRPOSample
+    from ratchet.loop.sft import SFTExample
+
+    return [
+        GRPOSample(r["group"], SFTExample(json.loads(r["messages"]), r["completion"]), float(r["reward"]), bool(r["truncated"]))
+        for r in pq.read_table(path).to_pylist()
     ]

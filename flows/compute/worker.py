@@ -2,8 +2,9 @@
 
 ``generate --request R.json --shard K`` loads the request's checkpoint into one backend on this
 process's device (pinned by the parent through ``CUDA_VISIBLE_DEVICES``), runs shard ``K`` of each call
-and writes each call's completions to its shard file. ``train --config C --round N --init ID [--ref ID]
---out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
+and writes each call's completions to its shard file. ``serve --dir D`` is a persistent rollout worker: one engine for a whole round, serving
+generate and update-weights requests written into ``D`` (``ratchet.flows.compute.rollout``). ``train --config C
+--round N --init ID [--ref ID] --out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
 and writes ``{"saved", "metrics", "consumed"}`` to ``R.json`` (on rank 0 under ``accelerate launch``).
 
 Output: log records go to stdout as ``LEVEL name: message``; progress as ``ratchet.flows.compute.protocol.PROGRESS_PREFIX``
@@ -96,6 +97,97 @@ def run_generate(request_path: Path, shard: int) -> None:
         backend.close()
 
 
+def ray_generate_shard(request_path: str, shard: int, env: dict[str, str]) -> str:
+    """Body of a Ray task (``compute.engine = "ray"``): ``run_generate`` of one shard inside a Ray worker process,
+    with the pool's device environment (thread count; Ray itself assigns GPUs). Returns the Ray node's IP."""
+    os.environ.update(env)
+    if env.get("OMP_NUM_THREADS"):
+        import torch
+
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
+    run_generate(Path(request_path), shard)
+    import socket
+
+    return socket.gethostname()
+
+
+def run_serve(directory: Path, poll_s: float = 0.02) -> None:
+    """A persistent rollout worker: load ``directory/engine.json``'s backend once, then answer the parent's requests
+    (``protocol.request_file``: generate into a shard file, update weights in place, stop) in sequence order until
+    "stop". A request that fails is answered with its error and the worker stays up; the parent decides."""
+    from ratchet.flows.compute.protocol import request_file, response_file
+    from ratchet.loop.backends import make_backend
+
+    spec = json.loads((directory / "engine.json").read_text())
+    log = logging.getLogger("ratchet.flows.compute.worker")
+    device = os.environ.get("RATCHET_DEVICE", "cpu")
+    t0 = time.perf_counter()
+    backend = make_backend(spec["backend"], spec["model_path"], device=device, **spec["backend_kwargs"])
+    log.info("rollout worker: %s backend on %s loaded in %.1f s", spec["backend"], device, time.perf_counter() - t0)
+    atomic_write_text(directory / "ready.json", json.dumps({"load_s": time.perf_counter() - t0}))
+    seq, learner = 0, {}
+    try:
+        while True:
+            path = request_file(directory, seq)
+            if not path.exists():
+                time.sleep(poll_s)
+                continue
+            req = json.loads(path.read_text())
+            if req["op"] == "stop":
+                atomic_write_text(response_file(directory, seq), json.dumps({"ok": True}))
+                return
+            try:
+                resp = _serve_one(backend, req, learner)
+            except (ValueError, RuntimeError, OSError, KeyError, TypeError) as e:  # answered; the parent raises it
+                log.error("rollout worker: request %d (%s) failed: %s", seq, req.get("op"), e)
+                resp = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            atomic_write_text(response_file(directory, seq), json.dumps(resp))
+            seq += 1
+    finally:
+        backend.close()
+
+
+def _serve_one(backend, req: dict, learner: dict) -> dict:
+    """One request. ``learner`` holds the co-located ``GRPOLearner`` (key "grpo") once "learner_init" made it."""
+    from ratchet.flows.compute.protocol import read_samples, write_shard
+    from ratchet.loop.generation import SamplingParams
+
+    t0 = time.perf_counter()
+    op = req["op"]
+    if op == "update_weights":
+        backend.update_weights(req["path"])
+        return {"ok": True, "seconds": time.perf_counter() - t0}
+    if op == "learner_init":
+        from ratchet.loop.config import GRPOConfig
+        from ratchet.loop.grpo import GRPOLearner
+
+        s = GRPOConfig(**req["grpo"])
+        learner["grpo"] = GRPOLearner(req["init_dir"], s, ref_dir=req.get("ref_dir"), dtype=req["dtype"])
+        return {"ok": True, "seconds": time.perf_counter() - t0}
+    if op in ("train_pass", "save") and "grpo" not in learner:
+        raise ValueError(f"rollout request {op!r} before 'learner_init'; initialise the learner first")
+    if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
+        from ratchet.loop.grpo import GRPORun
+
+        res = learner["grpo"].train_pass(read_samples(Path(req["samples"])), GRPORun(**req["run"]))
+        if res.steps:
+            backend.update_weights(learner["grpo"].state_dict())
+        metrics = {**res.metrics, "steps": res.step_metrics}
+        return {"ok": True, "seconds": time.perf_counter() - t0, "metrics": metrics, "kept": res.kept, "steps": res.steps}
+    if op == "save":
+        learner["grpo"].save(req["out"], req.get("optimizer_state"))
+        return {"ok": True, "seconds": time.perf_counter() - t0}
+    if op != "generate":
+        raise ValueError(
+            f"unknown rollout request op {op!r}; valid: generate, update_weights, learner_init, train_pass, save, stop"
+        )
+    jobs = range(*req["jobs"]) if req.get("jobs") else None
+    comps = backend.generate(req["messages"], SamplingParams(**req["params"]), progress=progress_printer(req["name"]), jobs=jobs)
+    write_shard(Path(req["out"]), comps)
+    return {"ok": True, "seconds": time.perf_counter() - t0, "tokens": sum(c.completion_tokens for c in comps)}
+
+
 def run_train(config: str, round_index: int, init_id: str, ref_id: str | None, out: Path, result: Path, step: int = 0) -> None:
     """The round's training pass into ``out``; rank 0 writes the result file atomically."""
     import pyarrow.parquet as pq
@@ -133,12 +225,16 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--ref", default=None)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--result", type=Path, required=True)
+    v = sub.add_parser("serve")
+    v.add_argument("--dir", type=Path, required=True)
     args = ap.parse_args(argv)
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     exit_with_parent()
     _pin_cpus()
     if args.cmd == "generate":
         run_generate(args.request, args.shard)
+    elif args.cmd == "serve":
+        run_serve(args.dir)
     else:
         run_train(args.config, args.round, args.init, args.ref, args.out, args.result, args.step)
 

@@ -57,3 +57,24 @@ def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
     )
     assert res.metrics["train/loss_last"] < res.metrics["train/loss_first"]
     assert (tmp_path / "out" / "model.safetensors").is_file() and res.steps == 12
+
+
+def test_completion_nll_with_a_global_denominator_is_a_share_of_the_sum():
+    logits = torch.tensor([[[0.0, 0.0], [0.0, math.log(3.0)], [5.0, 5.0]]])
+    labels = torch.tensor([[IGNORE_INDEX, 0, 1]])
+    mean = completion_nll(logits, labels).item()
+    assert completion_nll(logits, labels, num_tokens=4.0).item() == pytest.approx(mean * 2 / 4, rel=1e-6)
+
+
+def test_sft_lora_trains_adapters_and_saves_a_plain_checkpoint(tiny_model_dir, tmp_path):
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    exs = [SFTExample(chat_messages("sys", [], f"What is {i} * 3?"), f"Answer: {3 * i}") for i in range(4)]
+    cfg = SFTConfig(lr=1e-2, epochs=2, batch_size=4, warmup_ratio=0.0, max_seq_len=128, lora_r=4, lora_alpha=8)
+    res = train_sft(tiny_model_dir, exs, tmp_path / "out", cfg)
+    saved, before = load_file(tmp_path / "out" / "model.safetensors"), load_file(tiny_model_dir / "model.safetensors")
+    assert saved.keys() == before.keys()  # merged: no lora_A / lora_B tensors, the base model's names
+    assert not torch.equal(saved["model.layers.0.self_attn.q_proj.weight"], before["model.layers.0.self_attn.q_proj.weight"])
+    assert torch.equal(saved["model.norm.weight"], before["model.norm.weight"])  # not a LoRA target: frozen
+    assert res.steps == 2

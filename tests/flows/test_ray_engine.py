@@ -1,0 +1,67 @@
+"""compute.engine = "ray": generation shards as Ray tasks on a (local, CPU) Ray cluster equal the local pool's."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from ratchet.common.procs import kill_tree
+from ratchet.flows.compute.pool import GenCall, generate
+from ratchet.loop.config import ComputeConfig, GenerationConfig
+from ratchet.loop.generation import SamplingParams
+from ratchet.loop.tasks import chat_messages
+
+LOG = logging.getLogger("test-ray")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head():
+    """A Ray head with 2 CPUs in this test's own process group (stopped by killing that group, nothing else)."""
+    ray = pytest.importorskip("ray")
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    ray_bin = Path(sys.executable).with_name("ray")
+    argv = [str(ray_bin), "start", "--head", "--block", "--num-cpus", "2", "--disable-usage-stats", "--include-dashboard=false"]
+    argv += ["--port", str(port), "--temp-dir", temp]
+    head = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, process_group=0)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert head.poll() is None, "ray start --head exited"
+        time.sleep(0.5)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        ray.shutdown()
+        kill_tree(head)
+
+
+@pytest.mark.slow
+def test_ray_tasks_generate_what_the_local_pool_generates(tiny_model_dir, tmp_path, ray_head):
+    msgs = [chat_messages("sys", [], f"What is {i} + {i + 1}?") for i in range(6)]
+    calls = [GenCall("rollouts", SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=5))]
+    gen = GenerationConfig(batch_size=4)
+    local = ComputeConfig(devices=("cpu", "cpu"), device_slots=False, cpu_threads_per_worker=1)
+    remote = local.model_copy(update={"engine": "ray", "ray_address": ray_head})
+    kw = dict(gen=gen, dtype="float32", stage="generate", log=LOG)
+    want = generate(tiny_model_dir, msgs, calls, tmp_path / "local", compute=local, **kw)["rollouts"]
+    os.environ.pop("RAY_ADDRESS", None)
+    got = generate(tiny_model_dir, msgs, calls, tmp_path / "ray", compute=remote, **kw)["rollouts"]
+    assert len(got) == 12 and got == want
+    assert len(list((tmp_path / "ray").glob("*-rollouts-*.parquet"))) == 2  # one shard per device group
