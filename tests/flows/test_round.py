@@ -214,3 +214,46 @@ def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     assert not list(ctx.campaign_dir.rglob("optimizer.pt"))  # AdamW moments dropped once the round trained
     for what in GRPO_LINEAGE:
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
+
+
+# A person's read-only DuckDB connection on --db, held (and queried) until the stop file exists.
+HOLD_READER = """
+import json, sys, time
+from pathlib import Path
+import duckdb
+db, stop, out = sys.argv[1:4]
+errors, seen = [], []
+con = duckdb.connect(db, read_only=True)
+while not Path(stop).exists():
+    try:
+        seen.append(con.execute("SELECT count(*) FROM rounds WHERE status = 'completed'").fetchone()[0])
+    except duckdb.Error as e:
+        errors.append(str(e))
+    time.sleep(0.2)
+final = con.execute("SELECT round_index, decision FROM round_summary WHERE status = 'completed' ORDER BY 1").fetchall()
+con.close()
+Path(out).write_text(json.dumps({"errors": errors, "seen": seen, "final": final}))
+"""
+
+
+def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_path):
+    import subprocess
+    import sys
+
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.store.db import init_db
+
+    db = load_ctx(tiny_config).db
+    init_db(db)
+    stop, out = tmp_path / "stop", tmp_path / "reader.json"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(db), str(stop), str(out)])
+    try:
+        decisions = run_campaign(tiny_config)  # both rounds run while the reader holds the file
+    finally:
+        stop.touch()
+        p.wait(60)
+    got = json.loads(out.read_text())
+    assert got["errors"] == [] and len(got["seen"]) > 5
+    assert got["seen"][0] == 0 and got["seen"][-1] == 2  # the held connection saw the rounds complete
+    assert [r[0] for r in got["final"]] == [1, 2]
+    assert [r[1] for r in got["final"]] == [d["decision"] for d in decisions]
