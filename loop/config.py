@@ -317,7 +317,16 @@ class GateConfig(_Frozen):
 
 
 class ScheduleConfig(_Frozen):
-    """When `ratchet up` starts the campaign (each run continues it up to max_rounds); not part of its identity."""
+    """When `ratchet up` starts the campaign (each run does `rounds_per_run` more rounds); not part of its identity."""
+
+    rounds_per_run: int = Field(
+        1, ge=1, description="Rounds each scheduled run does before it stops (1 = one round a night); the next run continues."
+    )
+    catch_up: int = Field(
+        1,
+        ge=0,
+        description="Missed scheduled runs `ratchet up` still starts per campaign when it comes up after a downtime (0: none).",
+    )
 
     cron: str = Field(
         "0 2 * * *", description="Cron expression (minute hour day month weekday), e.g. '0 2 * * *' = nightly at 02:00."
@@ -371,7 +380,11 @@ class RatchetConfig(_Frozen):
         description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
         "campaign share a held-out set and an incumbent.",
     )
-    max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
+    max_rounds: int | None = Field(
+        3,
+        ge=1,
+        description="Rounds to run before the campaign completes; unset (null) = no limit (a nightly campaign for months).",
+    )
     algorithm: Literal["rft", "grpo"] = Field(
         "rft",
         description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.",

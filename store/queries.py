@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from ratchet.store.events import apply_events, campaign_control, events_by_round
+
 
 def _rows(cur) -> list[dict]:
     """A cursor's result as a list of ``{column: value}`` dicts."""
@@ -98,6 +100,7 @@ class CampaignState:
     consecutive_rejections: int
     halted: bool
     rounds_done: int
+    paused: bool = False  # a person's `ratchet campaign pause` not yet lifted by a resume
 
 
 def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id: str) -> CampaignState:
@@ -106,25 +109,30 @@ def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id
     if base is None:
         raise KeyError(f"no campaign {campaign_id}")
     decisions = con.execute(
-        """SELECT g.decision, g.candidate_checkpoint_id FROM gate_decisions g JOIN rounds r USING (round_id)
+        """SELECT g.decision, g.candidate_checkpoint_id, r.round_index FROM gate_decisions g JOIN rounds r USING (round_id)
            WHERE g.campaign_id = ? ORDER BY r.round_index""",
         [campaign_id],
     ).fetchall()
-    incumbent, trailing, halted = base[0], 0, False
+    incumbent, trailing, halted, paused = base[0], 0, False, False
     promoted = [base[0]]
-    for decision, cand in decisions:
+    events = events_by_round(con, campaign_id)  # a person's halt / pause / resume, replayed in round order
+    halted, paused, trailing = apply_events(events.pop(0, []), halted, paused, trailing)
+    for decision, cand, index in decisions:
         if decision == "promote":
             incumbent, trailing = cand, 0
             promoted.append(cand)
         else:
             trailing += 1
             halted = halted or decision == "halt"
+        halted, paused, trailing = apply_events(events.pop(index, []), halted, paused, trailing)
+    for index in sorted(events):  # recorded after rounds whose decisions are gone: still in order
+        halted, paused, trailing = apply_events(events[index], halted, paused, trailing)
     vals = con.execute(
         "SELECT max(value) FROM evaluations WHERE metric = 'heldout/pass@1' AND eval_set_id = ? AND list_contains(?, checkpoint_id)",
         [eval_set_id, promoted],
     ).fetchone()[0]
     done = con.execute("SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'", [campaign_id]).fetchone()[0]
-    return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done)
+    return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done, paused)
 
 
 def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
@@ -424,3 +432,18 @@ def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], fi
         [finished_at, round_ids],
     ).fetchall()
     return len(changed)
+
+
+# --- nightly operation: what `ratchet status` says about each campaign --------------------------
+
+
+def campaign_controls(con: duckdb.DuckDBPyConnection, names: list[str]) -> dict[str, dict]:
+    """:func:`campaign_control` of each named campaign; a store from before events and manifests gives ``{}``."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if not {"campaign_events", "round_manifests"} <= tables:
+        return {}
+    out = {}
+    for name in names:
+        c = campaign_by_name(con, name)
+        out[name] = campaign_control(con, c["campaign_id"], campaign_state(con, c["campaign_id"], ""))
+    return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ratchet.flows.cli import campaign_commands
 from ratchet.flows.cli.commands import app
 from ratchet.flows.cli.daemon_commands import register
 
 register(app)
+campaign_commands.register(app)
 
 
 def main() -> None:

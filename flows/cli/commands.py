@@ -143,7 +143,7 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.queries import status_rows
+    from ratchet.store.queries import campaign_controls, status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -153,6 +153,7 @@ def status(
         with connect(db, read_only=True) as con:
             require_store(con, db)
             names, rounds = status_rows(con)
+            control = campaign_controls(con, names)
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
@@ -167,6 +168,7 @@ def status(
             {
                 "name": name,
                 "next_run": nxt.get(name),
+                **control.get(name, {}),  # rounds_done, max_rounds, not_running (why), events
                 "rounds": [
                     {
                         "index": r["round_index"],
@@ -194,8 +196,12 @@ def status(
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
-        if c["next_run"]:
-            console.print(f"{c['name']}: next scheduled run {c['next_run']}", highlight=False)
+        done = f"{c.get('rounds_done', 0)}/{c.get('max_rounds') or 'unlimited'} rounds done"
+        nxt_run = f"next scheduled run {c['next_run']}" if c["next_run"] else "no scheduled run"
+        why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
+        console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
+        for e in c.get("events", [])[-3:]:
+            console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}", highlight=False)
 
 
 @app.command()

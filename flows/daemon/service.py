@@ -306,9 +306,11 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
             name=cfg.campaign,
             schedule=prefect_schedule(cfg.schedule),
             paused=not cfg.schedule.active,
-            parameters={"config_path": str(path), "campaign_name": cfg.campaign},
+            # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
+            parameters={"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run},
             tags=[TAG],
-            description=f"Ratchet campaign {cfg.campaign}: rounds up to max_rounds={cfg.max_rounds}, store {cfg.db}",
+            description=f"Ratchet campaign {cfg.campaign}: {cfg.schedule.rounds_per_run} round(s) per run, "
+            f"max_rounds={cfg.max_rounds or 'unlimited'}, store {cfg.db}",
             # one run of a campaign at a time: a tick that fires while the previous run is still going is cancelled
             concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
         )

@@ -14,6 +14,7 @@ from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide
+from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.store.db import connect, init_db, transaction
@@ -129,8 +130,15 @@ def start_round(config_path: str, round_index: int) -> str:
         )
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
+        insert_rows(con, "round_manifests", [_manifest(ctx)], replace=True)  # what this attempt runs with
         claim_round(con, ctx.round_id, process_owner(), current_flow_run_id())  # `ratchet up` spots it if this process dies
         return round_incumbent(con, ctx.round_id)
+
+
+def _manifest(ctx: Ctx) -> dict:
+    """The round's manifest row: versions, git commit, devices, seeds, config and prompt-template hashes."""
+    template = chat_template_of(resolve_model(ctx.cfg.model.name_or_path))
+    return {**round_manifest(ctx.cfg, ctx.round_id, {"composite": VERIFIER_VERSION}, template), "created_at": now()}
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
@@ -312,26 +320,33 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 
 
 @flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)
-def campaign(config_path: str, campaign_name: str = "demo") -> list[dict]:
-    """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes."""
+def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
+    """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
+    a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
     ctx = load_ctx(config_path)
     log = run_logger()
     prepare_campaign(config_path)
-    decisions = []
-    for r in range(1, ctx.cfg.max_rounds + 1):
+    decisions, ran, r = [], 0, 1
+    while ctx.cfg.max_rounds is None or r <= ctx.cfg.max_rounds:
         with connect(ctx.db, read_only=True) as con:
             state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
             done = gate_decision(con, Ctx(ctx.cfg, r).round_id)
         if done:
             decisions.append({"round": r, "decision": done[0], "reason": done[1]})
+            r += 1
             continue
-        if state.halted:
-            log.warning("campaign %s is halted; not starting round %d", ctx.cfg.campaign, r)
+        if state.halted or state.paused:
+            why = "halted" if state.halted else "paused"
+            log.warning("campaign %s is %s; not starting round %d (`ratchet campaign resume` lifts it)", ctx.cfg.campaign, why, r)
+            break
+        if rounds is not None and ran >= rounds:
             break
         decisions.append({"round": r, **improvement_round(config_path, r)})
+        ran, r = ran + 1, r + 1
     return decisions
 
 
-def run_campaign(config_path: str | Path) -> list[dict]:
+def run_campaign(config_path: str | Path, rounds: int | None = None) -> list[dict]:
+    """Run the campaign flow in this process: ``rounds`` new rounds at most (None: up to ``max_rounds``)."""
     ctx = load_ctx(config_path)
-    return campaign(str(config_path), campaign_name=ctx.cfg.campaign)
+    return campaign(str(config_path), campaign_name=ctx.cfg.campaign, rounds=rounds)
