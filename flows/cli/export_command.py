@@ -52,5 +52,6 @@ def export(
         if out.exists():
             fail(f"--out {out} exists; pass a new folder for --format hf")
         with atomic_path(out) as tmp:
-            Dataset(table).save_to_disk(str(tmp))
+            # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
+            Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
     console.print(f"{out}\t{table.num_rows} rows", highlight=False)
