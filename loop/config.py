@@ -359,6 +359,16 @@ class ScheduleConfig(_Frozen):
         return self
 
 
+class RetentionConfig(_Frozen):
+    """What disk a campaign keeps once a round's gate has decided (rows always stay; see store/retention.py)."""
+
+    keep_last_promoted: int = Field(
+        2, ge=1, description="Promoted checkpoints whose weights are kept (besides the base, the incumbent and the best-ever)."
+    )
+    keep_stage_files: bool = Field(False, description="true: keep each round's stage Parquet files and shards after ingest.")
+    enabled: bool = Field(True, description="false: never delete anything after a gate (`ratchet gc` still can).")
+
+
 class PrefectConfig(_Frozen):
     """The Prefect server `ratchet up` starts (ignored when PREFECT_API_URL points at a running one)."""
 
@@ -400,6 +410,7 @@ class RatchetConfig(_Frozen):
     eval: EvalConfig = EvalConfig()
     gate: GateConfig = GateConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    retention: RetentionConfig = RetentionConfig()
     compute: ComputeConfig = ComputeConfig()
 
     @model_validator(mode="after")
@@ -445,6 +456,7 @@ class RatchetConfig(_Frozen):
                 "run_dir": True,
                 "max_rounds": True,
                 "schedule": True,
+                "retention": True,
                 unused: True,
                 "compute": True,
                 "generation": set(ENGINE_ONLY_GENERATION_FIELDS),

@@ -152,6 +152,9 @@ class GateDecision(SQLModel, table=True):
     test: str
     tolerance: float = _dbl()
     created_at: datetime
+    min_detectable_effect: float | None = _dbl(
+        default=None, description="Smallest pass@1 drop the paired test detects on this eval set (alpha, power 0.8)"
+    )
 
 
 class CampaignEvent(SQLModel, table=True):

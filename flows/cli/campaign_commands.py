@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -65,9 +66,41 @@ def campaign_resume(
     _record(db, name, "resume", reason)
 
 
+def gc(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="The campaigns' run directory (default: the db path without suffix + '.runs')."
+    ),
+    keep_last: int = typer.Option(
+        2, "--keep-last", min=1, help="Promoted checkpoints kept besides base, incumbent and best-ever."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
+) -> None:
+    """Apply the retention policy to every campaign of the store: one line per deleted checkpoint, then the total."""
+    from ratchet.store.db import StoreError, connect, transaction
+    from ratchet.store.retention import apply_plan, retention_plan
+
+    root = (run_dir or Path(db).with_suffix(".runs")) / "checkpoints"
+    try:
+        with connect(db, read_only=True) as con:
+            ids = [r[0] for r in con.execute("SELECT campaign_id FROM campaigns ORDER BY created_at").fetchall()]
+        with transaction(db) as con:
+            plan = [d for cid in ids for d in retention_plan(con, cid, root, keep_last)]
+            freed = sum(d.bytes for d in plan) if dry_run else apply_plan(con, plan)
+    except StoreError as e:
+        fail(str(e))
+    for d in plan:
+        console.print(
+            f"{'would delete' if dry_run else 'deleted'} {d.checkpoint_id} (round {d.round_index}, {d.why}) {d.path}",
+            highlight=False,
+        )
+    console.print(f"{len(plan)} checkpoint(s), {freed / 1e6:.1f} MB {'would be ' if dry_run else ''}freed", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``campaign`` and ``export`` to the main CLI."""
+    """Add ``campaign``, ``export`` and ``gc`` to the main CLI."""
     from ratchet.flows.cli.export_command import export
 
     app.add_typer(campaign_app, name="campaign")
     app.command("export")(export)
+    app.command("gc")(gc)

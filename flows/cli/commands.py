@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, fail, known_errors, plain_table
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
@@ -50,9 +50,11 @@ def _run(cfg) -> None:
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
-            preflight(cfg)
+            warnings = preflight(cfg)
     except known_errors() as e:
         fail(str(e))
+    for w in warnings:
+        err.print(f"warning: {w}", highlight=False, soft_wrap=True)
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:

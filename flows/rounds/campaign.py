@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from prefect.cache_policies import NONE
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate import decide
+from ratchet.loop.gate import decide, minimum_detectable_effect, power_warning
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
@@ -30,6 +31,7 @@ from ratchet.store.queries import (
     training_metrics,
     verifier_stats,
 )
+from ratchet.store.retention import apply_plan, check_free_disk, retention_plan, round_write_bytes, stage_files
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
@@ -37,19 +39,33 @@ class CampaignConflict(ValueError):
     """A campaign of that name exists in the store with different settings."""
 
 
-def preflight(cfg: RatchetConfig) -> None:
+def preflight(cfg: RatchetConfig) -> list[str]:
     """Check what a campaign needs before any flow starts, so bad input fails fast in one line.
+
+    Returns warnings (one line each): e.g. an eval set too small to detect a 5-point drop at ``gate.alpha``.
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
     """
     ctx = Ctx(cfg)
     check_loadable(resolve_model(cfg.model.name_or_path))
+    check_round_disk(ctx)
     ctx.heldout()
     ctx.train_prompts()
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
+    warning = power_warning(len(ctx.heldout()), cfg.gate.alpha)
+    if warning:
+        logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
+    return [warning] if warning else []
+
+
+def check_round_disk(ctx: Ctx) -> None:
+    """Refuse (DiskSpaceError, one line) when the run dir's disk cannot hold what the next round writes."""
+    weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
+    multi_step = ctx.cfg.algorithm == "grpo" and ctx.steps > 1
+    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, ctx.steps, multi_step))
 
 
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
@@ -110,6 +126,7 @@ def prepare_campaign(config_path: str) -> str:
 def start_round(config_path: str, round_index: int) -> str:
     """Record the round and fix its incumbent (kept as is when a crashed round is resumed)."""
     ctx = load_ctx(config_path, round_index)
+    check_round_disk(ctx)
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         insert_rows(
@@ -180,8 +197,10 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     es = ctx.eval_set_id()
     with transaction(ctx.db) as con:
         existing = gate_decision(con, ctx.round_id)
-        if existing:
-            return {"decision": existing[0], "reason": existing[1]}
+    if existing:  # a resumed round whose gate had decided: finish what the decision implies
+        apply_retention(ctx)
+        return {"decision": existing[0], "reason": existing[1]}
+    with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
         inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
         inc_pass1 = sum(o["greedy_correct"] for o in inc) / len(inc)
@@ -196,6 +215,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             best_promoted_pass1=best,
             incumbent_pass1=inc_pass1,
             created_at=now(),
+            min_detectable_effect=minimum_detectable_effect(len(inc), g.alpha),
         )
         if candidate is None:
             halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
@@ -234,7 +254,28 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     _publish(ctx, row)
+    apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}
+
+
+def apply_retention(ctx: Ctx) -> dict:
+    """After a gate: delete the weights ``[retention]`` lets go (rows stay, ``deleted_at`` set) and, unless
+    ``keep_stage_files``, the round's ingested stage Parquet files. Returns ``{"checkpoints": n, "bytes": freed}``."""
+    r = ctx.cfg.retention
+    if not r.enabled:
+        return {"checkpoints": 0, "bytes": 0}
+    with transaction(ctx.db) as con:
+        plan = retention_plan(con, ctx.campaign_id, ctx.checkpoints_dir, r.keep_last_promoted)
+        freed = apply_plan(con, plan)
+    if not r.keep_stage_files:
+        for f in stage_files(ctx.campaign_dir / f"round-{ctx.round_index}"):
+            freed += f.stat().st_size
+            f.unlink(missing_ok=True)
+    if plan:
+        run_logger().info(
+            "retention: deleted %d checkpoint(s) (%s), %.1f MB freed", len(plan), ", ".join(d.why for d in plan), freed / 1e6
+        )
+    return {"checkpoints": len(plan), "bytes": freed}
 
 
 def artifact_key(ctx: Ctx, what: str) -> str:
@@ -284,7 +325,7 @@ def _publish(ctx: Ctx, row: dict) -> None:
             f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
             f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
             f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-            f"tolerance {row['tolerance']}\n\n### Held-out pass@1 across rounds\n\n{figure}\n"
+            f"tolerance {row['tolerance']}, minimum detectable drop {fmt(row.get('min_detectable_effect'))} (power 0.8)\n\n### Held-out pass@1 across rounds\n\n{figure}\n"
         ),
     )
 
