@@ -391,9 +391,9 @@ class RatchetConfig(_Frozen):
         "campaign share a held-out set and an incumbent.",
     )
     max_rounds: int | None = Field(
-        3,
+        None,
         ge=1,
-        description="Rounds to run before the campaign completes; unset (null) = no limit (a nightly campaign for months).",
+        description="Rounds before the campaign completes; unset = no limit (a run does schedule.rounds_per_run).",
     )
     algorithm: Literal["rft", "grpo"] = Field(
         "rft",

@@ -60,7 +60,8 @@ def _run(cfg) -> None:
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
-            run_campaign(path)
+            # unlimited campaign: a manual run, like a scheduled one, does schedule.rounds_per_run rounds and stops
+            run_campaign(path, rounds=cfg.schedule.rounds_per_run if cfg.max_rounds is None else None)
     except known_errors() as e:
         fail(str(e))
     finally:
