@@ -129,3 +129,12 @@ def campaign_control(con: duckdb.DuckDBPyConnection, campaign_id: str, state) ->
             for e in events
         ],
     }
+
+
+def events_of(con: duckdb.DuckDBPyConnection, name: str) -> list[dict]:
+    """The events of the campaign called ``name``, oldest first; [] for a store made before events existed."""
+    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'campaign_events'").fetchone()[0]
+    if not has:
+        return []
+    row = con.execute("SELECT campaign_id FROM campaigns WHERE name = ?", [name]).fetchone()
+    return campaign_events(con, row[0]) if row else []

@@ -19,6 +19,7 @@ from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.store.db import connect, init_db, transaction
+from ratchet.store.events import events_of
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -301,6 +302,7 @@ def _publish(ctx: Ctx, row: dict) -> None:
             return
         metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
         stats = verifier_stats(con, ctx.round_id)
+        events = events_of(con, ctx.cfg.campaign)[-5:]
     create_table_artifact(
         key=artifact_key(ctx, "metrics"),
         table=metrics or [{"metric": "-", "scope": "-", "value": None}],
@@ -325,9 +327,22 @@ def _publish(ctx: Ctx, row: dict) -> None:
             f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
             f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
             f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-            f"tolerance {row['tolerance']}, minimum detectable drop {fmt(row.get('min_detectable_effect'))} (power 0.8)\n\n### Held-out pass@1 across rounds\n\n{figure}\n"
+            f"tolerance {row['tolerance']}, minimum detectable drop {fmt(row.get('min_detectable_effect'))} (power 0.8)\n\n"
+            + _events_md(events)
+            + f"### Held-out pass@1 across rounds\n\n{figure}\n"
         ),
     )
+
+
+def _events_md(events: list[dict]) -> str:
+    """The campaign's last halts, pauses and resumes as a markdown list (empty when none)."""
+    if not events:
+        return ""
+    lines = [
+        f"- {e['created_at']} **{e['action']}** after round {e['after_round_index']} by {e['actor']}: {e['reason']}"
+        for e in events
+    ]
+    return "### Halts, pauses and resumes\n\n" + "\n".join(lines) + "\n\n"
 
 
 @flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
