@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -66,14 +67,37 @@ def _sql_str(s: str | Path) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
+def _range_files(folder: Path) -> list[tuple[int, int, Path]]:
+    out = []
+    for f in folder.glob("rows-*.parquet"):
+        a, b = f.stem.removeprefix("rows-").split("-")
+        out.append((int(a), int(b), f))
+    return sorted(out)
+
+
+def _versions(folder: Path) -> list[Path]:
+    return sorted(folder.glob("v-*.parquet"))
+
+
+def _write(con: duckdb.DuckDBPyConnection, sql: str, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} (FORMAT parquet)")
+    os.replace(tmp, target)  # a new name: no reader ever had this path open
+
+
 def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = False) -> list[str]:
-    """Export the tables that changed since the last publish to their Parquet snapshots; returns their names.
+    """Write what changed since the last publish as new, immutable Parquet files; returns the tables written.
+
+    A file is never rewritten in place: DuckDB opens a file more than once per query (bind, then scan),
+    so replacing one under a reader fails its query (measured: "Invalid data" on ~10% of queries racing
+    a replace). Insert-only tables get a file per new row range (``rows-<from>-<to>.parquet``; rows are
+    never deleted, so their rowids are stable); the other tables a full new version (``v-<n>.parquet``)
+    when their content hash changed. ``force``: a new version of every such table (after a migration).
+    Versions older than :data:`KEEP_VERSIONS_S` but the newest are removed.
 
     ``con``: a read-write connection to the writer file, outside any open transaction (it holds the
-    writer lock, so no two publishers race). ``force``: export every table.
+    writer lock, so no two publishers race).
     """
-    out_dir = tables_dir(db)
-    out_dir.mkdir(parents=True, exist_ok=True)
     state_path = store_dir(db) / "published.json"
     try:
         state = json.loads(state_path.read_text()) if state_path.exists() else {}
@@ -81,26 +105,60 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
         state = {}
     done = []
     for name in _table_names():
-        n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-        target = out_dir / f"{name}.parquet"
-        if not force and name in APPEND_ONLY and state.get(name) == n and target.exists():
+        folder = tables_dir(db) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if name in APPEND_ONLY:  # new rows only; a column added later reads NULL in older files, as in the table
+            n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            ranges = _range_files(folder)
+            have = max((b for _, b, _ in ranges), default=0)
+            if n > have or not ranges:
+                _write(con, f"SELECT * FROM {name} WHERE rowid >= {have}", folder / f"rows-{have:012d}-{n:012d}.parquet")
+                done.append(name)
             continue
-        tmp = out_dir / f".{name}.parquet.tmp-{os.getpid()}"
-        con.execute(f"COPY {name} TO {_sql_str(tmp)} (FORMAT parquet)")
-        os.replace(tmp, target)
-        state[name] = n
-        done.append(name)
+        digest = str(con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {name} t").fetchone())
+        versions = _versions(folder)
+        if force or state.get(name) != digest or not versions:
+            gen = int(versions[-1].stem.removeprefix("v-")) + 1 if versions else 1
+            _write(con, f"SELECT * FROM {name}", folder / f"v-{gen:012d}.parquet")
+            state[name] = digest
+            done.append(name)
+        _prune(_versions(folder))
     atomic_write_text(state_path, json.dumps(state, sort_keys=True))
     return done
 
 
+# A version stays this long after a newer one exists, for queries that listed it and have not read it yet.
+KEEP_VERSIONS_S = 600.0
+
+
+def _prune(versions: list[Path]) -> None:
+    now = time.time()
+    for f in versions[:-1]:
+        try:
+            if now - f.stat().st_mtime > KEEP_VERSIONS_S:
+                f.unlink()
+        except FileNotFoundError:
+            pass
+
+
 def catalog_statements(db: str | Path) -> list[str]:
-    """The reader catalog's DDL: one view per table over its snapshot (absolute path), then the canned views."""
+    """The reader catalog's DDL: one view per table over its Parquet files (absolute paths), then the canned views.
+
+    Insert-only tables: the union of their row-range files. Others: the newest version among the files
+    the query listed (``filename`` is the version), so a version written mid-query is simply not seen.
+    """
     tdir = tables_dir(db).resolve()
-    stmts = [
-        f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(tdir / (name + '.parquet'))})"
-        for name in _table_names()
-    ]
+    stmts = []
+    for name in _table_names():
+        if name in APPEND_ONLY:
+            src = _sql_str(tdir / name / "rows-*.parquet")
+            stmts.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({src}, union_by_name = true)")
+        else:
+            src = _sql_str(tdir / name / "v-*.parquet")
+            stmts.append(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({src}, "
+                "union_by_name = true, filename = true) QUALIFY filename = max(filename) OVER ()"
+            )
     return stmts + [f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in VIEWS.items()]
 
 

@@ -50,12 +50,12 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     """
     ctx = Ctx(cfg)
     check_loadable(resolve_model(cfg.model.name_or_path))
-    check_round_disk(ctx)
     ctx.heldout()
     ctx.train_prompts()
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
+    check_round_disk(ctx)
     warning = power_warning(len(ctx.heldout()), cfg.gate.alpha)
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
