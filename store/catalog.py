@@ -5,17 +5,18 @@ notebook left open on the store) blocks every writer. So the store is two parts:
 
 - the **writer file** ``<db>.store/writer.duckdb``: Ratchet's own connections (ingest, gate, status),
   always short and retried on lock conflicts (:mod:`ratchet.store.db`). Nobody else opens it.
-- the **reader catalog** ``<db>``: a DuckDB file holding only views, one per table, over Parquet
-  snapshots ``<db>.store/tables/<table>.parquet``, plus the canned views (``round_summary``, ...).
+- the **reader catalog** ``<db>``: a DuckDB file holding only views, one per table over its Parquet
+  files under ``<db>.store/tables/<table>/``, plus the canned views (``round_summary``, ...).
 
-After every committed write transaction the writer re-exports the tables that changed to Parquet
-under a temporary name and renames each over its snapshot (``os.replace``: a reader's query sees the
-old or the new file, never half of one). A view re-reads its file on every query, so a connection held
-open for hours sees each completed round without reconnecting, and it never takes a lock the writer
-needs. Tables are published children first (trajectories before rounds), so a round that reads
-``completed`` has its rows visible. The catalog itself is rebuilt (new file, renamed over ``<db>``) only
-when the schema changes; a reader holding the old one keeps its inode, whose views name the same
-Parquet files.
+After every committed write transaction the writer publishes what changed as *new* files (never
+rewriting one in place: DuckDB opens a file at bind and again at scan, so a replaced file fails the
+query of a reader racing it). Insert-only tables get a file per new row range; the others a new full
+version when their content hash changed, and their view keeps the newest version among the files a
+query listed. A view lists its files on every query, so a connection held open for hours sees each
+completed round without reconnecting, and it never takes a lock the writer needs. Tables are
+published children first (trajectories before rounds), so a round that reads ``completed`` has its
+rows visible. The catalog itself is rebuilt (new file, renamed over ``<db>``) only when its views
+change; a reader holding the old one keeps its inode, whose views name the same folders.
 """
 
 from __future__ import annotations
