@@ -236,6 +236,7 @@ Path(out).write_text(json.dumps({"errors": errors, "seen": seen, "final": final}
 """
 
 
+@pytest.mark.slow
 def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_path):
     import subprocess
     import sys
@@ -259,6 +260,7 @@ def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_p
     assert [r[1] for r in got["final"]] == [d["decision"] for d in decisions]
 
 
+@pytest.mark.slow
 def test_runs_of_one_round_halt_resume_manifest_and_export(prefect_harness, tiny_config, tmp_path):
     """A scheduled run does its rounds and stops; a person's halt stops the next run, resume lifts it;
     each round has a manifest; `ratchet export --format hf` loads with the store's row count."""
