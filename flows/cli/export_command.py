@@ -47,7 +47,10 @@ def export(
         rows = table.to_pylist()
         atomic_write_text(out, "".join(json.dumps(r, default=str) + "\n" for r in rows))
     else:
-        from datasets import Dataset
+        try:
+            from datasets import Dataset
+        except ImportError:
+            fail("--format hf needs the `datasets` package: pip install 'ratchet[export]' (or use --format parquet|jsonl)")
 
         if out.exists():
             fail(f"--out {out} exists; pass a new folder for --format hf")
