@@ -366,7 +366,16 @@ class GateConfig(_Frozen):
 
 
 class ScheduleConfig(_Frozen):
-    """When `ratchet up` starts the campaign (each run continues it up to max_rounds); not part of its identity."""
+    """When `ratchet up` starts the campaign (each run does `rounds_per_run` more rounds); not part of its identity."""
+
+    rounds_per_run: int = Field(
+        1, ge=1, description="Rounds each scheduled run does before it stops (1 = one round a night); the next run continues."
+    )
+    catch_up: int = Field(
+        1,
+        ge=0,
+        description="Missed scheduled runs `ratchet up` still starts per campaign when it comes up after a downtime (0: none).",
+    )
 
     cron: str = Field(
         "0 2 * * *", description="Cron expression (minute hour day month weekday), e.g. '0 2 * * *' = nightly at 02:00."
@@ -399,6 +408,16 @@ class ScheduleConfig(_Frozen):
         return self
 
 
+class RetentionConfig(_Frozen):
+    """What disk a campaign keeps once a round's gate has decided (rows always stay; see store/retention.py)."""
+
+    keep_last_promoted: int = Field(
+        2, ge=1, description="Promoted checkpoints whose weights are kept (besides the base, the incumbent and the best-ever)."
+    )
+    keep_stage_files: bool = Field(False, description="true: keep each round's stage Parquet files and shards after ingest.")
+    enabled: bool = Field(True, description="false: never delete anything after a gate (`ratchet gc` still can).")
+
+
 class PrefectConfig(_Frozen):
     """The Prefect server `ratchet up` starts (ignored when PREFECT_API_URL points at a running one)."""
 
@@ -420,7 +439,11 @@ class RatchetConfig(_Frozen):
         description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
         "campaign share a held-out set and an incumbent.",
     )
-    max_rounds: int = Field(3, ge=1, description="Rounds to run before the campaign completes.")
+    max_rounds: int | None = Field(
+        None,
+        ge=1,
+        description="Rounds before the campaign completes; unset = no limit (a run does schedule.rounds_per_run).",
+    )
     algorithm: Literal["rft", "grpo"] = Field(
         "rft",
         description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.",
@@ -436,6 +459,7 @@ class RatchetConfig(_Frozen):
     eval: EvalConfig = EvalConfig()
     gate: GateConfig = GateConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    retention: RetentionConfig = RetentionConfig()
     compute: ComputeConfig = ComputeConfig()
     evals: tuple[EvalSetConfig, ...] = Field(
         (), description="[[evals]]: pinned evaluation sets; unset: tasks.heldout_prompts from the sources' held-out split."
@@ -497,6 +521,7 @@ class RatchetConfig(_Frozen):
                 "run_dir": True,
                 "max_rounds": True,
                 "schedule": True,
+                "retention": True,
                 unused: True,
                 "compute": True,
                 "generation": set(ENGINE_ONLY_GENERATION_FIELDS),

@@ -143,3 +143,58 @@ def decide(
             **common,
         )
     return GateResult("reject", "; ".join(problems), **common)
+
+
+# --- power: what a held-out set of n prompts can detect ------------------------------------------
+
+# Share of held-out prompts on which two successive checkpoints disagree (one solves it, the other
+# not). It sets the variance of the paired difference; 0.3 is conservative for greedy decoding of
+# checkpoints one round apart (the README's demo rounds disagreed on 17-31% of prompts).
+DISCORDANT_RATE = 0.3
+POWER = 0.8
+
+
+def minimum_detectable_effect(
+    n_prompts: int, alpha: float, *, power: float = POWER, discordant_rate: float = DISCORDANT_RATE, samples_per_prompt: int = 1
+) -> float:
+    """Smallest drop in held-out pass@1 (absolute, 0..1) the paired one-sided test detects with ``power``.
+
+    Normal approximation of the paired test (Connor 1987, sample size for McNemar's test): per-prompt
+    differences d_i in {-1, 0, 1} have variance ~ ``discordant_rate``, so
+    MDE = (z_{1-alpha} + z_{power}) * sqrt(discordant_rate / n). With k samples per prompt (paired
+    pass@1 estimates), the within-prompt sampling part of the variance shrinks by k; half the
+    discordance is taken as sampling noise: variance ~ discordant_rate * (1 + 1/k) / 2.
+
+    Raises:
+        ValueError: ``n_prompts`` < 1 or ``samples_per_prompt`` < 1.
+    """
+    if n_prompts < 1 or samples_per_prompt < 1:
+        raise ValueError(f"n_prompts ({n_prompts}) and samples_per_prompt ({samples_per_prompt}) must be >= 1")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    var = discordant_rate if samples_per_prompt == 1 else discordant_rate * (1 + 1 / samples_per_prompt) / 2
+    return z * math.sqrt(var / n_prompts)
+
+
+def prompts_needed(
+    effect: float, alpha: float, *, power: float = POWER, discordant_rate: float = DISCORDANT_RATE, samples_per_prompt: int = 1
+) -> int:
+    """Held-out prompts needed to detect a drop of ``effect`` (absolute pass@1) at ``alpha`` with ``power``."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    var = discordant_rate if samples_per_prompt == 1 else discordant_rate * (1 + 1 / samples_per_prompt) / 2
+    return math.ceil(z * z * var / (effect * effect))
+
+
+def power_warning(n_prompts: int, alpha: float, effect: float = 0.05) -> str | None:
+    """A one-line warning when ``n_prompts`` cannot detect a drop of ``effect``, naming the size it needs; else None."""
+    mde = minimum_detectable_effect(n_prompts, alpha)
+    if mde <= effect:
+        return None
+    need = prompts_needed(effect, alpha)
+    return (
+        f"the gate's eval set ({n_prompts} prompts) detects only drops >= {mde:.3f} pass@1 at alpha={alpha:g} "
+        f"(power {POWER:g}); detecting a {effect:.2f} drop needs ~{need} held-out prompts (raise tasks.heldout_prompts)"
+    )

@@ -1,11 +1,12 @@
 """Connections to the DuckDB store: short-lived, retried on lock conflicts.
 
 DuckDB lets one process hold a file read-write, and while it does any other process (even a
-read-only one) fails with "Could not set lock on file". Ratchet therefore never keeps the file
-open: every write (a stage's ingest, a gate decision) and every ``ratchet sql`` query opens the
-file, does its work in one transaction, and closes it. Both sides retry a lock conflict with
-backoff, so a query during a round waits at most for one ingest (well under a second) and neither
-side fails or loses data.
+read-only one) fails with "Could not set lock on file". Ratchet's own connections therefore go to
+the writer file (:func:`ratchet.store.catalog.writer_path`) and never keep it open: every write (a
+stage's ingest, a gate decision) opens it, does its work in one transaction, publishes the changed
+tables to Parquet, and closes it; lock conflicts between Ratchet's processes are retried with backoff.
+People (and ``ratchet sql``) open ``--db``, the reader catalog of views over those Parquet snapshots
+(:mod:`ratchet.store.catalog`), which the writer never needs: a reader may hold it for hours.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import duckdb
 from sqlalchemy.schema import CreateTable
 
+from ratchet.store.catalog import adopt_legacy_store, catalog_is_current, publish, tables_dir, write_catalog, writer_path
 from ratchet.store.schema import TABLES, VIEWS
 
 logger = logging.getLogger(__name__)
@@ -39,19 +41,41 @@ def _is_lock_error(e: Exception) -> bool:
 def connect(
     path: str | Path, *, read_only: bool = False, timeout_s: float = 120.0, config: dict | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the DuckDB file, retrying lock conflicts with jittered backoff for up to ``timeout_s`` seconds.
+    """Open the store's writer file (``path`` is the ``--db`` path), retrying lock conflicts with jittered
+    backoff for up to ``timeout_s`` seconds.
 
-    ``config``: DuckDB settings applied when the database opens (e.g. :data:`READ_ONLY_CONFIG`).
+    For Ratchet's own short-lived reads and writes; a store written directly at ``path`` by an older
+    Ratchet is moved to the writer path first (read-write) or read in place (read-only).
+    ``config``: DuckDB settings applied when the database opens.
 
     Raises:
         StoreError: the file is still locked after ``timeout_s``, is not a DuckDB file, its
             directory is not writable, or (read-only) it does not exist.
     """
     path = Path(path)
-    if read_only and not path.exists():
-        raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
+    target = writer_path(path)
+    if read_only and not target.exists():
+        if not path.exists():
+            raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
+        target = path  # a store from before the reader catalog, or another DuckDB file (require_store says so)
     if not read_only:
         _check_writable(path)
+        _adopt(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    yield from _open(target, read_only=read_only, timeout_s=timeout_s, config=config)
+
+
+def _adopt(path: Path) -> None:
+    try:
+        adopt_legacy_store(path)
+    except ValueError as e:
+        raise StoreError(str(e)) from None
+    except duckdb.Error as e:
+        raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from None
+
+
+def _open(path: Path, *, read_only: bool, timeout_s: float, config: dict | None):
+    """Generator body of :func:`connect`: open ``path`` (retrying lock conflicts), yield it, close it."""
     deadline = time.monotonic() + timeout_s
     delay = 0.02
     while True:
@@ -133,33 +157,46 @@ def require_store(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
 
 
 def init_db(path: str | Path) -> None:
-    """Create the schema if absent and add columns a store made by an older Ratchet lacks (idempotent).
+    """Create the schema if absent, add columns a store made by an older Ratchet lacks, publish the
+    tables and (re)build the reader catalog at ``path`` when its views changed (idempotent).
 
     Raises StoreError as ``connect`` does.
     """
+    path = Path(path)
     with connect(path) as con:
         if con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]:
             require_store(con, path)  # never write our schema into someone else's database
         con.execute("BEGIN")
-        for stmt in migrations(con) + ddl_statements():
+        changes = migrations(con)
+        for stmt in changes + ddl_statements():
             con.execute(stmt)
         con.execute("COMMIT")
+        publish(con, path, force=bool(changes))
+    if not catalog_is_current(path):
+        write_catalog(path)
 
 
-# The user's SQL (``ratchet sql``) runs on a read-only connection opened with these settings, so it can
-# read the store and nothing else: no file reads or writes outside it (COPY ... TO, EXPORT, ATTACH,
-# read_csv of other files), no extension installs or loads from disk, no secrets, and no setting can be
-# changed afterwards (SET, RESET, PRAGMA enable_*). Anything the store itself needs is set up here,
-# before the user's statement runs.
+# The user's SQL (``ratchet sql``) runs on a read-only connection to the reader catalog with these
+# settings, so it can read the store and nothing else: no file reads or writes outside the store's
+# snapshot folder (COPY ... TO, EXPORT, ATTACH, read_csv of other files), no extension installs or loads
+# from disk, no secrets, and no setting can be changed afterwards (SET, RESET, PRAGMA enable_*).
+# ``allowed_directories`` can only be set once the database runs, so the last three are SET in order.
 READ_ONLY_CONFIG: dict[str, bool] = {
-    "enable_external_access": False,
     "allow_community_extensions": False,
     "allow_unsigned_extensions": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
     "allow_persistent_secrets": False,
-    "lock_configuration": True,  # last: DuckDB applies it after the others
 }
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, db: Path) -> None:
+    allowed = str(tables_dir(db).resolve()) + "/"
+    con.execute("SET allowed_directories = ?", [[allowed]])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 # Statement kinds that only read: SELECT covers WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE; MULTI is PIVOT.
 QUERY_KINDS = ("SELECT", "EXPLAIN", "PRAGMA", "MULTI")
 DEFAULT_QUERY_TIMEOUT_S = 60.0
@@ -200,7 +237,8 @@ def query(
 ):
     """Run one read-only query on the store (the user's SQL) and return ``(column names, rows)``.
 
-    The connection is read-only and opened with :data:`READ_ONLY_CONFIG`; the statement is
+    The connection is read-only, to the reader catalog ``path`` (never the writer file, so a slow query
+    cannot delay a round), opened with :data:`READ_ONLY_CONFIG` and locked down; the statement is
     interrupted (``con.interrupt()`` from a timer thread) after ``timeout_s`` seconds, so a slow or
     hung reader never holds the file's lock longer than that. ``lock_timeout_s``: how long to wait
     for a writer to let go of the file first.
@@ -211,7 +249,11 @@ def query(
             (e.g. ``PermissionException`` for a file outside the store).
     """
     one_query(sql)
-    with connect(path, read_only=True, timeout_s=lock_timeout_s, config=READ_ONLY_CONFIG) as con:
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
+    with contextmanager(_open)(path, read_only=True, timeout_s=lock_timeout_s, config=READ_ONLY_CONFIG) as con:
+        _lock_down(con, path)
         timer = threading.Timer(timeout_s, con.interrupt)
         timer.daemon = True
         timer.start()
@@ -232,7 +274,9 @@ def query(
 def transaction(path: str | Path, *, timeout_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection inside one transaction: committed on success, rolled back on error.
 
-    A process killed inside it loses only this transaction (DuckDB's WAL), never earlier ones.
+    A process killed inside it loses only this transaction (DuckDB's WAL), never earlier ones. After
+    the commit the changed tables are published to the reader catalog's Parquet snapshots; a failed
+    publish is logged and retried by the next transaction (the rows are committed either way).
     """
     with connect(path, timeout_s=timeout_s) as con:
         con.execute("BEGIN TRANSACTION")
@@ -242,3 +286,7 @@ def transaction(path: str | Path, *, timeout_s: float = 120.0) -> Iterator[duckd
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+        try:
+            publish(con, path)
+        except (OSError, duckdb.Error) as e:
+            logger.warning("could not publish the store's tables for readers (%s); the next write retries", e)

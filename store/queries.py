@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from ratchet.store.events import apply_events, campaign_control, events_by_round
+
 
 def _rows(cur) -> list[dict]:
     """A cursor's result as a list of ``{column: value}`` dicts."""
@@ -103,6 +105,7 @@ class CampaignState:
     consecutive_rejections: int
     halted: bool
     rounds_done: int
+    paused: bool = False  # a person's `ratchet campaign pause` not yet lifted by a resume
 
 
 def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id: str) -> CampaignState:
@@ -111,25 +114,30 @@ def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id
     if base is None:
         raise KeyError(f"no campaign {campaign_id}")
     decisions = con.execute(
-        """SELECT g.decision, g.candidate_checkpoint_id FROM gate_decisions g JOIN rounds r USING (round_id)
+        """SELECT g.decision, g.candidate_checkpoint_id, r.round_index FROM gate_decisions g JOIN rounds r USING (round_id)
            WHERE g.campaign_id = ? ORDER BY r.round_index""",
         [campaign_id],
     ).fetchall()
-    incumbent, trailing, halted = base[0], 0, False
+    incumbent, trailing, halted, paused = base[0], 0, False, False
     promoted = [base[0]]
-    for decision, cand in decisions:
+    events = events_by_round(con, campaign_id)  # a person's halt / pause / resume, replayed in round order
+    halted, paused, trailing = apply_events(events.pop(0, []), halted, paused, trailing)
+    for decision, cand, index in decisions:
         if decision == "promote":
             incumbent, trailing = cand, 0
             promoted.append(cand)
         else:
             trailing += 1
             halted = halted or decision == "halt"
+        halted, paused, trailing = apply_events(events.pop(index, []), halted, paused, trailing)
+    for index in sorted(events):  # recorded after rounds whose decisions are gone: still in order
+        halted, paused, trailing = apply_events(events[index], halted, paused, trailing)
     vals = con.execute(
         "SELECT max(value) FROM evaluations WHERE metric = 'heldout/pass@1' AND eval_set_id = ? AND list_contains(?, checkpoint_id)",
         [eval_set_id, promoted],
     ).fetchone()[0]
     done = con.execute("SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'", [campaign_id]).fetchone()[0]
-    return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done)
+    return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done, paused)
 
 
 def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
@@ -482,7 +490,8 @@ def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], fi
 # is flagged when it holds >= min_share of the samples, enough samples exist, and the verifier judged it wrong.
 GOLD_AUDIT_SQL = """
 WITH v AS (
-    SELECT trajectory_id, parsed, correct FROM verdicts WHERE verifier = $verifier
+    SELECT trajectory_id, parsed, correct FROM verdicts
+    WHERE verifier = $verifier OR ($verifier = 'math' AND verifier = 'composite')  -- 'composite': stores before task formats
     QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1
 ), s AS (
     SELECT c.name AS campaign, t.prompt_id, t.round_id, v.parsed, v.correct
@@ -513,7 +522,7 @@ def gold_audit(
     campaign: str | None = None,
     min_share: float = 0.75,
     min_samples: int = 4,
-    verifier: str = "composite",
+    verifier: str = "math",
 ) -> list[dict]:
     """Prompts whose gold label may be wrong: most samples agree on one answer the verifier judged wrong.
 
@@ -524,7 +533,7 @@ def gold_audit(
         campaign: one campaign's name, or None for all campaigns (one row per campaign and prompt).
         min_share: least share of the prompt's samples, in (0, 1], on the majority answer.
         min_samples: least samples of the prompt (fewer cannot show a consensus).
-        verifier: the verdicts' ``verifier`` column.
+        verifier: the verdicts' ``verifier`` column (``math``; older stores' ``composite`` verdicts count as math).
 
     Returns:
         Rows ``{campaign, prompt_id, question, gold, majority_answer, votes, samples, share,
@@ -592,3 +601,18 @@ def eval_sample_verdicts(
         [checkpoint_id, eval_set_id, verifier_version],
     ).fetchall()
     return [[(parsed, bool(correct), float(reward)) for parsed, correct, reward in samples] for _, samples in rows]
+
+
+# --- nightly operation: what `ratchet status` says about each campaign --------------------------
+
+
+def campaign_controls(con: duckdb.DuckDBPyConnection, names: list[str]) -> dict[str, dict]:
+    """:func:`campaign_control` of each named campaign; a store from before events and manifests gives ``{}``."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if not {"campaign_events", "round_manifests"} <= tables:
+        return {}
+    out = {}
+    for name in names:
+        c = campaign_by_name(con, name)
+        out[name] = campaign_control(con, c["campaign_id"], campaign_state(con, c["campaign_id"], ""))
+    return out

@@ -48,6 +48,7 @@ class Checkpoint(SQLModel, table=True):
     model_ref: str = Field(description="Base model reference (alias, path or HF id)")
     path: str
     created_at: datetime
+    deleted_at: datetime | None = Field(None, description="When retention deleted its weights (the row stays for lineage)")
 
 
 class PromptRow(SQLModel, table=True):
@@ -165,6 +166,41 @@ class GateDecision(SQLModel, table=True):
     test: str
     tolerance: float = _dbl()
     created_at: datetime
+    min_detectable_effect: float | None = _dbl(
+        default=None, description="Smallest pass@1 drop the paired test detects on this eval set (alpha, power 0.8)"
+    )
+
+
+class CampaignEvent(SQLModel, table=True):
+    """A person's (or the daemon's) halt, pause or resume of a campaign: who, when, why."""
+
+    __tablename__ = "campaign_events"
+    event_id: str = Field(primary_key=True, description="hash(campaign_id, action, created_at, actor)")
+    campaign_id: str
+    action: str = Field(description="halt | pause | resume")
+    reason: str
+    actor: str = Field(description="'<user>@<host>' of the process that recorded it")
+    after_round_index: int = Field(description="Rounds gated when it was recorded: it applies from the next round on")
+    settings_json: str | None = Field(None, description="Settings changed with a resume (JSON), e.g. a lower lr")
+    created_at: datetime
+
+
+class RoundManifest(SQLModel, table=True):
+    """What a round ran with: versions, devices, seeds and hashes, to reproduce or explain it."""
+
+    __tablename__ = "round_manifests"
+    round_id: str = Field(primary_key=True)
+    ratchet_version: str
+    git_commit: str | None = None
+    python_version: str
+    versions_json: str = Field(description="torch, transformers, vllm, prefect, duckdb, ... versions (null: not installed)")
+    devices_json: str = Field(description="Device names the round could use")
+    seeds_json: str
+    config_hash: str = Field(description="sha256 of the campaign settings JSON")
+    prompt_template_hash: str = Field(description="sha256 of the system prompt, few-shot setting and chat template")
+    verifier_versions_json: str
+    run_settings_json: str | None = Field(None, description="max_rounds and the schedule this round ran under (JSON)")
+    created_at: datetime
 
 
 TABLES = [
@@ -179,6 +215,8 @@ TABLES = [
     TrainingExample,
     Evaluation,
     GateDecision,
+    CampaignEvent,
+    RoundManifest,
 ]
 
 VIEWS = {

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, fail, known_errors, plain_table
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
@@ -52,15 +52,20 @@ def _run(cfg, rounds: int | None = None) -> None:
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
-            preflight(cfg)
+            warnings = preflight(cfg)
     except known_errors() as e:
         fail(str(e))
+    for w in warnings:
+        err.print(f"warning: {w}", highlight=False, soft_wrap=True)
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
-            run_campaign(path, rounds)
+            # --rounds N wins; an unlimited campaign (no max_rounds), like a scheduled run, does schedule.rounds_per_run
+            if rounds is None and cfg.max_rounds is None:
+                rounds = cfg.schedule.rounds_per_run
+            run_campaign(path, rounds=rounds)
     except known_errors() as e:
         fail(str(e))
     finally:
@@ -159,7 +164,7 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.queries import status_rows
+    from ratchet.store.queries import campaign_controls, status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -169,6 +174,7 @@ def status(
         with connect(db, read_only=True) as con:
             require_store(con, db)
             names, rounds = status_rows(con)
+            control = campaign_controls(con, names)
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
@@ -183,6 +189,7 @@ def status(
             {
                 "name": name,
                 "next_run": nxt.get(name),
+                **control.get(name, {}),  # rounds_done, max_rounds, not_running (why), events
                 "rounds": [
                     {
                         "index": r["round_index"],
@@ -210,8 +217,12 @@ def status(
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
-        if c["next_run"]:
-            console.print(f"{c['name']}: next scheduled run {c['next_run']}", highlight=False)
+        done = f"{c.get('rounds_done', 0)}/{c.get('max_rounds') or 'unlimited'} rounds done"
+        nxt_run = f"next scheduled run {c['next_run']}" if c["next_run"] else "no scheduled run"
+        why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
+        console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
+        for e in c.get("events", [])[-3:]:
+            console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}", highlight=False)
 
 
 @app.command()

@@ -71,5 +71,6 @@ def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.loop.models import ModelError
     from ratchet.loop.tasks import TaskDataError
     from ratchet.store.db import StoreError
+    from ratchet.store.retention import DiskSpaceError
 
-    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict, WorkerFailed, StageTimeout)
+    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict, WorkerFailed, StageTimeout, DiskSpaceError)

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ratchet.loop.config import ScheduleConfig
@@ -245,3 +245,47 @@ def next_run_by_campaign(timeout_s: float = 1.0) -> dict[str, str]:
     except httpx.HTTPError as e:  # the daemon stopped between the probe and the query: no next run to report
         logging.getLogger(__name__).warning("cannot read schedules from %s: %s", url, e)
         return {}
+
+
+def catch_up(client, served: dict[str, dict], catch_up_runs: dict[str, int]) -> dict[str, dict]:
+    """On start, after the deployments are registered: delete every Scheduled (or Late) run of a served campaign
+    that is past due or carries parameters other than the deployment's (left by an earlier daemon or config),
+    then start at most ``catch_up_runs[campaign]`` of the missed runs now, with today's parameters.
+
+    ``served``: ``{campaign: parameters}`` as registered. Returns ``{campaign: {"removed": n, "missed": m,
+    "started": k}}``.
+    """
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    deps = {d.name: d for d in ratchet_deployments(client) if d.name in served}
+    out = {}
+    now = datetime.now(UTC)
+    for name, dep in deps.items():
+        removed = missed = 0
+        while True:
+            runs = client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))),
+                limit=200,
+            )
+            doomed = [
+                r for r in runs if (r.expected_start_time and r.expected_start_time <= now) or dict(r.parameters) != served[name]
+            ]
+            for r in doomed:
+                missed += bool(r.expected_start_time and r.expected_start_time <= now)
+                client.delete_flow_run(r.id)
+            removed += len(doomed)
+            if len(runs) < 200 or not doomed:
+                break
+        started = min(missed, catch_up_runs.get(name, 1))
+        for _ in range(started):
+            client.create_flow_run_from_deployment(dep.id, parameters=served[name], tags=[TAG, "catch-up"])
+        out[name] = {"removed": removed, "missed": missed, "started": started}
+    return out

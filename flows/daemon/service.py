@@ -301,14 +301,18 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
 
     runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
     signal.signal(signal.SIGINT, on_signal)
+    served = {}
     for cfg, path in campaigns:
+        # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
+        served[cfg.campaign] = {"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run}
         dep = await campaign_flow.ato_deployment(
             name=cfg.campaign,
             schedule=prefect_schedule(cfg.schedule),
             paused=not cfg.schedule.active,
-            parameters={"config_path": str(path), "campaign_name": cfg.campaign},
+            parameters=served[cfg.campaign],
             tags=[TAG],
-            description=f"Ratchet campaign {cfg.campaign}: rounds up to max_rounds={cfg.max_rounds}, store {cfg.db}",
+            description=f"Ratchet campaign {cfg.campaign}: {cfg.schedule.rounds_per_run} round(s) per run, "
+            f"max_rounds={cfg.max_rounds or 'unlimited'}, store {cfg.db}",
             # one run of a campaign at a time: a tick that fires while the previous run is still going is cancelled
             concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
         )
@@ -316,8 +320,29 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
         logger.warning("serving campaign %s: %s", cfg.campaign, describe(dep.schedules[0]) if dep.schedules else "no schedule")
     if stop_signals:  # a signal arrived while registering
         return
+    # Before the runner picks anything up: runs an earlier daemon's schedules left behind (past due, or with
+    # another config's parameters) go; at most schedule.catch_up missed runs per campaign start now.
+    caught = await asyncio.to_thread(_catch_up, served, {cfg.campaign: cfg.schedule.catch_up for cfg, _ in campaigns})
+    for name, c in caught.items():
+        if c["removed"]:
+            logger.warning(
+                "campaign %s: removed %d left-over scheduled run(s), %d missed; starting %d now",
+                name,
+                c["removed"],
+                c["missed"],
+                c["started"],
+            )
     registering = False
     await runner.start()
+
+
+def _catch_up(served: dict[str, dict], catch_up_runs: dict[str, int]) -> dict[str, dict]:
+    from prefect.client.orchestration import get_client
+
+    from ratchet.flows.daemon.schedules import catch_up
+
+    with get_client(sync_client=True) as client:
+        return catch_up(client, served, catch_up_runs)
 
 
 def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:

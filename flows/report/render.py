@@ -21,6 +21,7 @@ import duckdb
 import jinja2
 
 from ratchet.store.db import connect, require_store
+from ratchet.store.events import events_of
 from ratchet.store.queries import (
     campaign_table,
     heldout_completion_metrics,
@@ -187,6 +188,14 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <p class="empty">No rounds yet in campaign {{ c.name }}: run <code>ratchet run</code> (or wait for its schedule).</p>
 {% else %}
 {% if c.plot %}<img alt="held-out pass@1 across rounds of {{ c.name }}" src="{{ c.plot }}">{% endif %}
+{% if c.events %}
+<h3>Halts, pauses and resumes</h3>
+<table><tr><th>when</th><th>action</th><th>after round</th><th>by</th><th>reason</th></tr>
+{% for e in c.events %}<tr><td>{{ e.created_at }}</td><td class="{{ e.action }}">{{ e.action }}</td><td class="num">{{ e.after_round_index }}</td>
+<td>{{ e.actor }}</td><td>{{ e.reason }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
 <h3>Rounds and gate decisions</h3>
 <table><tr><th>round</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
 <th>&Delta;</th><th>p(worse)</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
@@ -238,7 +247,8 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
         r["metrics"] = metrics_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
-    return {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None}
+    events = events_of(con, campaign["name"])
+    return {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
 
 
 def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:

@@ -14,11 +14,13 @@ from prefect.cache_policies import NONE
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate import decide
+from ratchet.loop.gate import decide, minimum_detectable_effect, power_warning
+from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
+from ratchet.store.events import events_of
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -33,6 +35,7 @@ from ratchet.store.queries import (
     training_metrics,
     verifier_stats,
 )
+from ratchet.store.retention import apply_plan, check_free_disk, retention_plan, round_write_bytes, stage_files
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
@@ -40,8 +43,10 @@ class CampaignConflict(ValueError):
     """A campaign of that name exists in the store with different settings."""
 
 
-def preflight(cfg: RatchetConfig) -> None:
+def preflight(cfg: RatchetConfig) -> list[str]:
     """Check what a campaign needs before any flow starts, so bad input fails fast in one line.
+
+    Returns warnings (one line each): e.g. an eval set too small to detect a 5-point drop at ``gate.alpha``.
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
@@ -52,6 +57,18 @@ def preflight(cfg: RatchetConfig) -> None:
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
+    check_round_disk(ctx)
+    warning = power_warning(len(ctx.heldout()), cfg.gate.alpha)
+    if warning:
+        logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
+    return [warning] if warning else []
+
+
+def check_round_disk(ctx: Ctx) -> None:
+    """Refuse (DiskSpaceError, one line) when the run dir's disk cannot hold what the next round writes."""
+    weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
+    multi_step = ctx.cfg.algorithm == "grpo" and ctx.steps > 1
+    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, ctx.steps, multi_step))
 
 
 def check_tasks(ctx: Ctx) -> None:
@@ -178,6 +195,7 @@ def pin_eval_set(con, ctx: Ctx) -> list[Prompt]:
 def start_round(config_path: str, round_index: int) -> str:
     """Record the round and fix its incumbent (kept as is when a crashed round is resumed)."""
     ctx = load_ctx(config_path, round_index)
+    check_round_disk(ctx)
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         insert_rows(
@@ -198,8 +216,15 @@ def start_round(config_path: str, round_index: int) -> str:
         )
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
+        insert_rows(con, "round_manifests", [_manifest(ctx)], replace=True)  # what this attempt runs with
         claim_round(con, ctx.round_id, process_owner(), current_flow_run_id())  # `ratchet up` spots it if this process dies
         return round_incumbent(con, ctx.round_id)
+
+
+def _manifest(ctx: Ctx) -> dict:
+    """The round's manifest row: versions, git commit, devices, seeds, config and prompt-template hashes."""
+    template = chat_template_of(resolve_model(ctx.cfg.model.name_or_path))
+    return {**round_manifest(ctx.cfg, ctx.round_id, {"composite": VERIFIER_VERSION}, template), "created_at": now()}
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
@@ -241,8 +266,10 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     es = ctx.eval_set_id()
     with transaction(ctx.db) as con:
         existing = gate_decision(con, ctx.round_id)
-        if existing:
-            return {"decision": existing[0], "reason": existing[1]}
+    if existing:  # a resumed round whose gate had decided: finish what the decision implies
+        apply_retention(ctx)
+        return {"decision": existing[0], "reason": existing[1]}
+    with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
         inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
         inc_pass1 = sum(o["greedy_correct"] for o in inc) / len(inc)
@@ -257,6 +284,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             best_promoted_pass1=best,
             incumbent_pass1=inc_pass1,
             created_at=now(),
+            min_detectable_effect=minimum_detectable_effect(len(inc), g.alpha),
         )
         if candidate is None:
             halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
@@ -295,7 +323,28 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     _publish(ctx, row)
+    apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}
+
+
+def apply_retention(ctx: Ctx) -> dict:
+    """After a gate: delete the weights ``[retention]`` lets go (rows stay, ``deleted_at`` set) and, unless
+    ``keep_stage_files``, the round's ingested stage Parquet files. Returns ``{"checkpoints": n, "bytes": freed}``."""
+    r = ctx.cfg.retention
+    if not r.enabled:
+        return {"checkpoints": 0, "bytes": 0}
+    with transaction(ctx.db) as con:
+        plan = retention_plan(con, ctx.campaign_id, ctx.checkpoints_dir, r.keep_last_promoted)
+        freed = apply_plan(con, plan)
+    if not r.keep_stage_files:
+        for f in stage_files(ctx.campaign_dir / f"round-{ctx.round_index}"):
+            freed += f.stat().st_size
+            f.unlink(missing_ok=True)
+    if plan:
+        run_logger().info(
+            "retention: deleted %d checkpoint(s) (%s), %.1f MB freed", len(plan), ", ".join(d.why for d in plan), freed / 1e6
+        )
+    return {"checkpoints": len(plan), "bytes": freed}
 
 
 def artifact_key(ctx: Ctx, what: str) -> str:
@@ -321,6 +370,7 @@ def _publish(ctx: Ctx, row: dict) -> None:
             return
         metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
         stats = verifier_stats(con, ctx.round_id)
+        events = events_of(con, ctx.cfg.campaign)[-5:]
     create_table_artifact(
         key=artifact_key(ctx, "metrics"),
         table=metrics or [{"metric": "-", "scope": "-", "value": None}],
@@ -345,9 +395,22 @@ def _publish(ctx: Ctx, row: dict) -> None:
             f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
             f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
             f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-            f"tolerance {row['tolerance']}\n\n### Held-out pass@1 across rounds\n\n{figure}\n"
+            f"tolerance {row['tolerance']}, minimum detectable drop {fmt(row.get('min_detectable_effect'))} (power 0.8)\n\n"
+            + _events_md(events)
+            + f"### Held-out pass@1 across rounds\n\n{figure}\n"
         ),
     )
+
+
+def _events_md(events: list[dict]) -> str:
+    """The campaign's last halts, pauses and resumes as a markdown list (empty when none)."""
+    if not events:
+        return ""
+    lines = [
+        f"- {e['created_at']} **{e['action']}** after round {e['after_round_index']} by {e['actor']}: {e['reason']}"
+        for e in events
+    ]
+    return "### Halts, pauses and resumes\n\n" + "\n".join(lines) + "\n\n"
 
 
 @flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
@@ -382,34 +445,32 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 
 @flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)
 def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
-    """Run rounds until ``max_rounds`` or a halt; finished rounds are skipped, a crashed one resumes.
-
-    ``rounds`` (when given) caps the rounds this run starts or resumes; the campaign continues next time.
-    """
+    """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
+    a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
     ctx = load_ctx(config_path)
     log = run_logger()
     prepare_campaign(config_path)
-    decisions = []
-    started = 0
-    for r in range(1, ctx.cfg.max_rounds + 1):
-        if rounds is not None and started >= rounds:
-            log.info("ran %d round(s) as asked (--rounds %d); the campaign continues on the next run", started, rounds)
-            break
+    decisions, ran, r = [], 0, 1
+    while ctx.cfg.max_rounds is None or r <= ctx.cfg.max_rounds:
         with connect(ctx.db, read_only=True) as con:
             state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
             done = gate_decision(con, Ctx(ctx.cfg, r).round_id)
         if done:
             decisions.append({"round": r, "decision": done[0], "reason": done[1]})
+            r += 1
             continue
-        if state.halted:
-            log.warning("campaign %s is halted; not starting round %d", ctx.cfg.campaign, r)
+        if state.halted or state.paused:
+            why = "halted" if state.halted else "paused"
+            log.warning("campaign %s is %s; not starting round %d (`ratchet campaign resume` lifts it)", ctx.cfg.campaign, why, r)
             break
-        started += 1
+        if rounds is not None and ran >= rounds:
+            break
         decisions.append({"round": r, **improvement_round(config_path, r)})
+        ran, r = ran + 1, r + 1
     return decisions
 
 
 def run_campaign(config_path: str | Path, rounds: int | None = None) -> list[dict]:
-    """Run the campaign of a saved config; ``rounds``: at most this many more rounds in this call (None: up to max_rounds)."""
+    """Run the campaign flow in this process: ``rounds`` new rounds at most (None: up to ``max_rounds``)."""
     ctx = load_ctx(config_path)
     return campaign(str(config_path), campaign_name=ctx.cfg.campaign, rounds=rounds)

@@ -185,3 +185,41 @@ def test_status_shows_a_killed_runs_round_as_crashed_without_a_daemon(tmp_path, 
     r = runner.invoke(app, ["status", "--db", str(db)])
     assert "crashed" in r.stdout
     assert query(db, "SELECT status FROM rounds ORDER BY round_index")[1] == [("running",), ("running",)]  # status only reads
+
+
+def test_catch_up_removes_left_over_runs_and_starts_at_most_one(prefect_harness):
+    """47 past-due runs of an old config's schedule: all go, one run with today's parameters starts."""
+    from datetime import timedelta
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Scheduled
+
+    from ratchet.flows.daemon.schedules import TAG, catch_up
+
+    @flow(name="catch-up-probe")
+    def probe(config_path: str = "", campaign_name: str = "", rounds: int = 1):
+        pass
+
+    old, new = (
+        {"config_path": "/old.json", "campaign_name": "cu", "rounds": 1},
+        {"config_path": "/new.json", "campaign_name": "cu", "rounds": 1},
+    )
+    dep_id = probe.to_deployment(name="cu", parameters=new, tags=[TAG]).apply()
+    now = datetime.now(UTC)
+    with get_client(sync_client=True) as client:
+        for i in range(47):
+            client.create_flow_run_from_deployment(
+                dep_id, parameters=old, state=Scheduled(scheduled_time=now - timedelta(seconds=30 * (i + 1)))
+            )
+        future_old = client.create_flow_run_from_deployment(
+            dep_id, parameters=old, state=Scheduled(scheduled_time=now + timedelta(hours=1))
+        )
+        future_new = client.create_flow_run_from_deployment(
+            dep_id, parameters=new, state=Scheduled(scheduled_time=now + timedelta(hours=1))
+        )
+        got = catch_up(client, {"cu": new}, {"cu": 1})
+        assert got == {"cu": {"removed": 48, "missed": 47, "started": 1}}
+        left = [r for r in client.read_flow_runs() if r.deployment_id == dep_id and r.state.type.value == "SCHEDULED"]
+        assert {str(r.id) for r in left} - {str(future_new.id)} and str(future_old.id) not in {str(r.id) for r in left}
+        assert all(dict(r.parameters) == new for r in left) and len(left) == 2  # the catch-up run and tomorrow's

@@ -218,3 +218,93 @@ def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     assert not list(ctx.campaign_dir.rglob("optimizer.pt"))  # AdamW moments dropped once the round trained
     for what in GRPO_LINEAGE:
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
+
+
+# A person's read-only DuckDB connection on --db, held (and queried) until the stop file exists.
+HOLD_READER = """
+import json, sys, time
+from pathlib import Path
+import duckdb
+db, stop, out = sys.argv[1:4]
+errors, seen = [], []
+con = duckdb.connect(db, read_only=True)
+while not Path(stop).exists():
+    try:
+        seen.append(con.execute("SELECT count(*) FROM rounds WHERE status = 'completed'").fetchone()[0])
+    except duckdb.Error as e:
+        errors.append(str(e))
+    time.sleep(0.2)
+final = con.execute("SELECT round_index, decision FROM round_summary WHERE status = 'completed' ORDER BY 1").fetchall()
+con.close()
+Path(out).write_text(json.dumps({"errors": errors, "seen": seen, "final": final}))
+"""
+
+
+@pytest.mark.slow
+def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_path):
+    import subprocess
+    import sys
+
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.store.db import init_db
+
+    db = load_ctx(tiny_config).db
+    init_db(db)
+    stop, out = tmp_path / "stop", tmp_path / "reader.json"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(db), str(stop), str(out)])
+    try:
+        decisions = run_campaign(tiny_config)  # both rounds run while the reader holds the file
+    finally:
+        stop.touch()
+        p.wait(60)
+    got = json.loads(out.read_text())
+    assert got["errors"] == [] and len(got["seen"]) > 5
+    assert got["seen"][0] == 0 and got["seen"][-1] == 2  # the held connection saw the rounds complete
+    assert [r[0] for r in got["final"]] == [1, 2]
+    assert [r[1] for r in got["final"]] == [d["decision"] for d in decisions]
+
+
+@pytest.mark.slow
+def test_runs_of_one_round_halt_resume_manifest_and_export(prefect_harness, tiny_config, tmp_path):
+    """A scheduled run does its rounds and stops; a person's halt stops the next run, resume lifts it;
+    each round has a manifest; `ratchet export --format hf` loads with the store's row count."""
+    from datasets import load_from_disk
+    from typer.testing import CliRunner
+
+    from ratchet.flows.cli import app
+    from ratchet.flows.rounds.campaign import run_campaign
+
+    runner = CliRunner()
+    db = str(load_ctx(tiny_config).db)
+    assert [d["round"] for d in run_campaign(tiny_config, rounds=1)] == [1]
+    r = runner.invoke(app, ["campaign", "halt", "tiny", "--reason", "looking at round 1", "--db", db])
+    assert r.exit_code == 0 and "halt recorded" in r.stdout
+    assert [d["round"] for d in run_campaign(tiny_config, rounds=1)] == [1]  # halted: no round 2
+    doc = json.loads(runner.invoke(app, ["status", "--db", db, "--format", "json"]).stdout)["campaigns"][0]
+    assert doc["rounds_done"] == 1 and doc["max_rounds"] == 2 and doc["not_running"].startswith("halted: looking at round 1")
+    r = runner.invoke(app, ["campaign", "resume", "tiny", "--reason", "fine", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert [d["round"] for d in run_campaign(tiny_config, rounds=1)] == [1, 2]
+    doc = json.loads(runner.invoke(app, ["status", "--db", db, "--format", "json"]).stdout)["campaigns"][0]
+    assert doc["not_running"] == "max reached" and [e["action"] for e in doc["events"]] == ["halt", "resume"]
+    manifest = query(db, "SELECT round_id, python_version, versions_json, config_hash FROM round_manifests ORDER BY 1")[1]
+    assert len(manifest) == 2 and json.loads(manifest[0][2])["torch"] and len(manifest[0][3]) == 64
+    for what, sql in [
+        ("rollouts", "SELECT count(*) FROM trajectories WHERE purpose = 'rollout' AND round_id LIKE '%-r2'"),
+        (
+            "training-set",
+            "SELECT count(*) FROM training_examples JOIN training_runs USING (training_run_id) WHERE round_id LIKE '%-r2'",
+        ),
+    ]:
+        out = tmp_path / f"{what}-hf"
+        r = runner.invoke(
+            app, ["export", "--db", db, "--campaign", "tiny", "--round", "2", "--what", what, "--format", "hf", "--out", str(out)]
+        )
+        assert r.exit_code == 0, r.output
+        ds = load_from_disk(str(out))
+        n = query(db, sql)[1][0][0]
+        assert len(ds) == n and f"{n} rows" in r.stdout
+        if n:
+            assert ds[0]["messages"][0] == {"role": "system", "content": "sys"} and ds[0]["text"].endswith(ds[0]["completion"])
+    r = runner.invoke(app, ["export", "--db", db, "--campaign", "nope", "--what", "rollouts", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "no campaign 'nope'" in r.stderr

@@ -49,3 +49,16 @@ def test_halt_after_consecutive_rejections_and_on_format_collapse():
 def test_unpaired_outcomes_rejected():
     with pytest.raises(ValueError, match="paired"):
         decide([T], [T, F], best_promoted_pass1=0.5, **KW)
+
+
+def test_minimum_detectable_effect_by_hand():
+    from ratchet.loop.gate import minimum_detectable_effect, power_warning, prompts_needed
+
+    # z_0.95 + z_0.8 = 1.6449 + 0.8416 = 2.4865; sqrt(0.3 / 48) = 0.0791 -> 0.1966
+    assert minimum_detectable_effect(48, 0.05) == pytest.approx(0.1966, abs=1e-3)
+    assert prompts_needed(0.05, 0.05) == 742  # 2.4865^2 * 0.3 / 0.05^2 = 741.96
+    assert minimum_detectable_effect(742, 0.05) <= 0.05 < minimum_detectable_effect(741, 0.05) + 1e-4
+    assert minimum_detectable_effect(48, 0.05, samples_per_prompt=4) < minimum_detectable_effect(48, 0.05)
+    msg = power_warning(48, 0.05)
+    assert "48 prompts" in msg and "~742 held-out prompts" in msg and "\n" not in msg
+    assert power_warning(1000, 0.05) is None

@@ -103,7 +103,9 @@ def test_training_set_sees_only_correct_train_rollouts_of_the_round(db):
 
 
 def _hold_lock(path, seconds):
-    con = duckdb.connect(str(path))
+    from ratchet.store.catalog import writer_path
+
+    con = duckdb.connect(str(writer_path(path)))  # another Ratchet process writing
     con.execute("INSERT INTO prompts VALUES ('p9', 's', 't', 'q9', '1', 'train')")
     time.sleep(seconds)
     con.close()

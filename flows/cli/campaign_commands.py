@@ -1,0 +1,106 @@
+"""``ratchet campaign halt|pause|resume`` (events a person records in the store) and ``ratchet export``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ratchet.flows.cli.common import DB_HELP, console, fail
+
+campaign_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="Halt, pause or resume a campaign (recorded in the store)."
+)
+
+REASON_HELP = "Why (stored with who and when; shown in `ratchet status`, the report and the UI)."
+
+
+def _record(db: Path, name: str, action: str, reason: str) -> None:
+    from ratchet.store.db import StoreError, transaction
+    from ratchet.store.events import record_event
+    from ratchet.store.queries import campaign_by_name
+
+    if not Path(db).exists():
+        fail(f"no store at {db}; pass the --db of a Ratchet store")
+    try:
+        with transaction(db) as con:
+            c = campaign_by_name(con, name)
+            if c is None:
+                names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY name").fetchall()]
+                raise ValueError(f"no campaign {name!r} in {db}; campaigns: {', '.join(names) or 'none'}")
+            row = record_event(con, c["campaign_id"], action, reason)
+    except (StoreError, ValueError) as e:
+        fail(str(e))
+    after = row["after_round_index"]
+    console.print(f"{name}: {action} recorded by {row['actor']} after round {after}: {row['reason']}", highlight=False)
+
+
+@campaign_app.command("halt")
+def campaign_halt(
+    name: str = typer.Argument(..., help="Campaign name."),
+    reason: str = typer.Option(..., "--reason", help=REASON_HELP),
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+) -> None:
+    """Stop the campaign: no new round starts until `ratchet campaign resume` (a running round finishes)."""
+    _record(db, name, "halt", reason)
+
+
+@campaign_app.command("pause")
+def campaign_pause(
+    name: str = typer.Argument(..., help="Campaign name."),
+    reason: str = typer.Option(..., "--reason", help=REASON_HELP),
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+) -> None:
+    """Pause the campaign (scheduled runs start no round) until `ratchet campaign resume`."""
+    _record(db, name, "pause", reason)
+
+
+@campaign_app.command("resume")
+def campaign_resume(
+    name: str = typer.Argument(..., help="Campaign name."),
+    reason: str = typer.Option(..., "--reason", help=REASON_HELP),
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+) -> None:
+    """Lift a halt (the gate's or a person's) or a pause; the count of rejections in a row starts again at 0."""
+    _record(db, name, "resume", reason)
+
+
+def gc(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="The campaigns' run directory (default: the db path without suffix + '.runs')."
+    ),
+    keep_last: int = typer.Option(
+        2, "--keep-last", min=1, help="Promoted checkpoints kept besides base, incumbent and best-ever."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
+) -> None:
+    """Apply the retention policy to every campaign of the store: one line per deleted checkpoint, then the total."""
+    from ratchet.store.db import StoreError, connect, transaction
+    from ratchet.store.retention import apply_plan, retention_plan
+
+    root = (run_dir or Path(db).with_suffix(".runs")) / "checkpoints"
+    try:
+        with connect(db, read_only=True) as con:
+            ids = [r[0] for r in con.execute("SELECT campaign_id FROM campaigns ORDER BY created_at").fetchall()]
+        with transaction(db) as con:
+            plan = [d for cid in ids for d in retention_plan(con, cid, root, keep_last)]
+            freed = sum(d.bytes for d in plan) if dry_run else apply_plan(con, plan)
+    except StoreError as e:
+        fail(str(e))
+    for d in plan:
+        console.print(
+            f"{'would delete' if dry_run else 'deleted'} {d.checkpoint_id} (round {d.round_index}, {d.why}) {d.path}",
+            highlight=False,
+        )
+    console.print(f"{len(plan)} checkpoint(s), {freed / 1e6:.1f} MB {'would be ' if dry_run else ''}freed", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``campaign``, ``export`` and ``gc`` to the main CLI."""
+    from ratchet.flows.cli.export_command import export
+
+    app.add_typer(campaign_app, name="campaign")
+    app.command("export")(export)
+    app.command("gc")(gc)

@@ -1,0 +1,60 @@
+"""``ratchet export``: a round's (or campaign's) training set, rollouts or eval outcomes to Parquet, JSONL or a HF dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ratchet.flows.cli.common import DB_HELP, console, fail
+
+FORMATS = ("parquet", "jsonl", "hf")
+
+
+def export(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    campaign: str = typer.Option(..., "--campaign", help="Campaign name."),
+    round_index: Optional[int] = typer.Option(None, "--round", help="Only this round (default: every round of the campaign)."),
+    what: str = typer.Option(..., "--what", help="training-set | rollouts | evals"),
+    format: str = typer.Option("parquet", "--format", help="parquet | jsonl | hf (a `datasets` folder, load_from_disk)"),
+    out: Path = typer.Option(..., "--out", "-o", help="Output file (parquet, jsonl) or folder (hf)."),
+) -> None:
+    """Export rows with the chat the model saw (``messages`` and the rendered ``text``); prints each file and its rows."""
+    import pyarrow as pa
+
+    from ratchet.common.files import atomic_path, atomic_write_parquet, atomic_write_text
+    from ratchet.loop.chat_render import chats
+    from ratchet.loop.models import ModelError
+    from ratchet.store.db import StoreError, connect, require_store
+    from ratchet.store.export import campaign_config_json, export_table
+
+    if format not in FORMATS:
+        fail(f"--format {format!r} is not one of {', '.join(FORMATS)}")
+    try:
+        with connect(db, read_only=True) as con:
+            require_store(con, db)
+            table = export_table(con, campaign, what, round_index)
+            config_json = campaign_config_json(con, campaign)
+        messages, texts = chats(config_json, table.column("question").to_pylist(), table.column("completion").to_pylist())
+    except (StoreError, ValueError, ModelError) as e:
+        fail(str(e))
+    table = table.append_column("messages", pa.array(messages)).append_column("text", pa.array(texts, pa.string()))
+    if format == "parquet":
+        atomic_write_parquet(table, out)
+    elif format == "jsonl":
+        rows = table.to_pylist()
+        atomic_write_text(out, "".join(json.dumps(r, default=str) + "\n" for r in rows))
+    else:
+        try:
+            from datasets import Dataset
+        except ImportError:
+            fail("--format hf needs the `datasets` package: pip install 'ratchet[export]' (or use --format parquet|jsonl)")
+
+        if out.exists():
+            fail(f"--out {out} exists; pass a new folder for --format hf")
+        with atomic_path(out) as tmp:
+            # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
+            Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
+    console.print(f"{out}\t{table.num_rows} rows", highlight=False)

@@ -1,0 +1,174 @@
+"""Soak: `ratchet up` on a 20 s interval runs >= 6 scheduled runs of one round each on CPU, with a reader holding
+the store open throughout, one `kill -9` of the daemon (and everything it started) in the middle, a halt lifted
+with `ratchet campaign resume`, and checkpoint disk within the retention bound.
+
+Slow (minutes): run with -m slow. It prints its figures (runs, rounds, peak checkpoint disk, reader errors).
+"""
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ratchet.store.db import StoreError, query
+from ratchet.store.retention import folder_bytes
+
+pytestmark = pytest.mark.slow
+RATCHET = str(Path(sys.executable).with_name("ratchet"))
+RUNS = 6
+
+# A person's DuckDB connection on --db, open for the whole soak, queried every 0.5 s.
+HOLD_READER = """
+import json, sys, time
+from pathlib import Path
+import duckdb
+db, stop, out = sys.argv[1:4]
+while not Path(db).exists():
+    time.sleep(0.2)
+errors, n = [], 0
+con = duckdb.connect(db, read_only=True)
+while not Path(stop).exists():
+    try:
+        con.execute("SELECT count(*) FROM round_summary").fetchone()
+        n += 1
+    except duckdb.Error as e:
+        errors.append(str(e))
+    time.sleep(0.5)
+con.close()
+Path(out).write_text(json.dumps({"errors": errors, "queries": n}))
+"""
+
+
+def _q(db, sql):
+    try:
+        return query(db, sql, lock_timeout_s=10)[1]
+    except StoreError:
+        return None
+
+
+def _up(cfg, env, log, port):
+    out = open(log, "a")
+    return subprocess.Popen(
+        [RATCHET, "up", "--config", str(cfg), "--port", str(port), "--interval-s", "20"],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill_tree(proc):
+    tree = [proc, *psutil.Process(proc.pid).children(recursive=True)]
+    for p in tree:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs([p for p in tree if isinstance(p, psutil.Process)], timeout=30)
+    proc.wait(30)
+
+
+def test_soak_nightly(tmp_path, tiny_model_dir):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "\n".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) for a in range(1, 9) for b in range(1, 9))
+    )
+    db = tmp_path / "store" / "r.duckdb"
+    cfg = tmp_path / "ratchet.toml"
+    cfg.write_text(f"""
+campaign = "soak"
+db = "{db}"
+[model]
+name_or_path = "{tiny_model_dir}"
+[tasks]
+source = "jsonl"
+path = "{tasks}"
+heldout_fraction = 0.3
+fewshot = 0
+system_prompt = "sys"
+train_prompts_per_round = 12
+heldout_prompts = 10
+[generation]
+group_size = 2
+max_new_tokens = 6
+[sft]
+epochs = 1
+lr = 1e-4
+[gate]
+max_consecutive_rejections = 2
+[schedule]
+rounds_per_run = 1
+""")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    env.update(RATCHET_HOME=str(tmp_path / "home"), PREFECT_RUNNER_POLL_FREQUENCY="2", OMP_NUM_THREADS="1")
+    run = lambda *a: subprocess.run([RATCHET, *a], env=env, capture_output=True, text=True, timeout=120)  # noqa: E731
+    log, stop, out = tmp_path / "up.log", tmp_path / "stop", tmp_path / "reader.json"
+    reader = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(db), str(stop), str(out)])
+    ckpts = tmp_path / "store" / "r.runs" / "checkpoints"
+    peak, killed, halted, resumed = 0, False, False, False
+    t0 = time.monotonic()
+    proc = _up(cfg, env, log, _free_port())
+    try:
+        while True:
+            time.sleep(3)
+            peak = max(peak, folder_bytes(ckpts))
+            done = (_q(db, "SELECT count(*) FROM rounds WHERE status = 'completed'") or [[0]])[0][0]
+            if done >= RUNS:
+                break
+            assert time.monotonic() - t0 < 1800, log.read_text()[-3000:]
+            running = _q(db, "SELECT count(*) FROM rounds WHERE status = 'running'") or [[0]]
+            if not killed and done >= 2 and running[0][0]:  # kill -9 mid-round, then start a new daemon
+                _kill_tree(proc)
+                killed = True
+                proc = _up(cfg, env, log, _free_port())
+            st = json.loads(run("status", "--db", str(db), "--format", "json").stdout or '{"campaigns": []}')["campaigns"]
+            why = st[0].get("not_running") if st else None
+            if killed and not halted and done >= 3:  # a halt (the gate's, or a person's) happens ...
+                if not (why or "").startswith("halted"):
+                    assert run("campaign", "halt", "soak", "--reason", "soak: inspect", "--db", str(db)).returncode == 0
+                halted = True
+            elif halted and not resumed and (why or "").startswith("halted"):  # ... and is lifted
+                r = run("campaign", "resume", "soak", "--reason", "soak: lifted", "--db", str(db))
+                assert r.returncode == 0, r.stderr
+                resumed = True
+            elif why and why.startswith("halted") and resumed:  # the gate halted again: lift it again
+                run("campaign", "resume", "soak", "--reason", "soak: lifted again", "--db", str(db))
+    finally:
+        stop.touch()
+        _kill_tree(proc) if proc.poll() is None else None
+        reader.wait(60)
+    got = json.loads(out.read_text())
+    rounds = _q(db, "SELECT round_index, status FROM rounds ORDER BY 1")
+    per_round = _q(db, "SELECT round_id, count(*) FROM trajectories WHERE purpose = 'rollout' GROUP BY 1")
+    with sqlite3.connect(tmp_path / "home" / "prefect" / "prefect.db") as con:
+        flow_runs = con.execute(
+            "SELECT count(*) FROM flow_run WHERE deployment_id IS NOT NULL AND state_type = 'COMPLETED'"
+        ).fetchone()[0]
+    ckpt_size = max((folder_bytes(p) for p in ckpts.iterdir()), default=0)
+    figures = dict(
+        runs=flow_runs, rounds=len(rounds), completed=sum(s == "completed" for _, s in rounds), peak_checkpoint_bytes=peak,
+        checkpoint_bytes=ckpt_size, reader_queries=got["queries"], reader_errors=len(got["errors"]), minutes=round((time.monotonic() - t0) / 60, 1),
+    )  # fmt: skip
+    print("SOAK", json.dumps(figures))
+    assert killed and halted and resumed
+    assert got["errors"] == [] and got["queries"] > 100
+    assert sum(s == "completed" for _, s in rounds) >= RUNS
+    assert all(n == 24 for _, n in per_round)  # 12 prompts x 2 samples per round: nothing duplicated
+    # base lives outside run_dir; kept: incumbent, best-ever, last 2 promoted, plus the candidate in flight
+    assert peak <= 5 * max(ckpt_size, 1), figures
+    events = _q(db, "SELECT action FROM campaign_events ORDER BY created_at")
+    assert ("resume",) in events

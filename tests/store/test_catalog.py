@@ -1,0 +1,55 @@
+"""The reader catalog: a read-only connection held on --db never blocks a write and sees each commit."""
+
+import duckdb
+import pytest
+
+from ratchet.store.catalog import store_dir, writer_path
+from ratchet.store.db import StoreError, init_db, query, transaction
+from ratchet.store.ingest import insert_rows
+
+
+def _prompt(i):
+    return dict(prompt_id=f"p{i}", source="s", task="t", question=f"q{i}", answer="1", split="train")
+
+
+def test_held_reader_never_blocks_writes_and_sees_each_commit(tmp_path):
+    db = tmp_path / "s.duckdb"
+    init_db(db)
+    reader = duckdb.connect(str(db), read_only=True)  # a notebook left open on the store
+    try:
+        for i in range(3):
+            with transaction(db, timeout_s=5) as con:  # would wait for the lock, then fail, on a shared file
+                insert_rows(con, "prompts", [_prompt(i)])
+            assert reader.execute("SELECT count(*) FROM prompts").fetchone() == (i + 1,)
+        init_db(db)  # a new campaign start while the reader holds the catalog
+        assert reader.execute("SELECT count(*) FROM round_summary").fetchone() == (0,)
+    finally:
+        reader.close()
+    assert query(db, "SELECT count(*) FROM prompts")[1] == [(3,)]
+
+
+def test_old_store_is_moved_behind_a_catalog(tmp_path):
+    db = tmp_path / "old.duckdb"
+    init_db(db)
+    with transaction(db) as con:
+        insert_rows(con, "prompts", [_prompt(1)])
+    # Make it look like a store an older Ratchet wrote directly at --db.
+    db.unlink()
+    writer_path(db).rename(tmp_path / "legacy.duckdb")
+    import shutil
+
+    shutil.rmtree(store_dir(db))
+    (tmp_path / "legacy.duckdb").rename(db)
+    init_db(db)
+    assert writer_path(db).exists()
+    assert query(db, "SELECT prompt_id FROM prompts")[1] == [("p1",)]
+    with duckdb.connect(str(db), read_only=True) as con:  # --db now holds views only
+        assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == (0,)
+
+
+def test_foreign_duckdb_file_is_refused(tmp_path):
+    db = tmp_path / "other.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE keep (x INT)")
+    with pytest.raises(StoreError, match="not a Ratchet store"):
+        init_db(db)
