@@ -30,6 +30,8 @@ from ratchet.verifiers import math as math_v
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"
+# Every verifier's own version, as a round's manifest records them.
+VERSIONS = {"composite": VERSION, "math": math_v.VERSION, "code": code_v.VERSION, "format": format_v.VERSION}
 _UNPARSED = ("no_answer", "parse_error", "ambiguous")
 _KEPT_DETAILS = ("error", "passed", "total", "violation", "lean_status", "problem")
 Kind = Literal["math", "code", "lean"]

@@ -37,6 +37,7 @@ from ratchet.store.queries import (
 )
 from ratchet.store.retention import apply_plan, check_free_disk, retention_plan, round_write_bytes, stage_files
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
+from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS
 
 
 class CampaignConflict(ValueError):
@@ -224,7 +225,7 @@ def start_round(config_path: str, round_index: int) -> str:
 def _manifest(ctx: Ctx) -> dict:
     """The round's manifest row: versions, git commit, devices, seeds, config and prompt-template hashes."""
     template = chat_template_of(resolve_model(ctx.cfg.model.name_or_path))
-    return {**round_manifest(ctx.cfg, ctx.round_id, {"composite": VERIFIER_VERSION}, template), "created_at": now()}
+    return {**round_manifest(ctx.cfg, ctx.round_id, VERIFIER_VERSIONS, template), "created_at": now()}
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
