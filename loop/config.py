@@ -215,7 +215,23 @@ class VerifierConfig(_Frozen):
         return self
 
 
-class SFTConfig(_Frozen):
+class _LoRA(_Frozen):
+    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/grpo.py``)."""
+
+    lora_r: int = Field(
+        0,
+        ge=0,
+        description="LoRA rank (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every weight. Adapters "
+        "are merged into each saved checkpoint. Typical: 8-64 with an lr ~10x the full fine-tune's (SFT ~1e-4).",
+    )
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
+    lora_target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        description="Module names that get LoRA adapters (Llama-style attention and MLP projections).",
+    )
+
+
+class SFTConfig(_LoRA):
     init: Literal["incumbent", "base"] = Field(
         "incumbent",
         description="Fine-tune from the incumbent (expert iteration) or from the base model each round (ReST-EM, Singh et al. 2023).",
@@ -233,20 +249,9 @@ class SFTConfig(_Frozen):
         256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt."
     )
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
-    lora_r: int = Field(
-        0,
-        ge=0,
-        description="LoRA rank for SFT (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every weight. "
-        "Adapters are merged into the saved checkpoint. Typical: 8-64 with lr ~1e-4 (LoRA wants ~10x full FT's lr).",
-    )
-    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
-    lora_target_modules: tuple[str, ...] = Field(
-        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
-        description="Module names that get LoRA adapters (Llama-style attention and MLP projections).",
-    )
 
 
-class GRPOConfig(_Frozen):
+class GRPOConfig(_LoRA):
     advantage: Literal["grpo", "dr_grpo", "rloo"] = Field(
         "grpo",
         description="Group advantage: grpo (r-mean)/std (Shao et al. 2024), dr_grpo r-mean (Liu et al. 2025), "
@@ -286,17 +291,6 @@ class GRPOConfig(_Frozen):
         ge=1,
         description="On-policy iterations per round: the round's prompts are split into this many chunks and each "
         "runs generate -> verify -> update from the previous step's policy (stored with its step index).",
-    )
-    lora_r: int = Field(
-        0,
-        ge=0,
-        description="LoRA rank (Hu et al. 2021; needs `pip install 'ratchet[lora]'`); 0 trains every "
-        "weight. Adapters are merged into each saved checkpoint.",
-    )
-    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = lora_alpha / lora_r).")
-    lora_target_modules: tuple[str, ...] = Field(
-        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
-        description="Module names that get LoRA adapters (Llama-style attention and MLP projections).",
     )
     gradient_checkpointing: bool = Field(
         False,

@@ -6,7 +6,9 @@ One function serves the verify stage, evaluation and ``ratchet reverify``, so th
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from ratchet.verifiers.reward import score_batch
 from ratchet.verifiers.verdict import Verdict
@@ -15,6 +17,36 @@ from ratchet.verifiers.verdict import Verdict
 def outcome_verifier(task_format: str | None) -> str:
     """``math`` for math tasks (and rows stored before task formats existed), ``code`` for every code format."""
     return "math" if task_format in (None, "math") else "code"
+
+
+def scoring_settings(verifier: Mapping[str, Any]) -> dict[str, Any]:
+    """``score_items`` keyword arguments from a campaign's ``[verifier]`` section (a ``VerifierConfig`` dump, or the
+    stored JSON of an older config: a missing key takes the default it had before it existed)."""
+    return dict(
+        format_template=verifier.get("format_template", "none"),
+        format_weight=verifier.get("format_weight", 0.1),
+        timeout_s=verifier.get("timeout_s", 2.0),
+        format_prefix=verifier.get("format_prefix", ""),
+        language_weight=verifier.get("language_weight", 0.0),
+        target_language=verifier.get("target_language", "none"),
+        code_isolation=verifier.get("code_isolation"),
+    )
+
+
+def verdict_row(trajectory_id: str, kind: str, vd: Verdict, created_at: datetime) -> dict[str, Any]:
+    """A ``verdicts`` store row: ``verifier`` names the outcome verifier (``kind``), ``reward`` is the composite."""
+    return dict(
+        trajectory_id=trajectory_id,
+        verifier=kind,
+        verifier_version=vd.verifier_version,
+        reward=float(vd.reward),
+        correct=bool(vd.correct),
+        reason=vd.reason,
+        parsed=vd.parsed,
+        format_ok=vd.format_ok,
+        latency_s=float(vd.latency_s),
+        created_at=created_at,
+    )
 
 
 def score_items(

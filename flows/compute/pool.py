@@ -40,7 +40,7 @@ from pathlib import Path
 from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import kill_tree
 from ratchet.flows.compute import ray_engine
-from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed, merge_shards, shard_file
+from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed, backend_spec, merge_shards, shard_file
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
 from ratchet.loop.generation import Completion, SamplingParams, job_alignment, shard_jobs
@@ -247,16 +247,8 @@ def generate(
     """
     groups = worker_groups(compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1)
     request = {
-        "model_path": str(model_path),
-        "backend": gen.backend,
+        **backend_spec(model_path, gen, dtype),
         "messages": messages,
-        "backend_kwargs": dict(
-            dtype=dtype,
-            batch_size=gen.batch_size,
-            tensor_parallel_size=gen.tensor_parallel_size,
-            gpu_memory_utilization=gen.gpu_memory_utilization,
-            max_model_len=gen.max_model_len,
-        ),
         "calls": [
             {
                 "name": c.name,

@@ -122,3 +122,19 @@ def read_samples(path: Path) -> list:
         GRPOSample(r["group"], SFTExample(json.loads(r["messages"]), r["completion"]), float(r["reward"]), bool(r["truncated"]))
         for r in pq.read_table(path).to_pylist()
     ]
+
+
+def backend_spec(model_path: str | Path, gen, dtype: str) -> dict:
+    """What a worker needs to load its generation backend: ``{"model_path", "backend", "backend_kwargs"}``
+    (``gen``: the campaign's ``GenerationConfig``); the same for the per-stage pool and the persistent rollout worker."""
+    return {
+        "model_path": str(model_path),
+        "backend": gen.backend,
+        "backend_kwargs": dict(
+            dtype=dtype,
+            batch_size=gen.batch_size,
+            tensor_parallel_size=gen.tensor_parallel_size,
+            gpu_memory_utilization=gen.gpu_memory_utilization,
+            max_model_len=gen.max_model_len,
+        ),
+    }

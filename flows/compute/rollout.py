@@ -28,7 +28,7 @@ from pathlib import Path
 from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import kill_tree
 from ratchet.flows.compute.pool import TAIL_LINES, ProgressCb, StageTimeout, WorkerFailed, device_env, route_line
-from ratchet.flows.compute.protocol import request_file, response_file, write_samples
+from ratchet.flows.compute.protocol import backend_spec, request_file, response_file, write_samples
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig, GRPOConfig
 from ratchet.loop.generation import Completion, SamplingParams
@@ -55,17 +55,7 @@ class RolloutWorker:
         self.dir, self.compute, self.log, self.progress = Path(directory), compute, log, progress
         self.group, self.name = group, f"rollout worker {index} [{','.join(group)}]"
         self.env = device_env(group, index, n_workers, compute.cpu_threads_per_worker)
-        self.spec = {
-            "model_path": str(model_path),
-            "backend": gen.backend,
-            "backend_kwargs": dict(
-                dtype=dtype,
-                batch_size=gen.batch_size,
-                tensor_parallel_size=gen.tensor_parallel_size,
-                gpu_memory_utilization=gen.gpu_memory_utilization,
-                max_model_len=gen.max_model_len,
-            ),
-        }
+        self.spec = backend_spec(model_path, gen, dtype)
         self.proc: subprocess.Popen | None = None
         self.tail: list[str] = []
         self.seq = 0

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from ratchet.loop.round_context import now, short_hash
-from ratchet.loop.scoring import score_items
+from ratchet.loop.scoring import score_items, scoring_settings, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify
@@ -48,13 +48,7 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         scored = score_items(
             [t["completion"] for t in items],
             items,
-            format_template=v.get("format_template", "none"),
-            format_weight=v.get("format_weight", 0.1),
-            timeout_s=v.get("timeout_s", 2.0),
-            format_prefix=v.get("format_prefix", ""),
-            language_weight=v.get("language_weight", 0.0),
-            target_language=v.get("target_language", "none"),
-            code_isolation=v.get("code_isolation"),
+            **scoring_settings(v),
         )
         ts = now()
         for t, (kind, vd) in zip(items, scored):
@@ -62,20 +56,7 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
             flips[
                 "new" if prev is None else "unchanged" if prev == vd.correct else "wrong->right" if vd.correct else "right->wrong"
             ] += 1
-            rows.append(
-                dict(
-                    trajectory_id=t["trajectory_id"],
-                    verifier=kind,
-                    verifier_version=vd.verifier_version,
-                    reward=float(vd.reward),
-                    correct=bool(vd.correct),
-                    reason=vd.reason,
-                    parsed=vd.parsed,
-                    format_ok=vd.format_ok,
-                    latency_s=float(vd.latency_s),
-                    created_at=ts,
-                )
-            )
+            rows.append(verdict_row(t["trajectory_id"], kind, vd, ts))
     inserted = 0
     if rows:
         out = Path(run_dir) if run_dir else db.with_suffix(".runs")

@@ -26,7 +26,7 @@ from ratchet.loop.evaluation import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.generation import Completion, SamplingParams
 from ratchet.loop.models import write_manifest
 from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
-from ratchet.loop.scoring import score_items
+from ratchet.loop.scoring import score_items, scoring_settings, verdict_row
 from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
@@ -94,34 +94,13 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
     ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite.
     """
-    v = ctx.cfg.verifier
     scored = score_items(
         [t["completion"] for t in trajs],
         [prompt_by_id[t["prompt_id"]] for t in trajs],
-        format_template=v.format_template,
-        format_weight=v.format_weight,
-        timeout_s=v.timeout_s,
-        format_prefix=v.format_prefix,
-        language_weight=v.language_weight,
-        target_language=v.target_language,
-        code_isolation=v.code_isolation,
+        **scoring_settings(ctx.cfg.verifier.model_dump()),
     )
     ts = now()
-    return [
-        dict(
-            trajectory_id=t["trajectory_id"],
-            verifier=kind,
-            verifier_version=vd.verifier_version,
-            reward=float(vd.reward),
-            correct=bool(vd.correct),
-            reason=vd.reason,
-            parsed=vd.parsed,
-            format_ok=vd.format_ok,
-            latency_s=float(vd.latency_s),
-            created_at=ts,
-        )
-        for t, (kind, vd) in zip(trajs, scored)
-    ]
+    return [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
 
 
 def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, float]:
