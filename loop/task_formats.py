@@ -240,12 +240,25 @@ class _Subst(ast.NodeTransformer):
         return self.value if node.id == self.name and isinstance(node.ctx, ast.Load) else node
 
 
-def humaneval_tests(test: str, entry_point: str, where: str) -> tuple[str, ...]:
+def _prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own definitions (imports, helpers such as ``poly``), without the entry point's def."""
+    try:
+        mod = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    keep = [n for n in mod.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry_point)]
+    return "".join(ast.unparse(n) + "\n" for n in keep)
+
+
+def humaneval_tests(test: str, entry_point: str, where: str, prompt: str = "") -> tuple[str, ...]:
     """HumanEval's ``check(candidate)`` test as setup lines plus ``assert`` lines on ``entry_point``.
 
+    A ``check`` body that is not only asserts, assignments, imports and defs (a seeded random loop,
+    a helper call) is kept whole as one ``{"check": test, "entry_point": ...}`` test, which the code
+    verifier runs natively (``check`` in a trusted process, each call to ``candidate`` a probe).
+
     Raises:
-        TaskDataError: the test is not Python, has no ``check``, or its body holds statements other
-            than asserts, assignments, imports and defs (a loop of asserts cannot be split per assert).
+        TaskDataError: the test is not Python or has no ``check(candidate)``.
     """
     try:
         mod = ast.parse(test)
@@ -276,11 +289,8 @@ def humaneval_tests(test: str, entry_point: str, where: str) -> tuple[str, ...]:
             or (isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "print")
         ):
             continue  # a docstring, a bare name or a print: no effect on the verdict
-        else:
-            raise TaskDataError(
-                f"{where}: check() holds a {type(stmt).__name__} statement (line {stmt.lineno}); the code verifier takes "
-                "assert lines, so write each case as its own assert"
-            )
+        else:  # a loop, an if, a helper call: the verifier runs check() itself (probes per call)
+            return ({"check": _prompt_helpers(prompt, entry_point) + test, "entry_point": entry_point},)
     if not asserts:
         raise TaskDataError(f"{where}: check() holds no assert; add at least one")
     return tuple(setup + asserts)
@@ -323,7 +333,7 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
     if fmt == "humaneval":
         prompt = _text(rec, where, spec.question_field, ("prompt",), "question")
         entry = _text(rec, where, spec.entry_point_field, ("entry_point",), "entry_point").strip()
-        tests = humaneval_tests(_text(rec, where, spec.tests_field, ("test",), "tests"), entry, where)
+        tests = humaneval_tests(_text(rec, where, spec.tests_field, ("test",), "tests"), entry, where, prompt)
         body = rec.get(spec.solution_field or "canonical_solution")
         solution = prompt + body if isinstance(body, str) and body.strip() else None
         return TaskRecord(prompt, "", tests, entry, solution, task, task_id)

@@ -334,6 +334,61 @@ def _trusted(job, emit):
     emit("done")
 
 
+class _Diverged(Exception):
+    """A replayed call's arguments differ from the recorded ones: the test's calls depend on results."""
+
+
+def _check(job, emit):
+    """``check``: run a test's ``check(candidate)`` with ``candidate`` a proxy; no model code here.
+
+    Call ``i`` is answered from ``job["answers"][i]`` (arguments as recorded, then ``value`` or
+    ``error``, from a program run); a call past the answers is emitted as a ``call`` record and
+    returns a placeholder, after which the test is speculative: asserts (rewritten by the parent to
+    ``__ratchet_assert(lambda: ...)``) no longer fail, and any other exception ends the run.
+    """
+    import builtins
+    import random
+
+    random.seed(0)  # an unseeded random test makes the same calls in every round, so answers replay
+    enc, dec, _ = make_codec(set())
+    answers, calls, state = job["answers"], [0], {"spec": False}
+
+    def candidate(*a, **kw):
+        i, calls[0] = calls[0], calls[0] + 1
+        if i < len(answers):
+            args, kind, value = answers[i]
+            if dec(args) != [list(a), kw]:
+                raise _Diverged(i)
+            if kind == "error":
+                raise RuntimeError("the program raised " + value)
+            return dec(value)
+        emit("call", i, json.dumps(enc([list(a), kw], [1_000_000])))
+        state["spec"] = True
+        return object()
+
+    def soft_assert(test, msg=None):
+        try:
+            ok = test()
+        except Exception:
+            if state["spec"]:
+                return
+            raise
+        if not ok and not state["spec"]:
+            raise AssertionError(msg)
+
+    ns = {"__builtins__": builtins, "__name__": "__test__", "__ratchet_assert": soft_assert}
+    try:
+        exec(compile(job["test"], "<test>", "exec"), ns)
+        ns[job["check"]](candidate)
+        outcome = "incomplete" if state["spec"] else "pass"
+    except _Diverged:
+        outcome = "diverged"
+    except Exception as exc:  # a failing check is data for the verdict
+        outcome = "incomplete" if state["spec"] else "fail:" + type(exc).__name__
+    emit("checked", outcome)
+    emit("done")
+
+
 def _read_roots():
     return sorted(
         {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
@@ -417,6 +472,8 @@ def main():
     emit("start", net, os.getuid())
     if job["mode"] in ("prep", "judge"):
         _trusted(job, emit)
+    elif job["mode"] == "check":
+        _check(job, emit)
     else:
         _candidate(job, emit, secret, result_fd, workdir)
 

@@ -54,11 +54,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ratchet.verifiers._code_harness import make_codec
-from ratchet.verifiers.code_plan import BadTests, Plan, defined_names, plan_tests
+from ratchet.verifiers.code_plan import BadTests, Plan, check_function, defined_names, plan_tests
 from ratchet.verifiers.sandbox import Isolation, Limits, RunResult, check_isolation, default_isolation, run_job
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "code-1.2.0"
+VERSION = "code-1.3.0"
 
 
 # The one value codec, shared with the sandbox side (``_code_harness.make_codec``): probe values come back
@@ -146,11 +146,13 @@ _RECORD_FIELDS = {
     "unguarded": (2, 2),
     "setup_error": (1, 1),
     "value": (2, 2),
-    "error": (1, 2),
+    "error": (2, 3),  # index, exception type, message (a prep/judge error has no message)
     "judged": (2, 2),
     "judged_error": (2, 2),
     "violation": (1, 1),
     "done": (0, 0),
+    "call": (2, 2),
+    "checked": (1, 1),
 }
 
 
@@ -305,6 +307,58 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
     return ("ok" if passed == len(verdicts) else "wrong"), {"passed": passed, "total": len(verdicts)}
 
 
+CHECK_ROUNDS = 4  # trusted check runs per verdict; a test whose later calls depend on results needs more
+
+
+def _run_check(program: str, test: str, entry: str, limits: Limits, isolation: str) -> tuple[str, dict[str, Any]]:
+    """HumanEval's ``check(candidate)``, run in a trusted process with ``candidate`` a proxy.
+
+    Each round runs ``check`` with the answers known so far; the calls it makes past them come
+    back as plain-data arguments, which the program answers in its own sandboxed run (one probe
+    per call), and the next round replays them. Expected values never reach the program's process.
+    """
+    answers: list[list[Any]] = []
+    for _ in range(CHECK_ROUNDS):
+        res = run_job({"mode": "check", "test": test, "check": "check", "answers": answers}, limits, isolation=isolation)
+        bad = _failure(res)
+        if bad:
+            return "bad_gold", {"error": f"check() failed in a run without the program: {bad[0]} {bad[1]}"[:300]}
+        try:
+            calls = _indexed(res, ("call",), 1_000_000)
+            if sorted(calls) != list(range(len(answers), len(answers) + len(calls))):
+                raise _Malformed(f"check() calls numbered {sorted(calls)[:5]}, expected from {len(answers)}")
+            args = [_ENCODE(_decode(calls[k][2]), [1_000_000]) for k in sorted(calls) if k >= len(answers)]
+        except (_Malformed, TypeError, ValueError) as exc:
+            return "bad_gold", {"error": f"check() passed a value that is not plain data: {exc}"[:300]}
+        outcome = next((r[1] for r in res.records if r[0] == "checked"), "ended without a result")
+        if outcome == "pass":
+            return "ok", {"passed": 1, "total": 1, "calls": len(answers)}
+        raised = next((a[2] for a in answers if a[1] == "error"), None)
+        if outcome.startswith("fail:") and raised:
+            return "runtime_error", {"passed": 0, "total": 1, "calls": len(answers), "error": f"the program raised {raised}"}
+        if outcome.startswith("fail:"):
+            return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": outcome[5:]}
+        if outcome == "diverged" or not args:
+            return "bad_gold", {"error": f"check() {outcome}: its calls to the candidate cannot be replayed"}
+        probes = [f"{entry}(*__a[{k}][0], **__a[{k}][1])" for k in range(len(args))]
+        job = {"mode": "assert", "program": program, "setup": [], "args": args, "probes": probes, "candidate_names": [entry]}
+        run = run_job(job, limits, isolation=isolation)
+        bad = _failure(run)
+        if bad:
+            return bad
+        try:
+            recs = _indexed(run, ("value", "error"), len(probes))
+            if len(recs) != len(probes):
+                return "runtime_error", {"error": "some tests did not run"}
+            for k in range(len(probes)):
+                r = recs[k]
+                _decode(r[2]) if r[0] == "value" else None  # validated here, decoded only by the check run
+                answers.append([args[k], r[0], json.loads(r[2]) if r[0] == "value" else " ".join(r[2:])[:200]])
+        except _Malformed as exc:
+            return "sandbox_violation", {"violation": str(exc)}
+    return "bad_gold", {"error": f"check() still calling the candidate after {CHECK_ROUNDS} rounds"}
+
+
 def _norm_out(s: str) -> list[str]:
     lines = [ln.rstrip() for ln in s.replace("\r\n", "\n").split("\n")]
     while lines and not lines[-1]:
@@ -378,6 +432,10 @@ def verify_code(
     except (RecursionError, ValueError, MemoryError) as exc:
         return _verdict("runtime_error", t0, error=f"{type(exc).__name__} while parsing the program", isolation=mode)
     try:
+        native = check_function(tests)
+        if native is not None:
+            reason, details = _run_check(program, native[0], native[1], limits, mode)
+            return _verdict(reason, t0, **details, isolation=mode)
         plan = plan_tests(tests, names)
     except BadTests as exc:
         return _verdict("bad_gold", t0, error=str(exc), isolation=mode)

@@ -25,15 +25,15 @@ def test_humaneval_canonical_solutions_and_return_none(humaneval, tmp_path):
     r = runner.invoke(app, ["tasks", "check", humaneval, "--format", "json"])
     assert r.exit_code == 0, r.output
     s = last_json(r.stdout)
-    # 4 tasks test with seeded random loops that only native check(candidate) support can run.
-    assert s["total"] == 164 and s["failed"] == 0 and s["passed"] + s["errors"] == 164 and s["passed"] >= 160
+    # HumanEval/32, 38, 50, 53 test with random loops and prompt helpers: native check(candidate) runs them.
+    assert s == {**s, "total": 164, "passed": 164, "failed": 0, "errors": 0}
     samples = tmp_path / "none.jsonl"
     samples.write_text(
         "".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": "    return None\n"}) + "\n" for i in range(164))
     )
     r = runner.invoke(app, ["tasks", "check", humaneval, "--solutions", str(samples), "--format", "json"])
     s = last_json(r.stdout)
-    assert s["pass_at_1"] == 0.0 and s["passed"] == 0 and s["failed"] >= 160
+    assert s == {**s, "pass_at_1": 0.0, "passed": 0, "failed": 164, "errors": 0}
 
 
 def test_mbpp_with_setup_and_stdio_records(tmp_path):
