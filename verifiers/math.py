@@ -97,9 +97,11 @@ Policy (a change to any of these bumps ``VERSION``):
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from ratchet.verifiers.math_compare import NeedsCAS, compare
@@ -147,14 +149,27 @@ def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> V
     return Verdict.outcome("math", VERSION, reason, t0, parsed, **details)
 
 
+@functools.lru_cache(maxsize=4096)
+def _gold(gold: str) -> tuple[str, Answer | None, str | None]:
+    """``(answer text, parsed Answer or None, parse error or None)`` of a gold; cached, since a round
+    compares each gold with G completions (``Answer`` is frozen, so sharing it is safe)."""
+    text = gold_answer_text(gold)
+    try:
+        return text, parse_answer(text), None
+    except ParseError as exc:
+        return text, None, str(exc)
+
+
+SYMPY_CACHE_SIZE = 4096  # sympy replies kept per process: G completions of a prompt often end in the same answer
+_sympy_replies: OrderedDict[tuple[str, str], dict] = OrderedDict()
+
+
 def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
-    gold = gold_answer_text(gold)
-    try:
-        g = parse_answer(gold)
-    except ParseError as exc:
-        return _verdict("bad_gold", None, t0, error=str(exc))
+    gold, g, error = _gold(gold)
+    if g is None:
+        return _verdict("bad_gold", None, t0, error=error)
     ex = extract_answer(completion, fallback_last_number=fallback_last_number)
     pred_text = ex.text if ex.status == "ok" else _joined_boxes(g, ex)
     if pred_text is None:
@@ -236,6 +251,21 @@ def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_
     return verify_math_batch([(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number)[0]
 
 
+def _sympy_judge(pairs: list[tuple[str, str]], timeout_s: float) -> list[dict | None]:
+    """Pool replies for ``(gold text, pred text)`` pairs: each distinct pair not seen before is sent
+    once; replies are kept, LRU, per process (not timeouts or memory errors, which may pass later)."""
+    todo = [k for k in dict.fromkeys(pairs) if k not in _sympy_replies]
+    fresh = dict(zip(todo, _get_pool().run([{"gold": g, "pred": p} for g, p in todo], timeout_s))) if todo else {}
+    out = [fresh[k] if k in fresh else _sympy_replies[k] for k in pairs]
+    for key, reply in [*zip(pairs, out)]:
+        if reply is not None and "MemoryError" not in str(reply.get("error")):  # a resource failure may pass later
+            _sympy_replies[key] = reply
+            _sympy_replies.move_to_end(key)
+    while len(_sympy_replies) > SYMPY_CACHE_SIZE:
+        _sympy_replies.popitem(last=False)
+    return out
+
+
 def verify_math_batch(
     pairs: Sequence[tuple[str, str]], *, timeout_s: float = 2.0, fallback_last_number: bool = False
 ) -> list[Verdict]:
@@ -257,7 +287,7 @@ def verify_math_batch(
             slow.append((i, r))
     if slow:
         t_pool = time.perf_counter()
-        replies = _get_pool().run([{"gold": g, "pred": p} for _, (g, p, _, _) in slow], timeout_s)
+        replies = _sympy_judge([(g, p) for _, (g, p, _, _) in slow], timeout_s)
         for (i, (_, _, parsed, t0)), reply in zip(slow, replies):
             if reply is None:
                 out[i] = _verdict("timeout", parsed, t0, error=f"sympy stage killed after {timeout_s} s")

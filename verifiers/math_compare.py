@@ -77,11 +77,11 @@ def _terminates(q: Fraction) -> bool:
 def _num_eq(gold: Answer, pred: Answer) -> bool:
     """Exact equality with the percent policy (``50%`` = ``0.5`` = ``50``), then the tolerance policy."""
     if gold.percent is not None and pred.percent is not None:  # both written with %: the values must agree
-        gvals, pvals = {gold.value}, {pred.value}
-    else:
-        gvals = {gold.value} | ({gold.percent} if gold.percent is not None else set())
-        pvals = {pred.value} | ({pred.percent} if pred.percent is not None else set())
-    if gvals & pvals:
+        gvals, pvals = [gold.value], [pred.value]
+    else:  # lists, not sets: hashing a Fraction costs a modular inverse of its denominator
+        gvals = [gold.value] + ([gold.percent] if gold.percent is not None else [])
+        pvals = [pred.value] + ([pred.percent] if pred.percent is not None else [])
+    if any(g == p for g in gvals for p in pvals):
         return True
     tol = tolerance(gold, pred)
     if tol is None:
