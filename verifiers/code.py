@@ -7,7 +7,11 @@ Tests (the ``tests`` field of a task) are a list of
       statements (imports, assignments, helper ``def``s/classes) that every assert may use;
     * stdin/stdout cases: ``"stdin '3\\n' -> expected stdout '1\\n2\\n3'"`` (Python string
       literals) or ``{"stdin": ..., "stdout": ...}`` / ``{"input": ..., "output": ...}``; when the
-      expected stdout is missing it is computed by running the reference solution (``gold``).
+      expected stdout is missing it is computed by running the reference solution (``gold``);
+    * one ``{"check": <source defining check(candidate)>, "entry_point": name}`` (HumanEval's test,
+      with the prompt's helpers), run natively by ``_run_check``: ``check`` runs in a trusted
+      process with ``candidate`` a proxy; its calls' arguments come back as plain data, the program
+      answers them as probes in its own run, and the next check run replays the answers.
 
 How an assert is judged without trusting the program (see ``_code_harness``): the parent splits
 each assert into *probes*, the maximal sub-expressions rooted at a name the program defines
