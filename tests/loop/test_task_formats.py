@@ -44,11 +44,14 @@ def test_humaneval_check_becomes_setup_and_asserts():
     assert tests == ("METADATA = {}", "assert add(1, 2) == 3", "assert add(-1, 1) == 0")
 
 
-def test_humaneval_literal_loops_are_unrolled_and_others_refused_in_one_line():
+def test_humaneval_literal_loops_are_unrolled_and_others_kept_whole_for_native_check():
     got = humaneval_tests("def check(c):\n    print\n    for i in range(2, 4):\n        assert c(i, i + 1) == str(i)\n", "f", "x")
     assert got == ("assert f(2, 2 + 1) == str(2)", "assert f(3, 3 + 1) == str(3)")
-    with pytest.raises(TaskDataError, match="check\\(\\) holds a For statement"):
-        humaneval_tests("def check(c):\n    for i in pick():\n        assert c(i) == i\n", "f", "x")
+    test = "def check(c):\n    for i in pick():\n        assert c(i) == i\n"
+    prompt = 'def pick():\n    return [1]\n\n\ndef f(i):\n    """Doc."""\n'
+    (got,) = humaneval_tests(test, "f", "x", prompt)
+    assert got["entry_point"] == "f" and got["check"].startswith("def pick():") and got["check"].endswith(test)
+    assert "def f" not in got["check"]  # the prompt's helpers come along, the entry point's stub does not
 
 
 @pytest.mark.parametrize("fmt,rec", [("humaneval", HE), ("mbpp", MBPP), ("stdio", STDIO)])
