@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
@@ -20,7 +21,7 @@ from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_mode
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
-from ratchet.store.events import events_of
+from ratchet.store.events import events_of, recorded_settings
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -112,14 +113,25 @@ def _settings_diff(new: dict, old: dict) -> list[str]:
     return sorted(out)
 
 
+def _dotted(settings: dict, key: str) -> object:
+    for part in key.split("."):
+        settings = settings.get(part) if isinstance(settings, dict) else None
+    return settings
+
+
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
+    """Refuse a config that differs from the stored campaign's except in settings a resume changed (to their new value)."""
     existing = campaign_by_name(con, cfg.campaign)
+    if existing is None:
+        return
     settings = cfg.campaign_settings()
-    diff = _settings_diff(settings, existing["config"]) if existing is not None else []
+    changed = recorded_settings(con, existing["campaign_id"])
+    diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
     if diff:
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-            "use --campaign NEW_NAME, or the original settings to continue it"
+            "use --campaign NEW_NAME, the original settings to continue it, or "
+            "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
         )
 
 
@@ -459,9 +471,10 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
     """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
     a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
-    ctx = load_ctx(config_path)
     log = run_logger()
     prepare_campaign(config_path)
+    config_path = apply_recorded_settings(config_path)  # settings a `campaign resume --set` changed
+    ctx = load_ctx(config_path)
     decisions, ran, r = [], 0, 1
     while ctx.cfg.max_rounds is None or r <= ctx.cfg.max_rounds:
         with connect(ctx.db, read_only=True) as con:
