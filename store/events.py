@@ -69,10 +69,14 @@ def record_event(
 
 
 def campaign_events(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
-    """The campaign's events, oldest first."""
+    """The campaign's events, oldest first; ``changes`` is what a resume set, as ``"grpo.lr=3e-06"`` text ("" if none)."""
     cur = con.execute("SELECT * FROM campaign_events WHERE campaign_id = ? ORDER BY created_at, event_id", [campaign_id])
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    for e in rows:
+        changed = json.loads(e["settings_json"]).get("set", {}) if e.get("settings_json") else {}
+        e["changes"] = ", ".join(f"{k}={v}" for k, v in changed.items())
+    return rows
 
 
 def recorded_settings(con: duckdb.DuckDBPyConnection, campaign_id: str) -> dict[str, object]:

@@ -14,6 +14,7 @@ from ratchet.loop.round_context import campaign_id_of, load_ctx, save_config
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import campaign_events, recorded_settings
 from ratchet.store.ingest import insert_rows
+from ratchet.store.queries import campaign_controls
 
 runner = CliRunner()
 
@@ -52,6 +53,9 @@ def test_resume_set_is_recorded_applied_and_accepted(cfg):
         for other in ({"grpo.lr": 5e-6}, {"grpo.beta": 0.5}):
             with pytest.raises(CampaignConflict, match="grpo"):
                 _check_same_settings(con, with_settings(cfg, other))
+        assert campaign_controls(con, ["nightly"])["nightly"]["events"][0]["changes"] == "grpo.lr=3e-06"
+    status = runner.invoke(app, ["status", "--db", cfg.db])
+    assert "(from round 1: grpo.lr=3e-06)" in " ".join(status.output.split()), status.output
     effective = load_ctx(apply_recorded_settings(str(save_config(cfg)))).cfg
     assert effective.grpo.lr == 3e-6 and effective.grpo.beta == cfg.grpo.beta
 
