@@ -346,7 +346,8 @@ class GateConfig(_Frozen):
         description="Largest permitted drop in held-out pass@1 (absolute) vs the incumbent AND vs the best score ever promoted.",
     )
     test: Literal["mcnemar", "bootstrap"] = Field(
-        "mcnemar", description="Paired test on per-prompt greedy outcomes: exact McNemar or paired bootstrap."
+        "mcnemar",
+        description="Paired test: exact McNemar (greedy outcomes only) or paired bootstrap (greedy outcomes or per-prompt means).",
     )
     alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Reject when the paired test says 'worse' at this level.")
     max_consecutive_rejections: int = Field(2, ge=1, description="Halt the campaign after this many rejections in a row.")
@@ -357,6 +358,23 @@ class GateConfig(_Frozen):
         description="Halt when the candidate gives no parseable answer on more than this share of held-out prompts.",
     )
     bootstrap_samples: int = Field(2000, ge=100)
+    samples_per_prompt: int = Field(
+        0,
+        ge=0,
+        description="0: gate on greedy outcomes (one per prompt). k >= 2: gate on paired pass@1 estimates, each prompt's "
+        "mean correctness over its eval_sample completions (needs eval.num_samples >= k and test = 'bootstrap').",
+    )
+
+    @model_validator(mode="after")
+    def _check_test(self) -> GateConfig:
+        if self.samples_per_prompt == 1:
+            raise ValueError("gate.samples_per_prompt = 1 is one sampled answer (noisier than greedy); use 0 (greedy) or >= 2")
+        if self.samples_per_prompt and self.test == "mcnemar":
+            raise ValueError(
+                f"gate.samples_per_prompt = {self.samples_per_prompt} gives per-prompt means, which McNemar cannot test; "
+                "set gate.test = 'bootstrap' (paired bootstrap) or gate.samples_per_prompt = 0"
+            )
+        return self
 
 
 class ScheduleConfig(_Frozen):

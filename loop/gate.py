@@ -1,7 +1,9 @@
 """The gate: promote the candidate, keep the incumbent (reject), or halt the campaign.
 
-Inputs are paired per-prompt greedy outcomes of candidate and incumbent on the same held-out
-prompts. The candidate is promoted only if all hold:
+Inputs are paired per-prompt scores of candidate and incumbent on the same held-out prompts: greedy
+outcomes (0/1, ``gate.samples_per_prompt = 0``) or paired pass@1 estimates, each prompt's mean
+correctness over its k sampled completions (``gate.samples_per_prompt = k``; see ``per_prompt_means``).
+The candidate is promoted only if all hold:
 
 1. no guard tripped (no-answer rate on held-out <= ``max_no_answer_rate``, else **halt**);
 2. pass@1(candidate) >= pass@1(incumbent) - tolerance;
@@ -48,9 +50,13 @@ def mcnemar_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool]) -> flo
     return sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n
 
 
-def bootstrap_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool], *, samples: int = 2000, seed: int = 0) -> float:
+def bootstrap_worse_p(candidate: Sequence[float], incumbent: Sequence[float], *, samples: int = 2000, seed: int = 0) -> float:
     """One-sided paired bootstrap p-value for "candidate is worse": the share of resamples of the
-    per-prompt difference (candidate - incumbent) whose mean is >= 0 (Efron & Tibshirani 1993, §16.4)."""
+    per-prompt difference (candidate - incumbent) whose mean is >= 0 (Efron & Tibshirani 1993, §16.4).
+
+    Scores are greedy outcomes (0/1) or per-prompt pass@1 estimates in [0, 1]; prompts are resampled
+    with their pair, so the k samples of one prompt stay together (a cluster bootstrap).
+    """
     if len(candidate) != len(incumbent):
         raise ValueError(f"paired outcomes differ in length ({len(candidate)} vs {len(incumbent)})")
     d = np.asarray(candidate, dtype=np.float64) - np.asarray(incumbent, dtype=np.float64)  # (m,)
@@ -60,6 +66,24 @@ def bootstrap_worse_p(candidate: Sequence[bool], incumbent: Sequence[bool], *, s
     idx = rng.integers(0, len(d), size=(samples, len(d)))  # (samples, m)
     means = d[idx].mean(axis=1)  # (samples,)
     return float((means >= 0).mean())
+
+
+def per_prompt_means(counts: Sequence[tuple[int, int]], k: int) -> list[float]:
+    """Paired pass@1 estimates: each prompt's ``c / n`` over its ``n`` sampled completions (``c`` correct).
+
+    ``counts`` is one ``(n, c)`` per held-out prompt, in the same prompt order for both checkpoints.
+
+    Raises:
+        ValueError: a prompt has fewer than ``k`` samples (raise eval.num_samples to >= gate.samples_per_prompt).
+    """
+    short = [i for i, (n, _) in enumerate(counts) if n < k]
+    if short:
+        n_min = min(counts[i][0] for i in short)
+        raise ValueError(
+            f"{len(short)} held-out prompts have {n_min} < gate.samples_per_prompt={k} sampled completions; "
+            f"set eval.num_samples >= {k} and re-run the evaluate stage"
+        )
+    return [c / n for n, c in counts]
 
 
 @dataclass(frozen=True)
@@ -76,8 +100,8 @@ class GateResult:
 
 
 def decide(
-    candidate: Sequence[bool],
-    incumbent: Sequence[bool],
+    candidate: Sequence[float],
+    incumbent: Sequence[float],
     cfg: GateConfig,
     *,
     best_promoted_pass1: float,
@@ -88,10 +112,11 @@ def decide(
     """Decide on one candidate under the campaign's ``[gate]`` settings (tolerance, test, alpha, limits).
 
     ``consecutive_rejections`` counts rejections before this round; ``tripped_guards`` are reasons from
-    training guard metrics (KL, entropy) that force a halt.
+    training guard metrics (KL, entropy) that force a halt. ``candidate`` / ``incumbent``: one score per
+    prompt, greedy outcome (bool) or pass@1 estimate in [0, 1] (``per_prompt_means``).
 
     Raises:
-        ValueError: unpaired or empty outcomes; an unknown test name.
+        ValueError: unpaired or empty outcomes; McNemar on scores that are not 0/1; an unknown test name.
     """
     tolerance, test, alpha = cfg.tolerance, cfg.test, cfg.alpha
     max_consecutive_rejections, max_no_answer_rate = cfg.max_consecutive_rejections, cfg.max_no_answer_rate
@@ -103,6 +128,8 @@ def decide(
     cand, inc = sum(candidate) / m, sum(incumbent) / m
     delta = cand - inc
     if test == "mcnemar":
+        if any(x not in (0, 1) for x in (*candidate, *incumbent)):
+            raise ValueError("McNemar needs 0/1 outcomes per prompt; gate per-prompt means with gate.test = 'bootstrap'")
         p = mcnemar_worse_p(candidate, incumbent)
     elif test == "bootstrap":
         p = bootstrap_worse_p(candidate, incumbent, samples=cfg.bootstrap_samples)
@@ -188,13 +215,16 @@ def prompts_needed(
     return math.ceil(z * z * var / (effect * effect))
 
 
-def power_warning(n_prompts: int, alpha: float, effect: float = 0.05) -> str | None:
-    """A one-line warning when ``n_prompts`` cannot detect a drop of ``effect``, naming the size it needs; else None."""
-    mde = minimum_detectable_effect(n_prompts, alpha)
+def power_warning(n_prompts: int, alpha: float, effect: float = 0.05, *, samples_per_prompt: int = 1) -> str | None:
+    """A one-line warning when ``n_prompts`` (with ``samples_per_prompt`` samples each; 1 = greedy) cannot
+    detect a drop of ``effect``, naming the size it needs; else None."""
+    k = max(samples_per_prompt, 1)
+    mde = minimum_detectable_effect(n_prompts, alpha, samples_per_prompt=k)
     if mde <= effect:
         return None
-    need = prompts_needed(effect, alpha)
+    need = prompts_needed(effect, alpha, samples_per_prompt=k)
+    per = f", {k} samples each" if k > 1 else ""
     return (
-        f"the gate's eval set ({n_prompts} prompts) detects only drops >= {mde:.3f} pass@1 at alpha={alpha:g} "
+        f"the gate's eval set ({n_prompts} prompts{per}) detects only drops >= {mde:.3f} pass@1 at alpha={alpha:g} "
         f"(power {POWER:g}); detecting a {effect:.2f} drop needs ~{need} held-out prompts (raise tasks.heldout_prompts)"
     )

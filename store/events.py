@@ -3,7 +3,9 @@
 The campaign's state is replayed from its gate decisions and these events in round order: an event
 recorded after N gated rounds applies before round N+1. ``halt`` and ``pause`` stop new rounds;
 ``resume`` lifts both and restarts the count of consecutive rejections, so the gate does not halt
-again on the very next rejection.
+again on the very next rejection. A resume may change settings (``settings_json`` = ``{"set":
+{"grpo.lr": 3e-6}}``): rounds after it run with them, and only those settings may differ from the
+campaign's stored ones (``recorded_settings``).
 """
 
 from __future__ import annotations
@@ -67,10 +69,23 @@ def record_event(
 
 
 def campaign_events(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
-    """The campaign's events, oldest first."""
+    """The campaign's events, oldest first; ``changes`` is what a resume set, as ``"grpo.lr=3e-06"`` text ("" if none)."""
     cur = con.execute("SELECT * FROM campaign_events WHERE campaign_id = ? ORDER BY created_at, event_id", [campaign_id])
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    for e in rows:
+        changed = json.loads(e["settings_json"]).get("set", {}) if e.get("settings_json") else {}
+        e["changes"] = ", ".join(f"{k}={v}" for k, v in changed.items())
+    return rows
+
+
+def recorded_settings(con: duckdb.DuckDBPyConnection, campaign_id: str) -> dict[str, object]:
+    """Dotted settings changed by the campaign's resume events, later events winning: ``{"grpo.lr": 3e-6}``."""
+    out: dict[str, object] = {}
+    for e in campaign_events(con, campaign_id):
+        if e.get("settings_json"):
+            out.update(json.loads(e["settings_json"]).get("set", {}))
+    return out
 
 
 def events_by_round(con: duckdb.DuckDBPyConnection, campaign_id: str) -> dict[int, list[str]]:

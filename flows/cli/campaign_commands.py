@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Optional
 
@@ -13,10 +14,11 @@ campaign_app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None, help="Halt, pause or resume a campaign (recorded in the store)."
 )
 
+NOT_SETTINGS = ("db", "run_dir", "max_rounds", "schedule", "retention", "campaign")
 REASON_HELP = "Why (stored with who and when; shown in `ratchet status`, the report and the UI)."
 
 
-def _record(db: Path, name: str, action: str, reason: str) -> None:
+def _record(db: Path, name: str, action: str, reason: str, changes: dict | None = None) -> None:
     from ratchet.store.db import StoreError, transaction
     from ratchet.store.events import record_event
     from ratchet.store.queries import campaign_by_name
@@ -29,11 +31,35 @@ def _record(db: Path, name: str, action: str, reason: str) -> None:
             if c is None:
                 names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY name").fetchall()]
                 raise ValueError(f"no campaign {name!r} in {db}; campaigns: {', '.join(names) or 'none'}")
-            row = record_event(con, c["campaign_id"], action, reason)
+            if changes:
+                _check_changes(c["config"], changes)
+            row = record_event(con, c["campaign_id"], action, reason, settings={"set": changes} if changes else None)
     except (StoreError, ValueError) as e:
         fail(str(e))
     after = row["after_round_index"]
     console.print(f"{name}: {action} recorded by {row['actor']} after round {after}: {row['reason']}", highlight=False)
+    for key, value in (changes or {}).items():
+        console.print(f"  from round {after + 1}: {key} = {value!r} (was {_dotted(c['config'], key)!r})", highlight=False)
+
+
+def _dotted(settings: dict, key: str) -> object:
+    for part in key.split("."):
+        settings = settings.get(part) if isinstance(settings, dict) else None
+    return settings
+
+
+def _check_changes(stored: dict, changes: dict) -> None:
+    """Only campaign settings the store holds can change, to values the config accepts (ConfigError, one line)."""
+    from ratchet.flows.rounds.resumed_settings import with_settings
+    from ratchet.loop.config import ConfigError, RatchetConfig
+
+    for key in changes:
+        if key.split(".")[0] in NOT_SETTINGS or key.split(".")[0] not in stored:
+            raise ConfigError(
+                f"--set {key}: not a setting of this campaign (its settings: {', '.join(sorted(stored))}; "
+                "schedule, retention and max_rounds are changed in the config file, not by a resume)"
+            )
+    with_settings(RatchetConfig.model_validate({**stored, "campaign": stored.get("campaign", "x")}), changes)
 
 
 @campaign_app.command("halt")
@@ -61,9 +87,26 @@ def campaign_resume(
     name: str = typer.Argument(..., help="Campaign name."),
     reason: str = typer.Option(..., "--reason", help=REASON_HELP),
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    set_: Optional[list[str]] = typer.Option(
+        None, "--set", help="KEY=VALUE: change a campaign setting from the next round on, e.g. --set grpo.lr=3e-6 (repeatable)."
+    ),
+    reshuffle: bool = typer.Option(False, "--reshuffle", help="Draw a new tasks.seed: later rounds train on other prompts."),
 ) -> None:
-    """Lift a halt (the gate's or a person's) or a pause; the count of rejections in a row starts again at 0."""
-    _record(db, name, "resume", reason)
+    """Lift a halt (the gate's or a person's) or a pause; the count of rejections in a row starts again at 0.
+
+    ``--set KEY=VALUE`` (repeatable) changes a campaign setting for every later round; ``--reshuffle``
+    draws a new ``tasks.seed``, so later rounds train on a new draw of prompts (the eval set stays pinned).
+    """
+    from ratchet.flows.rounds.resumed_settings import parse_set
+    from ratchet.loop.config import SEED_MAX, ConfigError
+
+    try:
+        changes = parse_set(list(set_ or []))
+    except ConfigError as e:
+        fail(str(e))
+    if reshuffle:
+        changes["tasks.seed"] = secrets.randbelow(SEED_MAX)
+    _record(db, name, "resume", reason, changes)
 
 
 def gc(

@@ -222,7 +222,8 @@ def status(
         why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
         console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
         for e in c.get("events", [])[-3:]:
-            console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}", highlight=False)
+            changes = f" (from round {e['after_round_index'] + 1}: {e['changes']})" if e.get("changes") else ""
+            console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}{changes}", highlight=False)
 
 
 @app.command()

@@ -192,7 +192,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <h3>Halts, pauses and resumes</h3>
 <table><tr><th>when</th><th>action</th><th>after round</th><th>by</th><th>reason</th></tr>
 {% for e in c.events %}<tr><td>{{ e.created_at }}</td><td class="{{ e.action }}">{{ e.action }}</td><td class="num">{{ e.after_round_index }}</td>
-<td>{{ e.actor }}</td><td>{{ e.reason }}</td></tr>
+<td>{{ e.actor }}</td><td>{{ e.reason }}{% if e.changes %} (settings changed: {{ e.changes }}){% endif %}</td></tr>
 {% endfor %}
 </table>
 {% endif %}

@@ -12,15 +12,16 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate import decide, minimum_detectable_effect, power_warning
+from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
-from ratchet.store.events import events_of
+from ratchet.store.events import events_of, recorded_settings
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -59,7 +60,10 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
     check_round_disk(ctx)
-    warning = power_warning(len(ctx.heldout()), cfg.gate.alpha)
+    k = cfg.gate.samples_per_prompt
+    if k > cfg.eval.num_samples:
+        raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
+    warning = power_warning(len(ctx.heldout()), cfg.gate.alpha, samples_per_prompt=max(k, 1))
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
@@ -109,14 +113,25 @@ def _settings_diff(new: dict, old: dict) -> list[str]:
     return sorted(out)
 
 
+def _dotted(settings: dict, key: str) -> object:
+    for part in key.split("."):
+        settings = settings.get(part) if isinstance(settings, dict) else None
+    return settings
+
+
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
+    """Refuse a config that differs from the stored campaign's except in settings a resume changed (to their new value)."""
     existing = campaign_by_name(con, cfg.campaign)
+    if existing is None:
+        return
     settings = cfg.campaign_settings()
-    diff = _settings_diff(settings, existing["config"]) if existing is not None else []
+    changed = recorded_settings(con, existing["campaign_id"])
+    diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
     if diff:
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-            "use --campaign NEW_NAME, or the original settings to continue it"
+            "use --campaign NEW_NAME, the original settings to continue it, or "
+            "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
         )
 
 
@@ -259,6 +274,13 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     return out
 
 
+def _gate_scores(outcomes: list[dict], k: int) -> list[float]:
+    """Per-prompt gate scores: greedy correctness (k = 0) or the mean correctness of the eval samples (k >= 2)."""
+    if not k:
+        return [float(o["greedy_correct"]) for o in outcomes]
+    return per_prompt_means([(o["n"], o["c"]) for o in outcomes], k)
+
+
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
     """Compare candidate and incumbent on paired held-out outcomes; record promote / reject / halt."""
@@ -273,7 +295,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
         inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
-        inc_pass1 = sum(o["greedy_correct"] for o in inc) / len(inc)
+        inc_scores = _gate_scores(inc, g.samples_per_prompt)
+        inc_pass1 = sum(inc_scores) / len(inc_scores)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
         row = dict(
             round_id=ctx.round_id,
@@ -285,7 +308,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             best_promoted_pass1=best,
             incumbent_pass1=inc_pass1,
             created_at=now(),
-            min_detectable_effect=minimum_detectable_effect(len(inc), g.alpha),
+            min_detectable_effect=minimum_detectable_effect(len(inc), g.alpha, samples_per_prompt=max(g.samples_per_prompt, 1)),
         )
         if candidate is None:
             halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
@@ -303,8 +326,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                     f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage"
                 )
             res = decide(
-                [o["greedy_correct"] for o in cand],
-                [o["greedy_correct"] for o in inc],
+                _gate_scores(cand, g.samples_per_prompt),
+                inc_scores,
                 g,
                 best_promoted_pass1=best,
                 tripped_guards=_training_guards(con, ctx),
@@ -448,9 +471,10 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
     """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
     a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
-    ctx = load_ctx(config_path)
     log = run_logger()
     prepare_campaign(config_path)
+    config_path = apply_recorded_settings(config_path)  # settings a `campaign resume --set` changed
+    ctx = load_ctx(config_path)
     decisions, ran, r = [], 0, 1
     while ctx.cfg.max_rounds is None or r <= ctx.cfg.max_rounds:
         with connect(ctx.db, read_only=True) as con:

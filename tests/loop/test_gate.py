@@ -62,3 +62,42 @@ def test_minimum_detectable_effect_by_hand():
     msg = power_warning(48, 0.05)
     assert "48 prompts" in msg and "~742 held-out prompts" in msg and "\n" not in msg
     assert power_warning(1000, 0.05) is None
+
+
+def test_per_prompt_means_by_hand_and_too_few_samples():
+    from ratchet.loop.gate import per_prompt_means
+
+    assert per_prompt_means([(4, 1), (4, 4), (5, 0)], 4) == [0.25, 1.0, 0.0]
+    with pytest.raises(ValueError, match="eval.num_samples >= 4"):
+        per_prompt_means([(4, 1), (2, 2)], 4)
+
+
+def test_gate_on_paired_means_with_bootstrap():
+    cfg = GateConfig(tolerance=0.05, test="bootstrap", samples_per_prompt=4, max_consecutive_rejections=3)
+    kw = {**KW, "cfg": cfg}
+    # Every prompt drops by 1/4: all resampled mean differences are -0.25 < 0 -> p = 0, delta = -0.25.
+    r = decide([0.0, 0.5, 0.25, 0.75], [0.25, 0.75, 0.5, 1.0], best_promoted_pass1=0.0, **kw)
+    assert r.decision == "reject" and r.p_value == 0.0 and r.delta == pytest.approx(-0.25)
+    # Identical means: no difference at all -> p = 1, promoted (pass@1 estimate 0.5 each).
+    r = decide([0.25, 0.75], [0.25, 0.75], best_promoted_pass1=0.5, **kw)
+    assert r.decision == "promote" and r.p_value == 1.0 and r.candidate_pass1 == pytest.approx(0.5)
+
+
+def test_mcnemar_refuses_means_and_config_names_the_fix():
+    with pytest.raises(ValueError, match="bootstrap"):
+        decide([0.5, 1.0], [1.0, 1.0], best_promoted_pass1=0.5, **KW)
+    with pytest.raises(ValueError, match="gate.test = 'bootstrap'"):
+        GateConfig(samples_per_prompt=4)
+    with pytest.raises(ValueError, match="samples_per_prompt = 1"):
+        GateConfig(samples_per_prompt=1, test="bootstrap")
+
+
+def test_mde_and_warning_use_k_samples():
+    from ratchet.loop.gate import minimum_detectable_effect, power_warning
+
+    # var = 0.3 * (1 + 1/4) / 2 = 0.1875; sqrt(0.1875 / 48) = 0.0625; * 2.4865 = 0.1554
+    assert minimum_detectable_effect(48, 0.05, samples_per_prompt=4) == pytest.approx(0.1554, abs=1e-3)
+    msg = power_warning(48, 0.05, samples_per_prompt=4)
+    assert "4 samples each" in msg and "0.155" in msg
+    # 2.4865^2 * 0.1875 / 0.05^2 = 463.7 -> 464 prompts suffice with k = 4
+    assert power_warning(464, 0.05, samples_per_prompt=4) is None and power_warning(464, 0.05) is not None
