@@ -59,7 +59,8 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     model_dir = resolve_model(cfg.model.name_or_path)
     check_loadable(model_dir)
     check_tasks(ctx)
-    check_no_truncation(cfg, model_dir, (ctx.messages(p) for p in ctx.tasks.train_pool()))
+    # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
+    check_no_truncation(cfg, model_dir, (ctx.messages(p) for p in [*ctx.tasks.train_pool(), *ctx.train_prompts()]))
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
