@@ -45,7 +45,16 @@ class GenerationConfig(_Frozen):
     group_size: int = Field(4, ge=1, description="G: completions sampled per prompt (a group).")
     temperature: float = Field(0.8, ge=0.0, description="Sampling temperature for rollouts.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
-    max_new_tokens: int = Field(32, ge=1, description="Completion length cap, tokens.")
+    max_new_tokens: int | Literal["auto"] = Field(
+        32,
+        description="Completion length cap, tokens, or 'auto': each round's cap is 1.2 x the last round's rollout "
+        "completion-length P90 within [max_new_tokens_min, max_new_tokens_max] (round 1: the minimum); evaluation "
+        "then always uses max_new_tokens_max so the eval set id stays comparable across rounds.",
+    )
+    max_new_tokens_min: int = Field(32, ge=1, description="'auto' max_new_tokens: lower bound, tokens (round 1 uses it).")
+    max_new_tokens_max: int = Field(
+        256, ge=1, description="'auto' max_new_tokens: upper bound, tokens; also the evaluation cap and the preflight bound."
+    )
     batch_size: int = Field(
         32, ge=1, description="Sequences per forward batch. On 2 CPU cores 32-48 is fastest; 192 was 3x slower per token."
     )
@@ -67,6 +76,25 @@ class GenerationConfig(_Frozen):
         ge=16,
         description="vLLM: longest prompt + completion in tokens (bounds KV cache per sequence); None = the model's limit.",
     )
+
+    @model_validator(mode="after")
+    def _check_lengths(self) -> GenerationConfig:
+        if isinstance(self.max_new_tokens, int) and self.max_new_tokens < 1:
+            raise ValueError(f"generation.max_new_tokens ({self.max_new_tokens}) must be >= 1 or 'auto'")
+        if self.max_new_tokens_min > self.max_new_tokens_max:
+            raise ValueError(
+                f"generation.max_new_tokens_min ({self.max_new_tokens_min}) must be <= max_new_tokens_max "
+                f"({self.max_new_tokens_max}); raise max_new_tokens_max"
+            )
+        return self
+
+    @property
+    def max_new_tokens_cap(self) -> int:
+        """The largest completion cap any round can use, tokens: the fixed value, or the 'auto' maximum.
+
+        Evaluation uses it (so the eval set id never changes with 'auto') and preflight checks training limits against it.
+        """
+        return self.max_new_tokens if isinstance(self.max_new_tokens, int) else self.max_new_tokens_max
 
 
 # Generation settings that size the engine rather than decide what is sampled (excluded from campaign_settings()).
@@ -246,7 +274,11 @@ class SFTConfig(_LoRA):
         2, ge=1, description="Cap on distinct correct completions kept per prompt (avoids over-weighting easy prompts)."
     )
     max_seq_len: int = Field(
-        256, ge=16, description="Prompt + completion tokens; longer examples are left-truncated in the prompt."
+        256,
+        ge=16,
+        description="Prompt + completion tokens (bounds GRPO too: completions keep <= half). Longer examples would be cut "
+        "(prompt from the left), so preflight refuses a limit below the longest prompt + max_new_tokens; "
+        "training counts any cut in train/truncated_prompts and train/truncated_completions.",
     )
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
 

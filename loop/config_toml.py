@@ -64,6 +64,9 @@ def _choices(info: FieldInfo) -> str:
     ann = info.annotation
     options = [ann] if typing.get_origin(ann) is Literal else typing.get_args(ann)  # Literal[...] or Literal[...] | None
     lits = [x for a in options if typing.get_origin(a) is Literal for x in typing.get_args(a)]
+    others = [getattr(a, "__name__", str(a)) for a in options if typing.get_origin(a) is not Literal and a is not type(None)]
+    if lits and others:  # e.g. int | Literal["auto"]
+        return f" An {' or '.join(others)}, or one of: {', '.join(map(str, lits))}."
     return f" One of: {', '.join(map(str, lits))}." if lits else ""
 
 

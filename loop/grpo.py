@@ -77,6 +77,8 @@ class PackedRollouts:
     prompt_row: list[int]  # (N,) row of each completion's prompt in ``suffixes``
     completions: list[list[int]]  # (N,) completion token ids, EOS appended unless truncated
     pad_id: int
+    truncated_prompts: int = 0  # samples whose prompt lost tokens on the left to fit max_seq_len
+    truncated_completions: int = 0  # samples whose completion was cut to max_seq_len // 2
 
     def completion_tensors(self, rows: Sequence[int], width: int | None = None):
         """Right-padded completion ids (B, C) int64 and mask (B, C) bool for ``rows``; C = ``width`` or the longest."""
@@ -114,24 +116,29 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     """Tokenize prompts (chat template, generation prompt) and completions as at sampling time.
 
     A completion keeps at most ``max_seq_len // 2`` tokens; a prompt is left-truncated so that it fits
-    ``max_seq_len`` with the longest completion that shares it. Identical prompts share one row.
+    ``max_seq_len`` with the longest completion that shares it. Identical prompts share one row. What
+    was cut is counted (``truncated_prompts``, ``truncated_completions``: samples) and stored with the run.
     """
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     rows: dict[str, int] = {}
     prompt_row, comps = [], []
+    cut_completions = 0
     for s in samples:
         text = render_prompt(tok, s.example.messages)
         prompt_row.append(rows.setdefault(text, len(rows)))
         c = tok(s.example.completion, add_special_tokens=False)["input_ids"] + ([] if s.truncated else [tok.eos_token_id])
+        cut_completions += len(c) > max_seq_len // 2
         comps.append(c[: max_seq_len // 2])
     longest = [0] * len(rows)
     for r, c in zip(prompt_row, comps):
         longest[r] = max(longest[r], len(c))
-    prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
-    prompts = [p[-(max_seq_len - longest[r]) :] for r, p in enumerate(prompts)]
+    full = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
+    prompts = [p[-(max_seq_len - longest[r]) :] for r, p in enumerate(full)]
+    cut_rows = {r for r, (p, q) in enumerate(zip(full, prompts)) if len(q) < len(p)}
+    cut_prompts = sum(r in cut_rows for r in prompt_row)  # samples whose prompt lost tokens
     plen = len(os.path.commonprefix(prompts))
     plen = min(plen, min(map(len, prompts)) - 1)  # every row keeps >= 1 token of its own: its last hidden state
-    return PackedRollouts(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, comps, pad)
+    return PackedRollouts(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, comps, pad, cut_prompts, cut_completions)
 
 
 def _tokenize(tok, samples: Sequence[GRPOSample], max_seq_len: int):
@@ -492,6 +499,8 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
         **base,
         "train/completion_len_mean": float(lengths.mean()),
         "train/completion_len_p90": p90,
+        "train/truncated_prompts": packed.truncated_prompts,
+        "train/truncated_completions": packed.truncated_completions,
         **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
         # what the gate's guards read: where the policy ended up, not the pass average
         "train/kl_last": last.get("train/kl/is_mean", 0.0),

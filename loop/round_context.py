@@ -118,7 +118,7 @@ class Ctx:
     def eval_set_id(self) -> str:
         e, t = self.cfg.eval, self.cfg.tasks
         settings = {
-            "max_new_tokens": self.cfg.generation.max_new_tokens,
+            "max_new_tokens": self.cfg.generation.max_new_tokens_cap,  # the 'auto' maximum: comparable across rounds
             "num_samples": e.num_samples,
             "temperature": e.temperature,
             "system_prompt": t.system_prompt,

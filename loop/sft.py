@@ -62,6 +62,18 @@ def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[
     return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + c_ids
 
 
+def truncation_counts(tokenizer, examples: Sequence[SFTExample], max_seq_len: int) -> dict[str, int]:
+    """How many of ``examples`` ``tokenize_example`` would cut: ``train/truncated_prompts`` (prompt tokens
+    dropped from the left) and ``train/truncated_completions`` (completion + EOS longer than ``max_seq_len``)."""
+    prompts = completions = 0
+    for ex in examples:
+        p = len(tokenizer(render_prompt(tokenizer, ex.messages), add_special_tokens=False)["input_ids"])
+        c = len(tokenizer(ex.completion, add_special_tokens=False)["input_ids"]) + 1
+        completions += c > max_seq_len
+        prompts += p + min(c, max_seq_len) > max_seq_len
+    return {"train/truncated_prompts": prompts, "train/truncated_completions": completions}
+
+
 def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int):
     """Right-pad a batch. Returns ``input_ids (B, T) int64``, ``attention_mask (B, T) int64``, ``labels (B, T) int64``."""
     import torch
@@ -208,6 +220,7 @@ def train_sft(
         "train/loss_last": losses[-1],
         "train/loss_mean": sum(losses) / len(losses),
         "train/examples": len(data),
+        **truncation_counts(tok, examples, cfg.max_seq_len),
         "train/ranks": world,
         "perf/train_tokens_per_s": global_count(accelerator, tokens) / dt,
     }

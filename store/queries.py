@@ -616,3 +616,17 @@ def campaign_controls(con: duckdb.DuckDBPyConnection, names: list[str]) -> dict[
         c = campaign_by_name(con, name)
         out[name] = campaign_control(con, c["campaign_id"], campaign_state(con, c["campaign_id"], ""))
     return out
+
+
+def last_rollout_p90(con: duckdb.DuckDBPyConnection, campaign_id: str, round_index: int) -> float | None:
+    """P90 (tokens, linear interpolation) of the rollout completion lengths of the campaign's latest round
+    before ``round_index`` that has rollouts; None when no earlier round has any (the 'auto' length rule)."""
+    row = con.execute(
+        """SELECT quantile_cont(t.completion_tokens, 0.9) FROM trajectories t JOIN rounds r USING (round_id)
+           WHERE t.purpose = 'rollout' AND r.round_index = (
+               SELECT max(r2.round_index) FROM rounds r2 JOIN trajectories t2 USING (round_id)
+               WHERE r2.campaign_id = $c AND r2.round_index < $i AND t2.purpose = 'rollout')
+             AND r.campaign_id = $c""",
+        {"c": campaign_id, "i": round_index},
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
+from ratchet.loop.lengths import round_max_new_tokens
 from ratchet.loop.models import verify_checkpoint
 from ratchet.loop.round_context import Ctx
 from ratchet.loop.sft import SFTExample, train_sft
 from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect
-from ratchet.store.queries import checkpoint_dir
+from ratchet.store.queries import checkpoint_dir, last_rollout_p90
 
 
 def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
@@ -25,6 +26,16 @@ def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
     if path is None:
         raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
     return verify_checkpoint(path, checkpoint_id)  # the files a round loads are the ones the id names
+
+
+def rollout_cap(ctx: Ctx) -> int:
+    """This round's rollout completion cap, tokens: ``generation.max_new_tokens``, or under 'auto' 1.2 x the P90
+    of the campaign's last round's rollout lengths within [max_new_tokens_min, max_new_tokens_max]."""
+    if isinstance(ctx.cfg.generation.max_new_tokens, int):
+        return ctx.cfg.generation.max_new_tokens
+    with connect(ctx.db, read_only=True) as con:
+        p90 = last_rollout_p90(con, ctx.campaign_id, ctx.round_index)
+    return round_max_new_tokens(ctx.cfg, p90)
 
 
 def train_compute(
@@ -69,7 +80,7 @@ def _train_grpo(
     ]
     run = GRPORun(
         temperature=gen.temperature,
-        max_completion_length=gen.max_new_tokens,
+        max_completion_length=rollout_cap(ctx),
         max_seq_len=ctx.cfg.sft.max_seq_len,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
     )

@@ -16,6 +16,7 @@ from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
+from ratchet.loop.lengths import check_no_truncation
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
@@ -52,10 +53,15 @@ def preflight(cfg: RatchetConfig) -> list[str]:
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
+        ConfigError: sequence limits that would truncate training (``sft.max_seq_len`` vs the longest prompt +
+            ``max_new_tokens``; see ``ratchet.loop.lengths``).
     """
     ctx = Ctx(cfg)
-    check_loadable(resolve_model(cfg.model.name_or_path))
+    model_dir = resolve_model(cfg.model.name_or_path)
+    check_loadable(model_dir)
     check_tasks(ctx)
+    # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
+    check_no_truncation(cfg, model_dir, (ctx.messages(p) for p in [*ctx.tasks.train_pool(), *ctx.train_prompts()]))
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)

@@ -19,7 +19,7 @@ from prefect.cache_policies import NONE
 from ratchet.common.files import publish_dir
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
-from ratchet.flows.compute.training import checkpoint_path
+from ratchet.flows.compute.training import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.progress import bar
 from ratchet.loop.evaluation import PromptOutcome, sampled_metrics, summarize
@@ -157,12 +157,13 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
         rows: list[dict] = []
         comps: list[Completion] = []
         by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
+        cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
         for G, subset in sorted(by_g.items()):
             params = SamplingParams(
                 n=G,
                 temperature=g.temperature,
                 top_p=g.top_p,
-                max_new_tokens=g.max_new_tokens,
+                max_new_tokens=cap,
                 seed=derive_seed("rollouts", g.seed, round_index, step),
             )
             desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
@@ -330,9 +331,9 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
     if read_marker(out) is None:
         prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
         ckpt_dir = checkpoint_path(ctx, checkpoint_id)
-        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens)
+        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens_cap)  # fixed under 'auto' too
         sampled = (
-            SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens, seed=g.seed)
+            SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens_cap, seed=g.seed)
             if e.num_samples
             else None
         )
