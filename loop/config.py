@@ -103,9 +103,7 @@ ENGINE_ONLY_GENERATION_FIELDS = frozenset({"tensor_parallel_size", "gpu_memory_u
 
 # Fields added after stores existed whose default changes nothing: left out of campaign_settings() while at
 # their default, so a campaign recorded before they existed continues without a settings conflict.
-ADDED_WITH_NEUTRAL_DEFAULTS = {
-    "verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s", "format_prefix", "code_isolation")
-}
+ADDED_WITH_NEUTRAL_DEFAULTS = {"verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s", "format_prefix")}
 
 
 class ComputeConfig(_Frozen):

@@ -128,7 +128,7 @@ def demo(
 
     try:
         name = campaign or ("demo" if tasks == "arithmetic" else f"demo-{tasks}")
-        cfg = load_config(None, db=str(db), campaign=name, algorithm=algorithm, **demo_overrides(tasks))
+        cfg = load_config(None, db=str(db), campaign=name, algorithm=algorithm, max_rounds=3, **demo_overrides(tasks))
     except (ConfigError, DemoTasksError) as e:
         fail(str(e))
     _run(cfg, rounds)
