@@ -90,11 +90,22 @@ def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
     return sum(x.correct for x in v) / len(v)
 
 
+def _samples(comps, prompts, render, cfg) -> list:
+    """Scored GRPO samples of one step's completions (the same for the per-step and the persistent mode)."""
+    from ratchet.loop.grpo import GRPOSample
+    from ratchet.loop.sft import SFTExample
+
+    rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
+    return [
+        GRPOSample(c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length")
+        for c, r in zip(comps, rewards)
+    ]
+
+
 def run_ours(args, out: Path) -> dict:
     from ratchet.loop.config import GRPOConfig
     from ratchet.loop.generation import SamplingParams
-    from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.grpo import GRPORun, train_grpo
     from ratchet.loop.transformers_backend import TransformersBackend
 
     base, train, heldout, render, cfg = _setup(args)
@@ -123,20 +134,14 @@ def run_ours(args, out: Path) -> dict:
         )
         b.close()
         t_gen = time.perf_counter() - t0
-        rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
-        samples = [
-            GRPOSample(
-                c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length"
-            )
-            for c, r in zip(comps, rewards)
-        ]
+        samples = _samples(comps, prompts, render, cfg)
         res = train_grpo(policy, samples, out / f"step-{step}", st, run, ref_dir=base, optimizer_state=out / "optimizer.pt")
         if res.checkpoint_dir is not None:
             policy = res.checkpoint_dir
         times.append(time.perf_counter() - t0)
         print(
             f"ours step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
-            f"reward mean {sum(rewards) / len(rewards):.3f}",
+            f"reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
             flush=True,
         )
     return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(policy, heldout, render, cfg)}
@@ -146,8 +151,7 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
     """Ratchet's steps with the engine and the learner kept loaded: after each pass the learner's weights go
     into the running engine in place (``update_weights``); only the final policy is saved (one checkpoint)."""
     from ratchet.loop.generation import SamplingParams
-    from ratchet.loop.grpo import GRPOLearner, GRPOSample
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.grpo import GRPOLearner
     from ratchet.loop.transformers_backend import TransformersBackend
 
     base, train, heldout, render, cfg = _setup(args)
@@ -162,20 +166,14 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
             SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step),
         )
         t_gen = time.perf_counter() - t0
-        rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
-        samples = [
-            GRPOSample(
-                c.prompt_index, SFTExample(render(prompts[c.prompt_index].question), c.text), r, c.finish_reason == "length"
-            )
-            for c, r in zip(comps, rewards)
-        ]
+        samples = _samples(comps, prompts, render, cfg)
         res = learner.train_pass(samples, run)
         if res.steps:
             engine.update_weights(learner.state_dict())
         times.append(time.perf_counter() - t0)
         print(
             f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
-            f"reward mean {sum(rewards) / len(rewards):.3f}",
+            f"reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
             flush=True,
         )
     final = learner.save(out / "ours-final")
