@@ -106,23 +106,21 @@ def main() -> None:
     vb.generate(msgs[:4], SamplingParams(n=2, max_new_tokens=8))  # warm-up: first steps allocate buffers
     v_greedy = vb.generate(msgs, greedy)
 
-    def ours_pass() -> float:
-        _, _, tps = timed_generate(vb, msgs, sample)
-        return tps
+    def tokens_per_s(fn, backend):  # one pass of fn -> completion tokens per second
+        def run() -> float:
+            if fn is timed_generate:
+                return fn(backend, msgs, sample)[2]
+            dt, ntok = fn(backend, msgs, sample)
+            return ntok / dt
 
-    def raw_pass() -> float:
-        dt, ntok = raw_generate(vb, msgs, sample)
-        return ntok / dt
+        return run
 
-    def hf_pass() -> float:
-        _, _, tps = timed_generate(hf, msgs, sample)
-        return tps
-
-    def engine_pass() -> float:
-        dt, ntok = engine_generate(vb, msgs, sample)
-        return ntok / dt
-
-    runs = {"adapter": ours_pass, "raw": raw_pass, "hf": hf_pass, "engine": engine_pass}
+    runs = {
+        "adapter": tokens_per_s(timed_generate, vb),
+        "raw": tokens_per_s(raw_generate, vb),
+        "hf": tokens_per_s(timed_generate, hf),
+        "engine": tokens_per_s(engine_generate, vb),
+    }
     passes: dict[str, list[float]] = {k: [] for k in runs}
     names = list(runs)
     for r in range(args.repeats):
