@@ -236,15 +236,6 @@ def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | No
     return None if row is None else json.loads(row[0])
 
 
-def evaluations_of(con: duckdb.DuckDBPyConnection, eval_set_id: str, checkpoint_ids: list[str]) -> list[tuple[str, str, float]]:
-    """``(metric, checkpoint_id, value)`` of these checkpoints on one eval set."""
-    return con.execute(
-        """SELECT metric, checkpoint_id, value FROM evaluations
-                          WHERE eval_set_id = ? AND list_contains(?, checkpoint_id) ORDER BY ALL""",
-        [eval_set_id, checkpoint_ids],
-    ).fetchall()
-
-
 def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
     return _rows(
