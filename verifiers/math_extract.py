@@ -235,12 +235,17 @@ def _value(content: str) -> str:
             break
     s = _sentence(s)
     m = _CLAUSE.search(s)
-    if m and m.start() > 0:
-        s = s[: m.start()]
+    cut = s[: m.start()] if m and m.start() > 0 else s
     if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
-        m = _LAST_IS.match(s)
-        s = s[m.end() :] if m else s
-    return s
+        m = _LAST_IS.match(cut)
+        if m:
+            return cut[m.end() :]
+        m = _LAST_IS.match(s)  # "The number of points that could be in $D$ is 19": "that" opened the subject
+        if m:
+            rest = s[m.end() :]
+            c = _CLAUSE.search(rest)
+            return rest[: c.start()] if c and c.start() > 0 else rest
+    return cut
 
 
 _LINE_HINT = re.compile(r"answer|####", re.I)
@@ -265,13 +270,52 @@ def _line_at(text: str, pos: int) -> tuple[int, str] | None:
     return start, text[start : ahead.start() if ahead else min(len(text), start + MAX_CANDIDATE_CHARS)]
 
 
-def _answer_lines(text: str) -> list[str]:
-    """Values of ``Answer: X`` lines, ``#### X`` lines (GSM8K) and the line after an ``Answer`` heading, in order.
+_MID_FINAL = re.compile(r"(?<=[.!?$])[ \t]{1,3}(?=final\s{1,3}answer\s{0,3}[:：])", re.I)  # "... = 120. Final Answer: ..."
+_DISPLAY_ONLY = {"\\[": "\\]", "$$": "$$"}
+_COMPARATIVE = re.compile(
+    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent)\b", re.I
+)
+_NUMBER_TOKEN = re.compile(
+    r"(?<![\w.,])\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
+)
+
+
+def _sole_number(s: str) -> str | None:
+    """The one number of a prose final-answer sentence (``Jane started growing it 3 hours ago``), or None.
+
+    Only for a short sentence with no math, exactly one number (not an ordinal such as ``3rd``) and no
+    negation, hedge, condition or comparison word (``not 3``, ``3 more than``, ``maybe 3``).
+    """
+    if len(s) > MAX_PROSE_CHARS or "$" in s or "\\" in s or not re.search(r"[A-Za-z]{2,}", s):
+        return None
+    if sum(c.isdigit() for c in s) == 0 or _PROSE_STOP.search(s) or _COMPARATIVE.search(s) or _HEDGE.search(s):
+        return None
+    nums = _NUMBER_TOKEN.findall(s)
+    if len(nums) != 1 or sum(c.isdigit() for c in nums[0]) != sum(c.isdigit() for c in s):
+        return None
+    return nums[0]
+
+
+def _label_value(text: str, rest: str, line_end: int) -> str:
+    """The value after an answer label: ``rest`` of its line, or a display block opened there (``Answer \\[`` newline ``9``)."""
+    opener = rest.strip()
+    if opener in _DISPLAY_ONLY:
+        close = text.find(_DISPLAY_ONLY[opener], line_end, line_end + MAX_CANDIDATE_CHARS)
+        return text[line_end:close].strip() if close > 0 else ""
+    value = _value(rest)
+    if value.strip(" *_") and not _parses(value):
+        return _sole_number(value) or value
+    return value
+
+
+def _answer_lines(text: str) -> list[tuple[int, str]]:
+    """``(offset, value)`` of ``Answer: X`` lines, ``#### X`` lines (GSM8K), the line after an ``Answer``
+    heading and a ``Final Answer:`` label after a sentence end inside a line, in order.
 
     Only lines holding "answer" or "####" in their first 200 characters are looked at (one linear
     pass of a literal pattern), never every line of the text.
     """
-    out: list[str] = []
+    out: list[tuple[int, str]] = []
     seen = -1
     for hit in _LINE_HINT.finditer(text):
         if hit.start() <= seen:
@@ -284,18 +328,28 @@ def _answer_lines(text: str) -> list[str]:
         start, line = found
         seen = start + len(line)
         if len(out) > MAX_BOXES:  # a wall of answer lines is a list of guesses: make it ambiguous
-            return [*out, f"(more than {MAX_BOXES} answer lines)"]
+            return [*out, (seen, f"(more than {MAX_BOXES} answer lines)")]
         gsm = _GSM_LINE.match(line) if line.startswith("####") else None  # GSM8K's final line "#### 42"
         m = _LINE_LABEL.match(line[:200]) if gsm is None else None
         if gsm is not None:
-            out.append(gsm.group(1))
-        elif m is not None and _value(line[m.end() :]).strip(" *_"):
-            out.append(_value(line[m.end() :]))
+            out.append((start, gsm.group(1)))
+        elif m is not None and _label_value(text, line[m.end() :], seen).strip(" *_"):
+            out.append((start, _label_value(text, line[m.end() :], seen)))
         elif _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
             nxt = next((ln for ln in text[seen : seen + MAX_CANDIDATE_CHARS].splitlines()[1:4] if ln.strip()), "")
             if nxt and "answer" not in nxt[:200].lower():
-                out.append(_value(nxt))
-    return out
+                out.append((seen, _value(nxt)))
+    for mid in _MID_FINAL.finditer(text):  # a Minerva closing line run into the previous sentence
+        nl = _LINE_BREAK.search(text, mid.end(), mid.end() + MAX_CANDIDATE_CHARS)
+        line_end = nl.start() if nl else min(len(text), mid.end() + MAX_CANDIDATE_CHARS)
+        label = _LINE_LABEL.match(text, mid.end(), line_end)
+        if label is not None and all(p != mid.end() for p, _ in out):
+            value = _label_value(text, text[label.end() : line_end], line_end)
+            if value.strip(" *_"):
+                out.append((mid.end(), value))
+        if len(out) > MAX_BOXES:
+            break
+    return sorted(out)
 
 
 def _answer_phrases(text: str) -> list[str]:
@@ -428,7 +482,7 @@ def _from_tags(visible: str) -> Extraction | None:
     boxed = _from_boxes(find_boxes(inner), "answer_tag", rivals)
     if boxed is not None:
         return boxed
-    lines = _answer_lines(inner) or _answer_phrases(inner)
+    lines = [v for _, v in _answer_lines(inner)] or _answer_phrases(inner)
     return _decide(lines or [inner], "answer_tag", rivals)
 
 
@@ -450,11 +504,17 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     tagged = _from_tags(visible)
     if tagged is not None:
         return tagged
-    lines = list(dict.fromkeys(_answer_lines(visible)))[: MAX_DISTINCT + 1]
-    # an "Answer: X" line that disagrees with the box is a second final answer (a hedge)
-    boxed = _from_boxes(find_boxes(visible), "boxed", [ln for ln in lines if "boxed" not in ln and _parses(ln)])
+    found = _answer_lines(visible)
+    boxes = find_boxes(visible)
+    # the last explicit final answer wins: an answer line after the last box (boxes before it were
+    # working), else the boxes (answer lines before the last box were working)
+    inner = _innermost(boxes) if len(boxes) <= MAX_BOXES else []
+    last_box = inner[-1].end if any(b.content != "" for b in inner) else -1  # boxes all empty: quoted instructions
+    after = [v for pos, v in found if pos >= last_box and "boxed" not in v and (last_box < 0 or _parses(v))]
+    boxed = None if after and last_box >= 0 else _from_boxes(boxes, "boxed", [])
     if boxed is not None:
         return boxed
+    lines = list(dict.fromkeys(after if last_box >= 0 else [v for _, v in found]))[: MAX_DISTINCT + 1]
     if lines:
         return _decide(lines, "answer_line")
     phrases = _answer_phrases(visible)

@@ -395,3 +395,30 @@ def split_top(s: str, seps: str) -> list[str]:
         last = m.end()
     parts.append(s[last:])
     return [p.strip() for p in parts]
+
+
+_PROSE_WRAPPERS = re.compile(r"\\(?:text(?:bf|it|normal|rm)?|mathrm|mbox|emph)\s*\{|[{}$]|\\[,;!: ]|~")
+_PROSE_CHARS = re.compile(r"[A-Za-z0-9\s,.;:'’!?()\-]+")
+_CHOICE_LEAD = re.compile(r"\s*(?:\(\s*[A-Ja-j]\s*\)|[A-J]\s*[).:]|(?:option|choice)\s)", re.I)
+_NOT_CONTENT = {"and", "or"}
+
+
+def prose_key(text: str) -> str | None:
+    """The comparison key of a prose answer (``\\text{No, it isn't possible.}`` -> ``no it is not possible``), or None.
+
+    Prose: after ``\\text{}``-style wrappers and ``$`` are dropped, only letters, digits, spaces and
+    sentence punctuation, with at least three words of two or more letters other than "and"/"or"
+    (four when the text holds a digit: ``5 dollars and 3 cents`` stays a list of amounts) and one of
+    four or more letters; never a choice (``(C) twelve apples``). The key is lowercase with ``n't``
+    spelled ``not`` and punctuation as spaces, so two prose answers are equal when their words are.
+    Linear time; the caller bounds the length (``math_parse.MAX_ANSWER_CHARS``).
+    """
+    s = _PROSE_WRAPPERS.sub(" ", text)
+    if not _PROSE_CHARS.fullmatch(s) or _CHOICE_LEAD.match(s):
+        return None
+    words = [w for w in re.findall(r"[A-Za-z]{2,}", s) if w.lower() not in _NOT_CONTENT]
+    need = 4 if any(c.isdigit() for c in s) else 3
+    if len(words) < need or not any(len(w) >= 4 for w in words):
+        return None
+    s = re.sub(r"n[’']t\b", " not", s.lower().replace("can't", "can not").replace("won't", "will not"))
+    return " ".join(re.sub(r"[,.;:!?()'’\-]", " ", s).split())

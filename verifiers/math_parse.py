@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal
 
+from ratchet.verifiers import math_matrix
 from ratchet.verifiers.math_normalize import (
     KNOWN_FUNCS,
     ParseError,
@@ -22,6 +23,7 @@ from ratchet.verifiers.math_normalize import (
     _balanced,
     _top_level_matches,
     normalize_with_unit,
+    prose_key,
     split_top,
     strip_approx,
 )
@@ -323,6 +325,32 @@ _SHORT_WORDS = {"yes", "no", "odd", "all", "any", "one", "two", "six", "ten", "r
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!=", "~": "~"}
 
 
+_ARITH_CMDS = re.compile(r"\\(?:[dtc]?frac|sqrt|times|cdot|div|left|right|pi)(?![A-Za-z])")
+_COMPUTATION = re.compile(r"[\d\s+\-*/^().{}\[\]!]+")  # digits and operators, no name
+
+
+_SINGLE_MATRIX = re.compile(r"[(\[]?\s*\\begin\{([pbvB]?matrix|array)\}(?:(?!\\begin\{).)*\\end\{\1\}\s*[)\]]?", re.S)
+
+
+def _cell_number(cell: str) -> Fraction | None:
+    """An exact number written in a matrix cell, or None."""
+    try:
+        a = parse_answer(cell, _inner=True)
+    except ParseError:
+        return None
+    return a.value if a.kind in ("integer", "rational", "decimal") and a.percent is None else None  # type: ignore[return-value]
+
+
+def _exact(v: Fraction) -> Answer:
+    return Answer("integer" if v.denominator == 1 else "rational", v, text=str(v))
+
+
+def _is_computation(side: str) -> bool:
+    """A relation side that is arithmetic on numbers (``5+5+1``, ``\\frac{1}{2} \\cdot 4``): no name in it."""
+    bare = _ARITH_CMDS.sub("", side)
+    return bool(_COMPUTATION.fullmatch(bare)) and any(c.isdigit() for c in bare)
+
+
 def _split_rel(s: str) -> tuple[list[str], list[str]]:
     """Split on relation operators outside brackets; return (sides, canonical operators)."""
     sides, ops, last = [], [], 0
@@ -355,11 +383,12 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
             expr = re.sub(r"\s+", "", "".join(x + o for x, o in zip(sides, [*ops, ""])))
             _check_expression(expr)
             return Answer("expression", expr, text=text)
-        values = {n.value for n in (parse_number(x) for x in sides) if n is not None}
-        if len(values) > 1:  # "x = 4 = 3" states two different values
-            raise ParseError(f"chain of equalities with different values in {text!r}")
-        sides, ops = [sides[0], sides[-1]], ["="]
+        # "x = 5+5+1 = 7 = 11": a chain of equalities states its value in its last link (not a bare name)
+        last = next((x for x in reversed(sides[1:]) if not re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", x)), sides[-1])
+        sides, ops = [sides[0], last], ["="]
     lhs, op, rhs = sides[0], ops[0], sides[1]
+    if op == "=" and _is_computation(lhs) and _is_computation(rhs):
+        return parse_answer(rhs, _inner=True)  # "5+5+1 = 11", "\\frac{1}{2} = 0.5": the computed value is the answer
     if re.fullmatch(_SYMBOL, rhs) and not re.fullmatch(_SYMBOL, lhs):  # "3 = x"
         lhs, op, rhs = rhs, _MIRROR[op], lhs
     if op == "~":  # "x \\approx 3": the stated value, marked approximate
@@ -396,6 +425,9 @@ def _parse_answer(text: str, *, _inner: bool = False) -> Answer:
     if len(text) > MAX_ANSWER_CHARS:
         raise ParseError(f"answer of {len(text)} characters exceeds {MAX_ANSWER_CHARS}")
     raw, approx = strip_approx(text)
+    prose = prose_key(raw)
+    if prose is not None:  # "\\text{No, it is not possible.}": compared word for word
+        return Answer("text", prose, text=text)
     s, percent, unit = normalize_with_unit(raw)
     if not s:
         raise ParseError("empty answer")
@@ -441,6 +473,10 @@ def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
         parts = split_top(s, r"\\cup")
         if len(parts) > 1:
             return Answer("union", tuple(parse_answer(p, _inner=True) for p in parts), text=text)
+    if r"\begin{" in s and not _SINGLE_MATRIX.fullmatch(s):  # "A + B", "2A", "A B": the evaluated matrix
+        rows = math_matrix.evaluate(s, _cell_number)
+        if rows is not None:
+            return Answer("matrix", tuple(Answer("tuple", tuple(_exact(v) for v in r)) for r in rows), text=text)
     container = _parse_container(s)
     if container is not None:
         return container

@@ -59,8 +59,8 @@ RELATIONS = [
     ("3", r"\boxed{x = 3, y = 4}", False),
     ("(3,4)", r"\boxed{x = 3, y = 4}", True),
     ("(3,4)", r"\boxed{x = 4, y = 3}", False),
-    ("3", r"\boxed{x = 4 = 3}", False),
-    ("4", r"\boxed{x=3=4}", False),
+    ("4", r"\boxed{x = 4 = 3}", False),  # a chain's value is its last link, never an earlier one
+    ("3", r"\boxed{x=3=4}", False),
     ("3", r"\boxed{\lim = 3}", False),
     ("3", r"\boxed{3 = x}", True),
     ("3", r"\boxed{x < 3}", False),
@@ -104,7 +104,9 @@ SETS_AND_FORMS = [
 ]
 CONFLICTING_FINAL_ANSWERS = [
     ("3", "\\boxed{3}\nAnswer: 4", False),
-    ("3", "Answer: 4\n\\boxed{3}", False),
+    ("3", "Answer: 4\n\\boxed{3}", True),  # the last explicit final answer wins (math-1.3.0)
+    ("4", "Answer: 4\n\\boxed{3}", False),  # ... and an earlier one is never credited
+    ("4", "\\boxed{4}\nFinal Answer: 3", False),
     ("3", "\\boxed{3}\nFinal answer: 3", True),
     ("3", "\\boxed{3}\nAnswer: the value computed above", True),
     ("3", r"<answer>\boxed{3}</answer> \boxed{4}", False),
