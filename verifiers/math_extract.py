@@ -51,7 +51,8 @@ class Extraction:
     Attributes:
         text: the extracted answer text, or None.
         status: ``"ok"``, ``"no_answer"`` or ``"ambiguous"``.
-        source: ``"answer_tag"``, ``"boxed"``, ``"answer_line"``, ``"answer_phrase"``, ``"last_number"`` or ``""``.
+        source: ``"answer_tag"``, ``"boxed"``, ``"answer_line"``, ``"answer_phrase"``, ``"final_sentence"``,
+            ``"last_number"`` or ``""``.
         candidates: every distinct candidate seen (several -> ambiguous).
         problem: why a found final answer is malformed (truncated or empty box, unclosed tag), or ``""``.
     """
@@ -394,6 +395,29 @@ def _sole_math_span(s: str) -> str | None:
     return next(g for g in spans[0].groups() if g is not None).strip()
 
 
+_SENTENCE_END = re.compile(r"[.!?。](?=\s)")
+
+
+def _final_sentence(text: str) -> str | None:
+    """The one math span of the completion's last sentence (``We find that $x < 3$.``), or None.
+
+    Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters), and only
+    when it holds exactly one math span and prose without digits or negation, hedge or condition
+    words (``_sole_math_span``): a completion that ends by stating one value.
+    """
+    tail = text.rstrip()[-MAX_PROSE_CHARS:]
+    breaks = list(_LINE_BREAK.finditer(tail))
+    line = tail[breaks[-1].end() :] if breaks else tail
+    spans = [(m.start(), m.end()) for m in _SPAN.finditer(line)]
+    start = 0
+    for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
+        if not any(a <= m.start() < b for a, b in spans):
+            start = m.end()
+    if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
+        return None  # the last sentence is longer than a stated answer
+    return _sole_math_span(line[start:].strip())
+
+
 def _clean_candidate(s: str) -> str:
     if len(s) > MAX_CANDIDATE_CHARS:
         return s
@@ -520,6 +544,9 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     phrases = _answer_phrases(visible)
     if phrases:
         return _decide(phrases, "answer_phrase")
+    sentence = _final_sentence(visible)
+    if sentence is not None:
+        return _decide([sentence], "final_sentence")
     if fallback_last_number:
         nums = _LAST_NUMBER.findall(visible[-MAX_CANDIDATE_CHARS:])
         if nums:

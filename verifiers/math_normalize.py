@@ -300,10 +300,17 @@ def _strip_unit(s: str) -> tuple[str, bool, str]:
     return head + scale, percent, m.group(2) if words else ""
 
 
+_KNOWN_DOUBLED = re.compile(r"\\\\(?=(?:[dtc]?frac|sqrt|text|mathrm|left|right|cdot|times|pi|infty|le|ge|neq?|pm)(?![A-Za-z]))")
+
+
 def _halve_backslashes(s: str) -> str:
-    """JSON-escaped LaTeX (``\\\\frac{1}{2}``): when every command is written with two backslashes, halve them."""
+    """JSON-escaped LaTeX (``\\\\frac{1}{2}``): when every command is written with two backslashes, halve them;
+    in a mixture (``\\\\dfrac{1}{2} + \\frac{1}{72}``, part of a text escaped twice) halve the doubled
+    common commands (a line break ``\\\\`` is never followed by one of these names in an answer)."""
     if re.search(r"\\\\[A-Za-z]", s) and not re.search(r"(?<!\\)\\[A-Za-z]", s):
         return re.sub(r"\\\\", r"\\", s)
+    if "\\\\" in s and "\\begin" not in s:
+        return _KNOWN_DOUBLED.sub(r"\\", s)
     return s
 
 
@@ -409,7 +416,7 @@ def prose_key(text: str) -> str | None:
     Prose: after ``\\text{}``-style wrappers and ``$`` are dropped, only letters, digits, spaces and
     sentence punctuation, with at least three words of two or more letters other than "and"/"or"
     (four when the text holds a digit: ``5 dollars and 3 cents`` stays a list of amounts) and one of
-    four or more letters; never a choice (``(C) twelve apples``). The key is lowercase with ``n't``
+    three or more letters that is no function name (``xy yz zx`` is a product); never a choice (``(C) twelve apples``). The key is lowercase with ``n't``
     spelled ``not`` and punctuation as spaces, so two prose answers are equal when their words are.
     Linear time; the caller bounds the length (``math_parse.MAX_ANSWER_CHARS``).
     """
@@ -418,7 +425,7 @@ def prose_key(text: str) -> str | None:
         return None
     words = [w for w in re.findall(r"[A-Za-z]{2,}", s) if w.lower() not in _NOT_CONTENT]
     need = 4 if any(c.isdigit() for c in s) else 3
-    if len(words) < need or not any(len(w) >= 4 for w in words):
+    if len(words) < need or not any(len(w) >= 3 and w.lower() not in KNOWN_FUNCS for w in words):
         return None
     s = re.sub(r"n[’']t\b", " not", s.lower().replace("can't", "can not").replace("won't", "will not"))
     return " ".join(re.sub(r"[,.;:!?()'’\-]", " ", s).split())

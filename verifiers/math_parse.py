@@ -363,6 +363,19 @@ def _split_rel(s: str) -> tuple[list[str], list[str]]:
     return sides, ops
 
 
+def _abs_band(lo: Answer, ops: list[str], hi: Answer, text: str) -> Answer | None:
+    """``1 \\le |z| \\le 2`` as the union ``[-2, -1] \\cup [1, 2]`` (numeric bounds, ``0 < lo < hi``), else None."""
+    if lo.kind not in ("integer", "rational", "decimal") or hi.kind not in ("integer", "rational", "decimal"):
+        return None
+    if lo.percent is not None or hi.percent is not None or not 0 < lo.value < hi.value:  # type: ignore[operator]
+        return None
+    lo_closed, hi_closed = ops[0] == "<=", ops[1] == "<="
+    neg_lo, neg_hi = replace(lo, value=-lo.value), replace(hi, value=-hi.value)  # type: ignore[operator]
+    left = Answer("interval", (hi_closed, neg_hi, neg_lo, lo_closed))
+    right = Answer("interval", (lo_closed, lo, hi, hi_closed))
+    return Answer("union", (left, right), text=text)
+
+
 def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
     """``x = 3``, ``3 = x``, ``x = y = 3``, ``1 \\le x < 2`` (an interval), ``x \\approx 3``."""
     if not all(sides):
@@ -378,6 +391,10 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
         if set(ops) <= {">", ">="}:  # "2 > x \\ge 1" is [1, 2)
             lo, hi = parse_answer(sides[2], _inner=True), parse_answer(sides[0], _inner=True)
             return Answer("interval", (ops[1] == ">=", lo, hi, ops[0] == ">="), text=text)
+    if len(sides) == 3 and set(ops) <= {"<", "<="} and re.fullmatch(r"\|\s*" + _SYMBOL + r"\s*\|", sides[1]):
+        union = _abs_band(parse_answer(sides[0], _inner=True), ops, parse_answer(sides[2], _inner=True), text)
+        if union is not None:
+            return union
     if len(sides) > 2:
         if not all(o == "=" for o in ops):  # "f(2) < f(1) < f(4)": compared as written (same text only)
             expr = re.sub(r"\s+", "", "".join(x + o for x, o in zip(sides, [*ops, ""])))

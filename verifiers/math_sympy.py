@@ -172,7 +172,23 @@ def cas_equal(gold: Answer, pred: Answer, tol: Fraction | None) -> bool:
     exact_decimal = getattr(pv, "is_Rational", False) and _terminates(Fraction(int(pv.p), int(pv.q)))
     if tol is not None and not exact_decimal and _close(g, p, tol):  # a terminating value must match exactly
         return True
+    if _canonical(g) == _canonical(p):  # the same expression written in another order: no simplify needed
+        return True
     return _zero(g - p)
+
+
+def _canonical(e: Any, depth: int = 0) -> Any:
+    """``e`` rebuilt bottom-up with sympy's automatic evaluation (latex2sympy leaves terms in written order).
+
+    Only canonical ordering and trivial folding happen (no ``simplify``); nesting deeper than 64 is
+    returned as is (the caller then falls back to ``_zero``).
+    """
+    if not getattr(e, "args", ()) or depth > 64:
+        return e
+    try:
+        return e.func(*[_canonical(a, depth + 1) for a in e.args])
+    except (TypeError, ValueError, AttributeError):
+        return e
 
 
 def judge(gold_text: str, pred_text: str) -> dict[str, Any]:
