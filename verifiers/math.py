@@ -11,15 +11,25 @@ Policy (a change to any of these bumps ``VERSION``):
       ``Answer:`` line > last "the answer is X"; never from ``<think>``/``<thinking>``/``<reasoning>``
       or OpenThoughts' ``<|begin_of_thought|>`` blocks (tag spacing and case ignored); the completion
       ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``, ``<|endoftext|>``).
-      Several different final answers or hedges -> ``ambiguous``, including a box that disagrees with
-      an ``Answer:`` line or with a box outside the answer tag; no "last number anywhere" fallback
-      unless ``fallback_last_number=True``.
+      **The last explicit final answer wins**: an answer line after the last box is the answer (the
+      boxes before it were working: ``\\boxed{200} ... \\boxed{255} ... Final Answer: 10455``), and
+      answer lines before the last box were working; one value is graded, so writing several never
+      pays. Several different boxes, several different answer lines after the last box, a box
+      outside the answer tag that disagrees with it, or hedge words -> ``ambiguous``. With no marker
+      at all, the completion's last sentence is read when it states exactly one math span with
+      prose free of digits and of negation, hedge or condition words (``We find that $x < 3$.``;
+      never ``It is not $5$``, ``maybe $5$``, ``$5$ if n is odd``); no "last number anywhere"
+      fallback unless ``fallback_last_number=True``.
     * **Final-answer sentences**: ``Final Answer: The final answer is $X$. I hope it is correct.``
       (Minerva) gives ``X``; labels decorated with markdown or emoji (``🎯 **Final answer:** 9``),
       ``Answer \\[ 9 \\]`` without a colon, a ``### Final Answer`` heading with the value on the next
       line, GSM8K's ``#### 42``, and ``Final Answer: The volume of $V$ is 120.`` (the value after the
       last "is" of a sentence starting "The") are answer lines; so is such a sentence inside a box or
-      tag. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
+      tag, and a ``Final Answer:`` label run into the previous sentence on one line (``... = 120.
+      Final Answer: ...``). A display block opened after the label (``Answer \\[`` newline ``9``
+      newline ``\\]``) is its value. A prose final-answer sentence with no math, exactly one number
+      and no negation, hedge, condition or comparison word (``Jane started 3 hours ago``; never
+      ``3 more than Bob``) is that number. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
       span, unless the prose holds a digit or a negation, hedge or condition word (``not``, ``maybe``,
       ``if``, ...); inline math (``$...$``, ``\\(...\\)``) never spans lines. An empty ``\\boxed{}`` quoted from the
       instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
@@ -42,8 +52,11 @@ Policy (a change to any of these bumps ``VERSION``):
     * **LaTeX**: ``\\frac``/``\\dfrac``/``\\tfrac``/``\\cfrac`` are one fraction; ``\\frac52\\pi`` =
       ``\\frac{5}{2}\\pi``; ``\\text``/``\\textnormal``/``\\textbf``/``\\mathrm``... wrappers and units;
       ``\\left(``/``\\right)`` and spacing commands (``\\quad``, ``\\!``) are presentation; JSON-escaped
-      text (every command written ``\\\\frac``) has its backslashes halved; ``pmatrix``, ``bmatrix``,
-      ``array`` (also inside ``\\left[ ... \\right]``) are the same matrix when entries agree.
+      text (every command written ``\\\\frac``) has its backslashes halved, and so do common commands
+      escaped twice in a mixture (``\\\\dfrac{1}{2} + \\frac{1}{72}``); ``pmatrix``, ``bmatrix``,
+      ``array`` (also inside ``\\left[ ... \\right]``) are the same matrix when entries agree. Matrix
+      arithmetic with numeric entries (``A + B``, ``A - B``, ``2A``, ``A B``, ``A \\cdot B``) is the
+      evaluated matrix (``math_matrix``, exact); symbolic entries or powers are not evaluated.
     * **Numbers**: exact rational comparison: ``1,000`` = ``1000``; ``11,\\!111`` = ``11111``;
       ``1.5e3`` = ``1500``; ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``;
       a decimal comma (``1000,99``, ``0,111``: one or two digits, or a leading ``0,``, no space) equals
@@ -78,14 +91,25 @@ Policy (a change to any of these bumps ``VERSION``):
       ``p=5,q=2; p=7,q=2`` is two solutions ``(5, 2), (7, 2)``; a gold listing several answers needs
       all of them; ``x=3`` matches a bare ``3`` (assignment to a single name or Greek letter, not
       ``\\lim = 3``); ``x = 3, y = 4`` is two assignments (never the chain ``x = (3, y) = 4``) and
-      matches the tuple ``(3, 4)``; a chain ``x = 4 = 3`` with different values is a parse error; a
+      matches the tuple ``(3, 4)``; **a chain of equalities states its last link** (``x = 5+5+1 = 7
+      = 11`` is ``x = 11``; ``x = 11 = 5+6`` compares ``5+6``; an earlier link is never the answer)
+      and arithmetic on numbers states its result (``5+5+1 = 11`` is ``11``; ``x + y = 5`` and
+      ``7 = 11a + c`` stay equations); an unordered answer list written in round brackets is that
+      list (``(1, 3)`` for the gold ``\\{1, 3\\}`` or ``1, 3``, any order), and a bare list in order is a
+      tuple gold (``{1,3}``, TeX grouping, for ``(1, 3)``; an explicit set ``\\{1, 3\\}`` is not); a
       chain of inequalities between expressions (``f(2) < f(1) < f(4)``) is compared as written;
+      ``1 \\le |z| \\le 2`` is ``[-2, -1] \\cup [1, 2]`` (numeric bounds);
       ``1 \\le x < 2``, ``x \\in [1, 2)``, ``\\{x \\mid 1 \\le x < 2\\}`` are ``[1, 2)`` and ``x \\le 2``
       is ``(-\\infty, 2]``; ``\\pm 1`` is the list ``1, -1``; ``0.\\overline{3}`` = ``\\frac13``; ``7:32``
       is a ratio compared term by term. Equations with the same solution set are equal (``2y = 4x + 2``
       = ``y = 2x + 1`` = ``2x - y + 1 = 0``: the sides' differences differ by a constant factor; a
       negative factor flips an inequality). Symbols keep their case in sympy (``X`` is not ``x``),
       and ``12 15`` (two numbers side by side) is a parse error, never a product or a sum.
+    * **Prose answers** (``\\text{No, it isn't possible.}``; at least three words, see
+      ``math_normalize.prose_key``) are compared word for word after lowercasing, ``n't`` -> ``not``
+      and dropping sentence punctuation; more or other words are another answer
+      (``There are infinitely many`` is not ``infinitely many``). Parsing is linear and bounded by
+      ``math_parse.MAX_ANSWER_CHARS``.
     * **Guards**: power towers (also ``9^9^9``), exponents with > 4 digits, huge, iterated
       (``9!!!``) or computed (``(10^{10})!``) factorials and numbers with more
       than ``math_parse.MAX_DIGITS`` digits are refused cheaply (reason ``timeout``). In the sympy
@@ -121,7 +145,7 @@ __all__ = [
     "shutdown_pool",
 ]
 
-VERSION = "math-1.2.0"
+VERSION = "math-1.3.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None

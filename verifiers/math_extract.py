@@ -17,9 +17,12 @@ Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math``
       truncated (unclosed) or empty last box after an earlier answer gives no credit; boxes that are
       all empty (``put the answer in \\boxed{}`` quoted from the instructions) are ignored; ``\\boxed 5``
       is a box, ``\\boxed and`` is not;
-    * otherwise ``Answer: X`` lines (label case, markdown, emoji and ``Final`` ignored; ``Answer \\[ 9 \\]``
-      without a colon; a heading ``### Final Answer`` takes the next line); otherwise the last
-      "the answer is X" statement. The Minerva closing line ``Final Answer: The final answer is $X$.
+    * ``Answer: X`` lines (label case, markdown, emoji and ``Final`` ignored; ``Answer \\[ 9 \\]``
+      without a colon; a heading ``### Final Answer`` takes the next line; a ``Final Answer:`` label
+      after a sentence end inside a line): an answer line after the last box wins over the boxes
+      (the last explicit final answer wins), lines before the last box were working; otherwise the
+      last "the answer is X" statement; otherwise the last sentence when it states one math span
+      (``_final_sentence``). The Minerva closing line ``Final Answer: The final answer is $X$.
       I hope it is correct.`` gives ``X``;
     * the completion ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``,
       ``<|endoftext|>``, ``<|eot_id|>``): what a model writes after it is another turn;
@@ -37,9 +40,15 @@ from typing import Literal, NamedTuple
 
 from ratchet.verifiers.math_normalize import ParseError
 from ratchet.verifiers.math_parse import MAX_ANSWER_CHARS, parse_answer
+from ratchet.verifiers.math_prose import (
+    _HEDGE,
+    _LINE_BREAK,
+    _final_sentence,
+    _sole_math_span,
+    _sole_number,
+)
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
-MAX_PROSE_CHARS = 300  # a prose final answer longer than this is an explanation, not an answer
 MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
 MAX_DISTINCT = 32  # more different candidates than this is a list of guesses: ambiguous without parsing
 
@@ -197,9 +206,6 @@ _LEAD_PHRASE = re.compile(r"(?:the\s{1,3})?(?:final\s{1,3})?answer\s{1,3}(?:is|w
 _CLAUSE = re.compile(
     r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:which|since|because|as|so|that|where|when|for|hence|thus|therefore|I\s+hope)\b", re.I
 )
-_HEDGE = re.compile(
-    r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s{0,8}$"
-)
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
 _END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
@@ -250,7 +256,6 @@ def _value(content: str) -> str:
 
 
 _LINE_HINT = re.compile(r"answer|####", re.I)
-_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what str.splitlines splits on
 
 
 def _line_at(text: str, pos: int) -> tuple[int, str] | None:
@@ -273,28 +278,6 @@ def _line_at(text: str, pos: int) -> tuple[int, str] | None:
 
 _MID_FINAL = re.compile(r"(?<=[.!?$])[ \t]{1,3}(?=final\s{1,3}answer\s{0,3}[:：])", re.I)  # "... = 120. Final Answer: ..."
 _DISPLAY_ONLY = {"\\[": "\\]", "$$": "$$"}
-_COMPARATIVE = re.compile(
-    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent)\b", re.I
-)
-_NUMBER_TOKEN = re.compile(
-    r"(?<![\w.,])\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
-)
-
-
-def _sole_number(s: str) -> str | None:
-    """The one number of a prose final-answer sentence (``Jane started growing it 3 hours ago``), or None.
-
-    Only for a short sentence with no math, exactly one number (not an ordinal such as ``3rd``) and no
-    negation, hedge, condition or comparison word (``not 3``, ``3 more than``, ``maybe 3``).
-    """
-    if len(s) > MAX_PROSE_CHARS or "$" in s or "\\" in s or not re.search(r"[A-Za-z]{2,}", s):
-        return None
-    if sum(c.isdigit() for c in s) == 0 or _PROSE_STOP.search(s) or _COMPARATIVE.search(s) or _HEDGE.search(s):
-        return None
-    nums = _NUMBER_TOKEN.findall(s)
-    if len(nums) != 1 or sum(c.isdigit() for c in nums[0]) != sum(c.isdigit() for c in s):
-        return None
-    return nums[0]
 
 
 def _label_value(text: str, rest: str, line_end: int) -> str:
@@ -367,55 +350,6 @@ def _answer_phrases(text: str) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------
 # deciding
-
-
-# display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
-_SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
-_PROSE_STOP = re.compile(
-    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
-    r"probably|might|could|guess|wrong|incorrect|false|unsure|approximately|about|almost|nearly|if|unless|but)\b|\?",
-    re.I,
-)
-
-
-def _sole_math_span(s: str) -> str | None:
-    """The one math span of a prose answer (``We find that $x < 3$.``), or None.
-
-    Only when the prose around the span holds no digit and no negation, hedge or condition word
-    (``it is not $5$``, ``maybe $5$``, ``$5$ if n is odd`` keep their prose and fail to parse).
-    """
-    if len(s) > MAX_PROSE_CHARS or "$" not in s and "\\" not in s:
-        return None
-    spans = list(_SPAN.finditer(s))
-    if len(spans) != 1:
-        return None
-    outside = s[: spans[0].start()] + " " + s[spans[0].end() :]
-    if not re.search(r"[A-Za-z]{2,}", outside) or re.search(r"\d", outside) or _PROSE_STOP.search(outside):
-        return None
-    return next(g for g in spans[0].groups() if g is not None).strip()
-
-
-_SENTENCE_END = re.compile(r"[.!?。](?=\s)")
-
-
-def _final_sentence(text: str) -> str | None:
-    """The one math span of the completion's last sentence (``We find that $x < 3$.``), or None.
-
-    Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters), and only
-    when it holds exactly one math span and prose without digits or negation, hedge or condition
-    words (``_sole_math_span``): a completion that ends by stating one value.
-    """
-    tail = text.rstrip()[-MAX_PROSE_CHARS:]
-    breaks = list(_LINE_BREAK.finditer(tail))
-    line = tail[breaks[-1].end() :] if breaks else tail
-    spans = [(m.start(), m.end()) for m in _SPAN.finditer(line)]
-    start = 0
-    for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
-        if not any(a <= m.start() < b for a, b in spans):
-            start = m.end()
-    if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
-        return None  # the last sentence is longer than a stated answer
-    return _sole_math_span(line[start:].strip())
 
 
 def _clean_candidate(s: str) -> str:
