@@ -13,6 +13,18 @@ Sources (every completion is our own minimal re-writing of a *kind* of output, n
     * **Llama / Qwen instruct evaluations**: ``Therefore, the final answer is: $\\boxed{X}$. I hope it
       is correct.``, markdown/emoji answer labels (``**Answer:** X``, ``🎯 **Final answer:** X``).
     * **GSM8K-style** fine-tunes: a final ``#### X`` line; R1-style ``<answer>`` tags.
+    * **Math-Verify's regression tests** (huggingface/Math-Verify ``tests/``: number, relation, matrix,
+      boxed, NuminaMath and OpenThoughts tables): the *classes* its pairs exercise, re-written with
+      other numbers and words (``SPECIAL_MV``): chains whose last link is the value, boxed intermediate
+      results before a closing ``Final Answer:`` line, a Minerva closing line run into the previous
+      sentence, a display block after ``Answer``, matrix sums and products in a sentence, a last
+      sentence stating one relation, ``|z|`` bands as unions, reordered nested radicals.
+    * **MATH's answer-equivalence unit tests** (Hendrycks et al.'s ``is_equiv`` tests as shipped by
+      math-evaluation harnesses, e.g. ZubinGou/math-evaluation-harness): placeholder units, dollar
+      signs, ``\\left( \\right)`` products, ``.1``, ``\\frac34i``, ``\\tfrac83``, a factored polynomial
+      reordered, a partly double-escaped fraction sum, non-proportional plane equations (``SPECIAL_EQUIV``).
+    * **Prose answers** of olympiad-style sets (NuminaMath, OpenThoughts): yes/no sentences and
+      named outcomes compared word for word (``SPECIAL_PROSE``).
 
 Wrong rows are the mistakes such models make: a wrong value, a sign or off-by-one error, hedging
 between values, more boxes than the answer has parts, a truncated or empty final box after a
@@ -286,6 +298,111 @@ SPECIAL: list[tuple[str, str, str, bool]] = [
 ]
 
 
+# the classes of Math-Verify's regression tables, re-written (source, gold, completion, expected)
+SPECIAL_MV: list[tuple[str, str, str, bool]] = [
+    ("mv", "y = 14", "$\\boxed{y = 6+6+2 = 9 = 14}$", True),
+    ("mv", "14", "$\\boxed{y = 6+6+2 = 9 = 14}$", True),
+    ("mv", "9", "$\\boxed{y = 6+6+2 = 9 = 14}$", False),
+    ("mv", "14", "$\\boxed{6 + 6 + 2 = 14}$", True),
+    ("mv", "2 = \\www = t = 5", "$\\boxed{5}$", True),
+    ("mv", "8", "So $x + y = 8$ gives $\\boxed{x + y = 8}$.", False),
+    (
+        "mv",
+        "6630",
+        "The first account earns $0.02 \\cdot 6000 = \\boxed{120}$ so it holds $6,120. The second adds "
+        "$\\boxed{510}$ so the total is $6,630. Final Answer: The final answer is $6,630$. I hope it is correct.",
+        True,
+    ),
+    (
+        "mv",
+        "510",
+        "The first account earns $0.02 \\cdot 6000 = \\boxed{120}$ so it holds $6,120. The second adds "
+        "$\\boxed{510}$ so the total is $6,630. Final Answer: The final answer is $6,630$. I hope it is correct.",
+        False,
+    ),
+    (
+        "mv",
+        "84",
+        "The box has volume $7 \\times 4 \\times 3 = 84$. Final Answer: The volume of $PQRS$ is 84. I hope it is correct.",
+        True,
+    ),
+    (
+        "mv",
+        "85",
+        "The box has volume $7 \\times 4 \\times 3 = 84$. Final Answer: The volume of $PQRS$ is 84. I hope it is correct.",
+        False,
+    ),
+    ("mv", "5", "So $t = 5$. Final Answer: Sam planted the tree 5 years ago. I hope it is correct.<|im_start|>user", True),
+    ("mv", "5", "Final Answer: Sam planted 5 more trees than Ann.", False),
+    ("mv", "16", "Answer \\[\n 16 \n\\]", True),
+    ("mv", "16", "Answer $$\n 17 \n$$", False),
+    ("mv", "\\frac{7}{5}", "Answer $ \\frac{1}{5} \\$ = \\frac{7}{5} $", True),
+    (
+        "mv",
+        "\\begin{pmatrix} 3 & 3 \\\\ 5 & 9 \\end{pmatrix}",
+        "Adding them, the result is $\\begin{pmatrix} 1 & 0 \\\\ 2 & 4 \\end{pmatrix} + \\begin{pmatrix} 2 & 3 \\\\ 3 & 5 \\end{pmatrix}$",
+        True,
+    ),
+    (
+        "mv",
+        "\\begin{pmatrix} 3 & 3 \\\\ 5 & 9 \\end{pmatrix}",
+        "Adding them, the result is $\\begin{pmatrix} 1 & 0 \\\\ 2 & 4 \\end{pmatrix} - \\begin{pmatrix} 2 & 3 \\\\ 3 & 5 \\end{pmatrix}$",
+        False,
+    ),
+    (
+        "mv",
+        "\\begin{pmatrix} 2 & 1 \\\\ 4 & 3 \\end{pmatrix}",
+        "The product is $\\begin{pmatrix} 0 & 1 \\\\ 1 & 0 \\end{pmatrix} \\begin{pmatrix} 4 & 3 \\\\ 2 & 1 \\end{pmatrix}$",
+        True,
+    ),
+    (
+        "mv",
+        "\\begin{pmatrix} 5 & 6 \\\\ 7 & 8 \\end{pmatrix}",
+        "The matrix we want is $ \\begin{pmatrix}5 & 6 \\\\ 7 & 8\\end{pmatrix} $.",
+        True,
+    ),
+    ("mv", "y \\le 7", "Hence $y \\le 7$ is the solution set.", True),
+    ("mv", "y \\le 7", "Hence $y < 7$ is the solution set.", False),
+    ("mv", "t \\neq 2", "We conclude that $t \\ne 2$.", True),
+    ("mv", "5", "So far the sum is $5$. Next we check the remaining cases", False),
+    ("mv", "2 \\le |w| \\le 3", "$\\boxed{w \\in [-3, -2] \\cup [2, 3]}$", True),
+    ("mv", "2 \\le |w| \\le 3", "$\\boxed{w \\in [2, 3]}$", False),
+    ("mv", "\\frac{\\sqrt{2+\\sqrt{7}}}{9+4\\sqrt{5}}", "$\\boxed{\\frac{\\sqrt{\\sqrt{7}+2}}{4\\sqrt{5}+9}}$", True),
+    ("mv", "\\frac{\\sqrt{2+\\sqrt{7}}}{9+4\\sqrt{5}}", "$\\boxed{\\frac{\\sqrt{\\sqrt{7}+2}}{4\\sqrt{5}+8}}$", False),
+    ("mv", "(2,5)", "The final answer is $\\boxed{{2,5}}$.", True),
+    ("mv", "(2,5)", "The final answer is $\\boxed{{5,2}}$.", False),
+    ("mv", "\\{2, 5\\}", "The final answer is $\\boxed{(5, 2)}$.", True),
+    ("mv", "1 - \\frac{1}{\\mathrm{e}}", "$\\boxed{1 + \\frac{1}{\\mathrm{e}}}$", False),
+    ("mv", "x \\in [-3, 4]", "$\\boxed{-3 \\le x \\le 4}$", True),
+]
+# the classes of MATH's answer-equivalence unit tests, re-written
+SPECIAL_EQUIV: list[tuple[str, str, str, bool]] = [
+    ("equiv", "24\\text{ units}", "$\\boxed{24}$", True),
+    ("equiv", "24\\text{ units}", "$\\boxed{240}$", False),
+    ("equiv", "36 square units", "$\\boxed{36}$", True),
+    ("equiv", "15", "$\\boxed{\\$15}$", True),
+    ("equiv", "\\left(y-3\\right)\\left(y+3\\right)", "$\\boxed{(y-3)(y+3)}$", True),
+    ("equiv", "\\left(y-3\\right)\\left(y+3\\right)", "$\\boxed{(y-3)^2}$", False),
+    ("equiv", "0.3", "$\\boxed{.3}$", True),
+    ("equiv", "\\frac52i", "$\\boxed{\\frac{5}{2}i}$", True),
+    ("equiv", "\\tfrac95", "$\\boxed{\\frac{9}{5}}$", True),
+    ("equiv", "3w^{5}(2+3w^{5})", "$\\boxed{3w^5(3w^5+2)}$", True),
+    ("equiv", "\\tfrac{1}{3} +\\! \\frac1{45}", "$\\boxed{\\\\dfrac{1}{3} +\\frac{1}{45}}$", True),
+    ("equiv", "\\tfrac{1}{3} + \\frac1{45}", "$\\boxed{\\\\frac{1}{3} + 1/4}$", False),
+    ("equiv", "3x - 2y + 5z + 1 = 0", "$\\boxed{x + y + z + 1 = 0}$", False),
+    ("equiv", "3x - 2y + 5z + 1 = 0", "$\\boxed{6x - 4y + 10z + 2 = 0}$", True),
+    ("equiv", "8\\sqrt{5} + \\sqrt9", "$\\boxed{8\\sqrt5 + 3}$", True),
+]
+SPECIAL_PROSE: list[tuple[str, str, str, bool]] = [
+    ("prose", "\\text{No, such a coloring does not exist}", "$\\boxed{\\text{No, such a coloring doesn't exist.}}$", True),
+    ("prose", "\\text{No, such a coloring does not exist}", "$\\boxed{\\text{Yes, such a coloring exists.}}$", False),
+    ("prose", "\\text{The first player wins}", "**Final Answer**\n\\[\n\\boxed{\\text{The first player wins}}\n\\]", True),
+    ("prose", "\\text{The first player wins}", "**Final Answer**\n\\[\n\\boxed{\\text{The second player wins}}\n\\]", False),
+    ("prose", "\\text{Bob wins in 4 moves}", "$\\boxed{\\text{bob wins in 4 moves}}$", True),
+    ("prose", "\\text{Bob wins in 4 moves}", "$\\boxed{\\text{Bob wins in 5 moves}}$", False),
+]
+
+
 def rows() -> list[tuple[str, str, str, str, bool]]:
     """Every labelled row ``(id, source, gold, completion, expected)``, deterministic."""
     out: list[tuple[str, str, str, str, bool]] = []
@@ -296,6 +413,6 @@ def rows() -> list[tuple[str, str, str, str, bool]]:
             if style == "gsm8k" and any(c in ans for c in "\\{}^"):  # "#### X" lines hold plain numbers
                 style, template = STYLES[1]
             out.append((f"{source}-{n}-{k}-{style}", source, gold, template.format(work=work, ans=ans), ok))
-    for n, (source, gold, completion, ok) in enumerate(SPECIAL):
+    for n, (source, gold, completion, ok) in enumerate(SPECIAL + SPECIAL_MV + SPECIAL_EQUIV + SPECIAL_PROSE):
         out.append((f"special-{n}", source, gold, completion, ok))
     return out
