@@ -369,9 +369,10 @@ SPECIAL_MV: list[tuple[str, str, str, bool]] = [
     ("mv", "2 \\le |w| \\le 3", "$\\boxed{w \\in [2, 3]}$", False),
     ("mv", "\\frac{\\sqrt{2+\\sqrt{7}}}{9+4\\sqrt{5}}", "$\\boxed{\\frac{\\sqrt{\\sqrt{7}+2}}{4\\sqrt{5}+9}}$", True),
     ("mv", "\\frac{\\sqrt{2+\\sqrt{7}}}{9+4\\sqrt{5}}", "$\\boxed{\\frac{\\sqrt{\\sqrt{7}+2}}{4\\sqrt{5}+8}}$", False),
-    ("mv", "(2,5)", "The final answer is $\\boxed{{2,5}}$.", True),
-    ("mv", "(2,5)", "The final answer is $\\boxed{{5,2}}$.", False),
-    ("mv", "\\{2, 5\\}", "The final answer is $\\boxed{(5, 2)}$.", True),
+    ("mv", "(2,5,7)", "The final answer is $\\boxed{{2,5,7}}$.", True),
+    ("mv", "(2,5,7)", "The final answer is $\\boxed{{5,2,7}}$.", False),
+    ("mv", "(2,5)", "The final answer is $\\boxed{{2,5}}$.", False),
+    ("mv", "\\{2, 5, 7\\}", "The final answer is $\\boxed{(7, 2, 5)}$.", True),
     ("mv", "1 - \\frac{1}{\\mathrm{e}}", "$\\boxed{1 + \\frac{1}{\\mathrm{e}}}$", False),
     ("mv", "x \\in [-3, 4]", "$\\boxed{-3 \\le x \\le 4}$", True),
 ]

@@ -95,8 +95,10 @@ Policy (a change to any of these bumps ``VERSION``):
       = 11`` is ``x = 11``; ``x = 11 = 5+6`` compares ``5+6``; an earlier link is never the answer)
       and arithmetic on numbers states its result (``5+5+1 = 11`` is ``11``; ``x + y = 5`` and
       ``7 = 11a + c`` stay equations); an unordered answer list written in round brackets is that
-      list (``(1, 3)`` for the gold ``\\{1, 3\\}`` or ``1, 3``, any order), and a bare list in order is a
-      tuple gold (``{1,3}``, TeX grouping, for ``(1, 3)``; an explicit set ``\\{1, 3\\}`` is not); a
+      list (``(5, 1, 3)`` for the gold ``\\{1, 3, 5\\}`` or ``1, 3, 5``), and a bare list in order is a
+      tuple gold (``{1,3,5}``, TeX grouping, for ``(1, 3, 5)``; an explicit set is not), but a
+      round-bracket *pair* may be an open interval, so it equals only a pair (or that interval):
+      ``(1, 3)`` is not the roots ``1, 3`` and ``{1,3}`` is not ``(1, 3)``; a
       chain of inequalities between expressions (``f(2) < f(1) < f(4)``) is compared as written;
       ``1 \\le |z| \\le 2`` is ``[-2, -1] \\cup [1, 2]`` (numeric bounds);
       ``1 \\le x < 2``, ``x \\in [1, 2)``, ``\\{x \\mid 1 \\le x < 2\\}`` are ``[1, 2)`` and ``x \\le 2``

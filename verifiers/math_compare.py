@@ -261,7 +261,7 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         return gk == pk and gold.value == pred.value
     if gk in _MULTI and pk in _MULTI:
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
-    if gk in ("list", "set") and pk == "tuple" and not gold.hedged:  # "(1, 3)" lists the answers "1, 3"
+    if gk in ("list", "set") and pk == "tuple" and not gold.hedged and not pred.parens:  # "(1, 3, 5)" lists "1, 3, 5"
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]
     if gk in ("tuple", "matrix", "ratio") and pk == gk:
         g, p = gold.value, pred.value
@@ -291,9 +291,15 @@ def compare(gold: Answer, pred: Answer, cas: Cas | None = None) -> str:
     """
     if pred.kind == "list" and gold.kind == "tuple" and _assignments(pred) is not None:
         return "ok" if leaf_equal(gold, pred, cas) else "wrong"
-    if pred.kind == "list" and gold.kind == "tuple" and not pred.hedged and len(pred.value) == len(gold.value):  # type: ignore[arg-type]
+    if (
+        pred.kind == "list"
+        and gold.kind == "tuple"
+        and not gold.parens
+        and not pred.hedged
+        and len(pred.value) == len(gold.value)
+    ):  # type: ignore[arg-type]
         ok = all(leaf_equal(a, b, cas) for a, b in zip(gold.value, pred.value))  # type: ignore[arg-type]
-        return "ok" if ok else "wrong"  # "1, 3" (or "{1,3}": TeX grouping) is the pair (1, 3) without brackets, in order
+        return "ok" if ok else "wrong"  # "1, 3, 5" (or "{1,3,5}": TeX grouping) is the tuple (1, 3, 5) without brackets, in order
     named = _named_tuple(gold)
     if named is not None and _assignments(pred) is not None:  # gold "(a, b) = (4, 1)", pred "a = 4, b = 1"
         names, values = named

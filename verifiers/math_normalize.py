@@ -416,13 +416,17 @@ def prose_key(text: str) -> str | None:
     Prose: after ``\\text{}``-style wrappers and ``$`` are dropped, only letters, digits, spaces and
     sentence punctuation, with at least three words of two or more letters other than "and"/"or"
     (four when the text holds a digit: ``5 dollars and 3 cents`` stays a list of amounts) and one of
-    three or more letters that is no function name (``xy yz zx`` is a product); never a choice (``(C) twelve apples``). The key is lowercase with ``n't``
+    three or more letters that is no function name (``xy yz zx`` is a product); never a list of short
+    items (``Alice, Bob and Carol`` stays a list, in any order); never a choice (``(C) twelve apples``). The key is lowercase with ``n't``
     spelled ``not`` and punctuation as spaces, so two prose answers are equal when their words are.
     Linear time; the caller bounds the length (``math_parse.MAX_ANSWER_CHARS``).
     """
     s = _PROSE_WRAPPERS.sub(" ", text)
     if not _PROSE_CHARS.fullmatch(s) or _CHOICE_LEAD.match(s):
         return None
+    items = [i for i in re.split(r",|;|\band\b|\bor\b", s) if i.strip()]
+    if len(items) > 1 and all(len(i.split()) <= 2 for i in items):
+        return None  # "Alice, Bob and Carol": a list of names, compared as a list (any order)
     words = [w for w in re.findall(r"[A-Za-z]{2,}", s) if w.lower() not in _NOT_CONTENT]
     need = 4 if any(c.isdigit() for c in s) else 3
     if len(words) < need or not any(len(w) >= 3 and w.lower() not in KNOWN_FUNCS for w in words):

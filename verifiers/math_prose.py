@@ -67,6 +67,10 @@ def _sole_math_span(s: str) -> str | None:
     return next(g for g in spans[0].groups() if g is not None).strip()
 
 
+_SETUP = re.compile(
+    r"\b(?:let|suppose|assume|consider|denote|define|given|try|trying|check|test|substitute|plug)\b",
+    re.I,
+)
 _SENTENCE_END = re.compile(r"[.!?。](?=\s)")
 
 
@@ -87,4 +91,7 @@ def _final_sentence(text: str) -> str | None:
             start = m.end()
     if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
         return None  # the last sentence is longer than a stated answer
-    return _sole_math_span(line[start:].strip())
+    sentence = line[start:].strip()
+    if _SETUP.search(sentence):  # "Let $n = 5$.": a setup cut off, not a conclusion
+        return None
+    return _sole_math_span(sentence)

@@ -60,14 +60,16 @@ FINAL_LINE_AFTER_BOX = [
     ("9", "Answer $$ \n 9 \n", False),  # never closed
 ]
 SETS_VS_TUPLES = [
-    ("(1,3)", r"\boxed{{1,3}}", True),  # TeX grouping braces: the pair without brackets, in order
-    ("(1,3)", r"\boxed{{3,1}}", False),
-    ("(1,3)", r"\boxed{\{1,3\}}", False),  # a set is neither an ordered pair nor an interval
-    (r"\{1,3\}", r"\boxed{(1,3)}", True),  # an unordered answer list written in round brackets
-    (r"\{1,3\}", r"\boxed{(3,1)}", True),
-    ("1, 3", r"\boxed{(1,4)}", False),
+    ("(1,3,5)", r"\boxed{{1,3,5}}", True),  # TeX grouping braces: the tuple without brackets, in order
+    ("(1,3,5)", r"\boxed{{3,1,5}}", False),
+    ("(1,3,5)", r"\boxed{\{1,3,5\}}", False),  # an explicit set is not an ordered tuple
+    (r"\{1,3,5\}", r"\boxed{(5,1,3)}", True),  # an unordered answer list written in round brackets
+    ("1, 3, 5", r"\boxed{(1,3,4)}", False),
+    ("(1,3)", r"\boxed{{1,3}}", False),  # a round-bracket pair may be the open interval: only a pair equals it
+    (r"\{1,3\}", r"\boxed{(1,3)}", False),  # ... and the pair "(1, 3)" may be that interval, not the two roots
     ("1 or 3", r"\boxed{(1,3)}", False),
     ("(4, 1)", r"\boxed{1, 4}", False),
+    (r"\text{Alice, Bob and Carol}", r"\boxed{\text{Carol, Bob and Alice}}", True),  # a list of names, not prose
 ]
 MATRIX_ARITHMETIC = [
     (
