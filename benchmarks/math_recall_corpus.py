@@ -22,7 +22,10 @@ Sources (every completion is our own minimal re-writing of a *kind* of output, n
     * **MATH's answer-equivalence unit tests** (Hendrycks et al.'s ``is_equiv`` tests as shipped by
       math-evaluation harnesses, e.g. ZubinGou/math-evaluation-harness): placeholder units, dollar
       signs, ``\\left( \\right)`` products, ``.1``, ``\\frac34i``, ``\\tfrac83``, a factored polynomial
-      reordered, a partly double-escaped fraction sum, non-proportional plane equations (``SPECIAL_EQUIV``).
+      reordered, a partly double-escaped fraction sum, non-proportional plane equations; and the
+      self-tests of the Qwen2.5-Math / ToRA ``grader.py`` (``math_equal``): decimals against exact
+      tuples, a plane equation times -1, a matrix wrapped in parentheses, ``\\sec^2`` vs ``\\tan^2 + 1``,
+      and the near misses those graders' relative tolerance credits (``SPECIAL_EQUIV``).
     * **Prose answers** of olympiad-style sets (NuminaMath, OpenThoughts): yes/no sentences and
       named outcomes compared word for word (``SPECIAL_PROSE``).
 
@@ -393,6 +396,25 @@ SPECIAL_EQUIV: list[tuple[str, str, str, bool]] = [
     ("equiv", "3x - 2y + 5z + 1 = 0", "$\\boxed{x + y + z + 1 = 0}$", False),
     ("equiv", "3x - 2y + 5z + 1 = 0", "$\\boxed{6x - 4y + 10z + 2 = 0}$", True),
     ("equiv", "8\\sqrt{5} + \\sqrt9", "$\\boxed{8\\sqrt5 + 3}$", True),
+    ("grader", "(2,3.5)", "$\\boxed{(2,\\frac{7}{2})}$", True),
+    ("grader", "\\frac{y}{5}+\\frac{3}{5}", "$\\boxed{\\frac{y+3}{5}}$", True),
+    ("grader", "\\frac{13}{4}", "$\\boxed{3.26}$", False),  # within 1e-2 relative: another answer
+    ("grader", "(-\\sqrt{2},\\sqrt{2})", "$\\boxed{(-1.414, 1.414)}$", False),  # a rounding of an exact gold
+    ("grader", "4+7.2i", "$\\boxed{4.0+7.1i}$", False),
+    ("grader", "5(y+2)(y-2)", "$\\boxed{5(y - 2)(y + 2)}$", True),
+    ("grader", "\\cot^2(t)+1", "$\\boxed{\\csc^2(t)}$", True),
+    ("grader", "12x-5y+8z+30=0", "$\\boxed{-12x+5y-8z-30=0}$", True),
+    ("grader", "12x-5y+8z+30=0", "$\\boxed{12x+5y+8z+30=0}$", False),
+    ("grader", "41.7", "$\\boxed{\\frac{125}{3}}$", True),  # an unmarked decimal gold rounding an exact value
+    (
+        "grader",
+        "(\\begin{pmatrix}-\\frac{5}{3}&-1\\\\2&\\frac{1}{3}\\\\\\end{pmatrix})",
+        "$\\boxed{\\begin{pmatrix}-\\frac{5}{3}&-1\\\\2&\\frac{1}{3}\\end{pmatrix}}$",
+        True,
+    ),
+    ("grader", "p = q", "$\\boxed{q = p}$", True),
+    ("grader", "p = q", "$\\boxed{p = r}$", False),
+    ("grader", "-8", "$\\boxed{- 8}$", True),
 ]
 SPECIAL_PROSE: list[tuple[str, str, str, bool]] = [
     ("prose", "\\text{No, such a coloring does not exist}", "$\\boxed{\\text{No, such a coloring doesn't exist.}}$", True),

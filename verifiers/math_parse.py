@@ -154,6 +154,8 @@ def parse_number(s: str) -> Answer | None:
     s = s.strip()
     while s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]) and "," not in s:
         s = s[1:-1].strip()
+    if s[:1] in "+-" and s[1:2].isspace():  # "- 6" is -6
+        s = s[0] + s[1:].lstrip()
     if s.startswith("+"):
         s = s[1:]
     _guard_number_text(s)
