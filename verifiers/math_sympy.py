@@ -137,7 +137,9 @@ def _same_solutions(gop: str, gd: Any, pop: str, pd: Any, mirror: dict[str, str]
         return False
     if _numerically_nonzero(gd / pd - (gd / pd).subs({s: s + 1 for s in gd.free_symbols | pd.free_symbols})):
         return False  # the ratio changes with the variables: not a constant factor
-    ratio = sympy.simplify(gd / pd)
+    ratio = sympy.cancel(gd / pd)  # polynomial sides: a constant without simplify
+    if not ratio.is_number:
+        ratio = sympy.simplify(ratio)
     if not ratio.is_number or ratio == 0 or not ratio.is_finite or not ratio.is_real:
         return False
     if gop in ("=", "!="):
