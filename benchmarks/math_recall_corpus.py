@@ -18,7 +18,8 @@ Sources (every completion is our own minimal re-writing of a *kind* of output, n
       other numbers and words (``SPECIAL_MV``): chains whose last link is the value, boxed intermediate
       results before a closing ``Final Answer:`` line, a Minerva closing line run into the previous
       sentence, a display block after ``Answer``, matrix sums and products in a sentence, a last
-      sentence stating one relation, ``|z|`` bands as unions, reordered nested radicals.
+      sentence stating one relation or one value after "Therefore", ``|z|`` bands as unions,
+      reordered nested radicals.
     * **MATH's answer-equivalence unit tests** (Hendrycks et al.'s ``is_equiv`` tests as shipped by
       math-evaluation harnesses, e.g. ZubinGou/math-evaluation-harness): placeholder units, dollar
       signs, ``\\left( \\right)`` products, ``.1``, ``\\frac34i``, ``\\tfrac83``, a factored polynomial
@@ -368,6 +369,18 @@ SPECIAL_MV: list[tuple[str, str, str, bool]] = [
     ("mv", "y \\le 7", "Hence $y < 7$ is the solution set.", False),
     ("mv", "t \\neq 2", "We conclude that $t \\ne 2$.", True),
     ("mv", "5", "So far the sum is $5$. Next we check the remaining cases", False),
+    (
+        "mv",
+        "3/4",
+        "Q = (1/2) / (2/3) = 3/4 Therefore, the chance that the red ball is drawn first is 3/4. <|im_start|>user",
+        True,
+    ),
+    ("mv", "3/4", "Therefore, the chance that the red ball is drawn first is not 3/4.", False),
+    ("mv", "9", "Checking each case. Therefore, there are 9 valid colorings of the given board. I hope it is correct.", True),
+    ("mv", "9", "Checking each case. Therefore, there are 9 more colorings than before.", False),
+    ("mv", "(2,5)", "From $y = 5$ we get $x = 2$. So, the solution $(x, y)$ of the system is $(2, 5)$.", True),
+    ("mv", "(2,5)", "From $y = 5$ we get $x = 2$. So, the solution $(x, y)$ of the system is $(5, 2)$.", False),
+    ("mv", "5", "Counting again, so we get 5", False),
     ("mv", "2 \\le |w| \\le 3", "$\\boxed{w \\in [-3, -2] \\cup [2, 3]}$", True),
     ("mv", "2 \\le |w| \\le 3", "$\\boxed{w \\in [2, 3]}$", False),
     ("mv", "\\frac{\\sqrt{2+\\sqrt{7}}}{9+4\\sqrt{5}}", "$\\boxed{\\frac{\\sqrt{\\sqrt{7}+2}}{4\\sqrt{5}+9}}$", True),

@@ -18,8 +18,12 @@ Policy (a change to any of these bumps ``VERSION``):
       outside the answer tag that disagrees with it, or hedge words -> ``ambiguous``. With no marker
       at all, the completion's last sentence is read when it states exactly one math span with
       prose free of digits and of negation, hedge or condition words (``We find that $x < 3$.``;
-      never ``It is not $5$``, ``maybe $5$``, ``$5$ if n is odd``); no "last number anywhere"
-      fallback unless ``fallback_last_number=True``.
+      never ``It is not $5$``, ``maybe $5$``, ``$5$ if n is odd``), or when it is a finished
+      sentence opened by a conclusion word that states one value (``Therefore, the probability
+      is 2/3.``, ``So, the pair $(x, y)$ that solves it is $(7, 6)$.``; a closing ``I hope it is
+      correct.`` is dropped; never with a negation, hedge, condition or comparison word, never
+      ``Let $n = 5$.``, never an unfinished ``so we get 5``); no "last number anywhere" fallback
+      unless ``fallback_last_number=True``.
     * **Final-answer sentences**: ``Final Answer: The final answer is $X$. I hope it is correct.``
       (Minerva) gives ``X``; labels decorated with markdown or emoji (``🎯 **Final answer:** 9``),
       ``Answer \\[ 9 \\]`` without a colon, a ``### Final Answer`` heading with the value on the next

@@ -74,14 +74,24 @@ _SETUP = re.compile(
 _SENTENCE_END = re.compile(r"[.!?。](?=\s)")
 
 
-def _final_sentence(text: str) -> str | None:
-    """The one math span of the completion's last sentence (``We find that $x < 3$.``), or None.
+_CLOSING = re.compile(r"\s{0,8}I\s{1,3}hope\s{1,3}it\s{1,3}is\s{1,3}correct\s{0,3}[.!]?\s{0,8}$", re.I)
+_CONCLUSION = re.compile(
+    r"\b(?:therefore|thus|hence|so|finally|consequently|in\s{1,3}conclusion|in\s{1,3}total|altogether|overall)\b", re.I
+)
+_LAST_VERB = re.compile(r".*\s(?:is|are|was|were|equals|=)\s", re.S)  # only on one bounded sentence
+_PLAIN_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s{0,3}/\s{0,3}\d+)?\\?%?")
 
-    Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters), and only
-    when it holds exactly one math span and prose without digits or negation, hedge or condition
-    words (``_sole_math_span``): a completion that ends by stating one value.
+
+def _final_sentence(text: str) -> str | None:
+    """The value the completion's last sentence states, or None.
+
+    Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters; a
+    closing ``I hope it is correct.`` is dropped), in two cases: it holds exactly one math span and
+    prose without digits or negation, hedge or condition words (``We find that $x < 3$.``,
+    ``_sole_math_span``); or it opens with a conclusion word (``Therefore``, ``Thus``, ``So``, ...),
+    ends with a full stop and states one value (``_stated_value``). A sentence that sets something up (``Let $n = 5$.``) is no answer.
     """
-    tail = text.rstrip()[-MAX_PROSE_CHARS:]
+    tail = _CLOSING.sub("", text.rstrip()[-MAX_PROSE_CHARS - 40 :])[-MAX_PROSE_CHARS:]
     breaks = list(_LINE_BREAK.finditer(tail))
     line = tail[breaks[-1].end() :] if breaks else tail
     spans = [(m.start(), m.end()) for m in _SPAN.finditer(line)]
@@ -89,9 +99,39 @@ def _final_sentence(text: str) -> str | None:
     for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
         if not any(a <= m.start() < b for a, b in spans):
             start = m.end()
-    if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
-        return None  # the last sentence is longer than a stated answer
     sentence = line[start:].strip()
-    if _SETUP.search(sentence):  # "Let $n = 5$.": a setup cut off, not a conclusion
+    conclusion = None
+    for conclusion in _CONCLUSION.finditer(sentence):  # noqa: B007 (the last conclusion word opens the statement)
+        pass
+    if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
+        if conclusion is None:
+            return None  # the last sentence is longer than a stated answer
+        sentence = sentence[conclusion.start() :]
+    if conclusion is None and _SETUP.search(sentence):  # "Let $n = 5$.": a setup cut off, not a conclusion
         return None
-    return _sole_math_span(sentence)
+    span = _sole_math_span(sentence)
+    if span is not None or conclusion is None or not line.rstrip().endswith((".", "!", "。")):
+        return span  # a conclusion is read only as a finished sentence ("so we get 5" may be cut off)
+    return _stated_value(sentence[conclusion.start() :] if conclusion.start() < len(sentence) else sentence)
+
+
+def _stated_value(s: str) -> str | None:
+    """``Therefore, the probability that Alice wins is 2/3.`` -> ``2/3``; ``..., the pair is $(7, 6)$.`` -> ``(7, 6)``.
+
+    The value after the sentence's last "is"/"are"/"equals" when it is one math span or one plain
+    number, else the sentence's one number (``_sole_number``); None when the sentence outside its math
+    holds a negation, hedge, condition or comparison word.
+    """
+    s = s.rstrip(" .!。")
+    outside = _SPAN.sub(" ", s)
+    if _PROSE_STOP.search(outside) or _COMPARATIVE.search(outside) or _HEDGE.search(outside):
+        return None
+    m = _LAST_VERB.match(s)
+    if m:
+        rest = s[m.end() :].strip()
+        spans = list(_SPAN.finditer(rest))
+        if len(spans) == 1 and spans[0].start() == 0 and spans[0].end() == len(rest):
+            return next(g for g in spans[0].groups() if g is not None).strip()
+        if _PLAIN_NUMBER.fullmatch(rest):
+            return rest
+    return _sole_number(s)

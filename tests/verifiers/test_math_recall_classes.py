@@ -125,6 +125,18 @@ FINAL_SENTENCE = [
     ("5", "We get $5$ if $n$ is odd.", False),
     ("5", "So far we have $5$ apples. Let us now compute the rest", False),  # the last sentence states nothing
     ("5", "<think>So it is $5$.</think>", False),  # reasoning is never graded
+    ("5", "Let $n = 5$.", False),  # a setup, not a conclusion
+    ("2/3", "P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. <|im_start|>user", True),
+    ("12", "Therefore, there are 12 distinct sequences that meet the three given conditions. I hope it is correct.", True),
+    ("(7,6)", "So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$.", True),
+    ("6", "Therefore, x is 5, so y is 6.", True),  # the last conclusion is the statement
+    ("5", "Therefore, x is 5, so y is 6.", False),
+    ("5", "Therefore, x is 5 or 6.", False),
+    ("5", "So the total is 5 more than before.", False),
+    ("5", "So it is not true that $x$ is $5$.", False),
+    ("5", "Thus $x$ is $5$ if $n$ is odd.", False),
+    ("5", "So the answer could be 5.", False),
+    ("5", "Let me count: 2 apples and then 3 more, so the count is 5", False),  # unfinished: may be cut off
 ]
 MORE_FORMS = [
     (r"1\leq|z|\leq \frac{3}{2}", r"\boxed{z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]}", True),
@@ -214,6 +226,8 @@ def test_new_readers_stay_linear_on_hostile_text() -> None:
     """A 1 MB completion of sentences, dollar signs and answer labels, and a 2,000-character prose answer."""
     hostile = [
         "Final Answer: " * 40_000 + "$" * 100_000,
+        ". Final Answer: 1" * 60_000,
+        "x. Final Answer: The volume of $V$ is " * 20_000,
         ". " * 300_000 + "$x$",
         "Answer \\[" + "\n" * 500_000,
         "x = " + " = ".join(["1"] * 2000),
