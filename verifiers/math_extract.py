@@ -315,10 +315,11 @@ def _answer_lines(text: str) -> list[tuple[int, str]]:
             return [*out, (seen, f"(more than {MAX_BOXES} answer lines)")]
         gsm = _GSM_LINE.match(line) if line.startswith("####") else None  # GSM8K's final line "#### 42"
         m = _LINE_LABEL.match(line[:200]) if gsm is None else None
+        value = _label_value(text, line[m.end() :], seen) if m is not None else ""
         if gsm is not None:
             out.append((start, gsm.group(1)))
-        elif m is not None and _label_value(text, line[m.end() :], seen).strip(" *_"):
-            out.append((start, _label_value(text, line[m.end() :], seen)))
+        elif value.strip(" *_"):
+            out.append((start, value))
         elif _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
             nxt = next((ln for ln in text[seen : seen + MAX_CANDIDATE_CHARS].splitlines()[1:4] if ln.strip()), "")
             if nxt and "answer" not in nxt[:200].lower():
