@@ -65,7 +65,9 @@ Policy (a change to any of these bumps ``VERSION``):
       ``1.5e3`` = ``1500``; ``\\frac{2}{4}`` = ``\\frac12`` = ``0.5``; mixed numbers ``2\\frac13`` = ``7/3``;
       a decimal comma (``1000,99``, ``0,111``: one or two digits, or a leading ``0,``, no space) equals
       the decimal when the other side is one number; ``1, 2`` is a list. A decimal inside an
-      expression is exact (``10\\sqrt{10.5}`` = ``5\\sqrt{42}``). ``x = \\frac13 \\approx 0.33`` is the
+      expression is exact (``10\\sqrt{10.5}`` = ``5\\sqrt{42}``). Arithmetic on numbers (``2^{10}``,
+      ``5!``, ``\\binom{9}{2}``, ``\\frac{1}{3} + 1/4``) is computed exactly in the caller's process
+      (``math_arith``), never in sympy; ``2^10`` (LaTeX: 2 to the 1, then 0) is left to sympy. ``x = \\frac13 \\approx 0.33`` is the
       exact value (the approximation after it is commentary).
     * **Tolerance**: half a unit of the gold's last place, only for an approximate gold (``≈``,
       ``约为``, ``approximately``, ``about``) or for an unmarked decimal gold against an exact value

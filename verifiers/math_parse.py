@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Literal
 
 from ratchet.verifiers import math_matrix
+from ratchet.verifiers.math_arith import exact_value
 from ratchet.verifiers.math_normalize import (
     KNOWN_FUNCS,
     ParseError,
@@ -519,4 +520,7 @@ def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
         if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s or s in _SHORT_WORDS:  # "xy" is a product of symbols
             return Answer("text", re.sub(r"\s+", " ", s.lower()), text=text)
     _check_expression(s)
+    value = None if percent else exact_value(s)
+    if value is not None:  # "2^{10}", "5!", "\\frac{1}{3} + 1/4": arithmetic on numbers, computed exactly
+        return Answer("integer" if value.denominator == 1 else "rational", value, approx=approx, text=text)
     return Answer("expression", s, approx=approx, percent=Fraction(1) if percent else None, text=text)
