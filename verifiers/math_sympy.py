@@ -252,19 +252,32 @@ _WARMUP = (  # one of each common answer shape, parsed at worker start (ANTLR ca
     r"\frac{1-\sqrt{3}}{4}",
     r"10^{3}",
     r"2.71",
+    r"4x^{3}(1+2x^{3})-2x^2(x-1)(x+1)",  # factored polynomials
+    r"\sec^2(x)+\csc^2 y-\cot^2(z)",  # reciprocal trigonometric functions
+    r"\frac{\sqrt{\sqrt{3}+1}}{5+2\sqrt{6}}",  # nested radicals
+    r"2x-3y+4z-1=0",  # an equation in several names
+    r"1-\frac{1}{\mathrm{e}}",
 )
 
 
-def main() -> None:
-    """Worker loop: one JSON request per stdin line -> one JSON reply per stdout line."""
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-    import sympy  # noqa: F401  (import cost paid before announcing readiness)
+def warm_up() -> None:
+    """Pay sympy's and the LaTeX parser's first-use costs before the first request (worker start)."""
+    import sympy
     from latex2sympy2_extended import latex2sympy
 
     for text in _WARMUP:  # ANTLR fills its prediction cache per construct: the first parse of each is slow
         _latex(text)
     x = sympy.Symbol("x")
     sympy.simplify(latex2sympy("\\sqrt{12}+x") - 2 * sympy.sqrt(3) - x)  # simplify's lazy imports
+    sympy.simplify(sympy.cot(x) ** 2 + 1 - sympy.csc(x) ** 2)  # ... and its trigonometric ones (~0.3 s cold)
+    sympy.cancel((2 * x + 4) / (x + 2))  # the constant-ratio test of two equations
+    _canonical(sympy.Mul(3, sympy.Add(x, 2, evaluate=False), evaluate=False))  # the rebuild's first use
+
+
+def main() -> None:
+    """Worker loop: one JSON request per stdin line -> one JSON reply per stdout line."""
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    warm_up()
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
