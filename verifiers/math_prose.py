@@ -21,7 +21,7 @@ _COMPARATIVE = re.compile(
     r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent)\b", re.I
 )
 _NUMBER_TOKEN = re.compile(
-    r"(?<![\w.,])\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
+    r"(?<![\w.,])[-−]?\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])[-−]?\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
 )
 
 

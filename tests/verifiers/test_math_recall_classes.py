@@ -55,6 +55,8 @@ FINAL_LINE_AFTER_BOX = [
     ("3", "So $t = 8$. Final Answer: Jane started growing it 3 hours ago. I hope it is correct. <|im_start|>user", True),
     ("3", "Final Answer: Jane has 3 more apples than Bob.", False),  # a comparison, not the value
     ("3", "Final Answer: It is not 3 apples.", False),
+    ("3", "Final Answer: The low was -3 degrees that night.", False),  # the sign belongs to the number
+    ("-3", "Final Answer: The low was -3 degrees that night.", True),
     ("9", "Answer \\[ \n 9 \n \\]", True),  # a display block opened after the label
     ("9", "Answer $$ \n 9 \n $$", True),
     ("9", "Answer $$ \n 9 \n", False),  # never closed
