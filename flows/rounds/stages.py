@@ -103,9 +103,10 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     return [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
 
 
-def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, float]:
+def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, tuple[float, int]]:
     """``heldout/<source>/pass@1`` and ``.../no_answer_rate`` per task source of the eval set (campaigns with
-    ``[[tasks.sources]]`` or ``[[evals]]``; a single-source campaign's overall metrics say it already)."""
+    ``[[tasks.sources]]`` or ``[[evals]]``; a single-source campaign's overall metrics say it already), each as
+    ``(value, number of that source's eval prompts)``."""
     if not (ctx.cfg.tasks.sources or ctx.cfg.evals):
         return {}
     source = {p.prompt_id: p.source for p in ctx.heldout()}
@@ -115,7 +116,7 @@ def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, flo
     out = {}
     for name, group in sorted(groups.items()):
         for k, v in summarize(group, ()).items():
-            out[k.replace("heldout/", f"heldout/{name}/", 1)] = v
+            out[k.replace("heldout/", f"heldout/{name}/", 1)] = (v, len(group))
     return out
 
 
@@ -356,7 +357,8 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
         ingest_parquet(con, "verdicts", [files[2]])
         # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
         outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
-        metrics = {**summarize(outcomes, ctx.cfg.eval.ks), **per_source_metrics(ctx, outcomes)}
+        by_source = per_source_metrics(ctx, outcomes)
+        metrics = summarize(outcomes, ctx.cfg.eval.ks) | {k: v for k, (v, _) in by_source.items()}
         if ctx.cfg.eval.num_samples:  # test-time compute: maj@k and best-of-n (by reward) over the same samples
             metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, VERIFIER_VERSION), ctx.cfg.eval.ks)
         insert_rows(
@@ -370,7 +372,7 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
                     eval_set_id=es,
                     metric=k,
                     value=float(v),
-                    num_prompts=len(outcomes),
+                    num_prompts=by_source[k][1] if k in by_source else len(outcomes),
                     created_at=now(),
                 )
                 for k, v in metrics.items()

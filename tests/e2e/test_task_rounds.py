@@ -108,6 +108,13 @@ def test_code_and_mixed_rounds_from_the_cli(tmp_path, tiny_model_dir, kind):
         "SELECT count(*) FROM training_examples JOIN trajectories USING (trajectory_id) JOIN eval_set_prompts USING (prompt_id)"
     )
     assert query(db, in_eval)[1][0][0] == 0
+    # each per-source held-out metric counts that source's eval prompts, the overall one all of them
+    per_source_n = """SELECT e.metric, e.num_prompts, (SELECT count(DISTINCT t.prompt_id) FROM trajectories t JOIN prompts p USING (prompt_id)
+                          WHERE t.purpose = 'eval_greedy' AND t.checkpoint_id = e.checkpoint_id
+                          AND t.eval_set_id = e.eval_set_id AND e.metric LIKE 'heldout/' || p.source || '/%')
+                      FROM evaluations e WHERE e.metric LIKE 'heldout/%/%'"""
+    for metric, n, expected in query(db, per_source_n)[1]:
+        assert n == expected > 0, metric
     with connect(db, read_only=True) as con:
         (round_id,) = con.execute("SELECT round_id FROM rounds").fetchone()
         rows = metrics_rows(con, round_id)  # the rows of the round's metrics artifact
