@@ -47,6 +47,7 @@ from ratchet.verifiers.math_prose import (
     _sole_math_span,
     _sole_number,
 )
+from ratchet.verifiers.math_tail import HYPOTHETICAL, tail_problem
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
 MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
@@ -337,16 +338,46 @@ def _answer_lines(text: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def _phrase_hits(text: str) -> list[tuple[int, str]]:
+    """``(offset after the value, value)`` of every "the answer is X" statement that states one, in order.
+
+    A statement inside a sentence that sets it up (``Suppose the answer is 5``, ``check whether the
+    answer is 5``: ``math_tail.HYPOTHETICAL`` in the 80 characters before it, back to the sentence
+    start) is not one.
+    """
+    out: list[tuple[int, str]] = []
+    for hit in itertools.islice(_PHRASE.finditer(text), 4 * MAX_DISTINCT):
+        before = text[max(0, hit.start() - 80) : hit.start()]
+        cut = max(before.rfind(". "), before.rfind("\n"), before.rfind("! "))
+        if HYPOTHETICAL.search(before[cut + 1 :]):
+            continue
+        tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
+        nl = tail.find("\n")
+        value = _value(tail if nl < 0 else tail[:nl])
+        at = tail.find(value.strip()) if value.strip() else -1
+        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else len(tail if nl < 0 else tail[:nl])), value))
+    return out
+
+
 def _answer_phrases(text: str) -> list[str]:
     """Value of the last "the answer is X" statement (a list of one, or empty)."""
-    last = None
-    for last in _PHRASE.finditer(text):  # noqa: B007 (only the last statement counts)
-        pass
-    if last is None:
-        return []
-    tail = text[last.end() : last.end() + MAX_CANDIDATE_CHARS]
-    nl = tail.find("\n")
-    return [_value(tail if nl < 0 else tail[:nl])]
+    hits = _phrase_hits(text)
+    return [hits[-1][1]] if hits else []
+
+
+def _after_final(ex: Extraction, tail: str) -> Extraction:
+    """``ex`` unless the text after its final answer takes the credit away (see ``math_tail``)."""
+    if ex.status != "ok":
+        return ex
+    problem, at = tail_problem(tail)
+    if problem == "dangling":
+        return Extraction(None, "no_answer", ex.source, ex.candidates, "the final answer label after the answer is empty")
+    if problem == "question":
+        return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is asked, not stated")
+    restated = [v for _, v in _phrase_hits(tail[at:])]  # "... the answer is 6" after it: a rival final answer
+    if problem == "retracted" and not restated:
+        return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is taken back after it")
+    return _decide([ex.text or ""], ex.source, restated[-1:]) if restated else ex
 
 
 # ----------------------------------------------------------------------------------------------
@@ -472,13 +503,16 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     after = [v for pos, v in found if pos >= last_box and "boxed" not in v and (last_box < 0 or _parses(v))]
     boxed = None if after and last_box >= 0 else _from_boxes(boxes, "boxed", [])
     if boxed is not None:
-        return boxed
+        return _after_final(boxed, visible[inner[-1].end :] if inner else "")
     lines = list(dict.fromkeys(after if last_box >= 0 else [v for _, v in found]))[: MAX_DISTINCT + 1]
     if lines:
-        return _decide(lines, "answer_line")
-    phrases = _answer_phrases(visible)
-    if phrases:
-        return _decide(phrases, "answer_phrase")
+        pos, value = found[-1]
+        at = visible.find(value.strip(), pos, pos + MAX_CANDIDATE_CHARS) if value.strip() else -1
+        return _after_final(_decide(lines, "answer_line"), visible[at + len(value.strip()) if at >= 0 else pos :])
+    hits = _phrase_hits(visible)
+    if hits:  # the last statement; an earlier one that states another value is a rival
+        rivals = [v for _, v in hits[:-1] if _parses(v)][-MAX_DISTINCT:]
+        return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :])
     sentence = _final_sentence(visible)
     if sentence is not None:
         return _decide([sentence], "final_sentence")

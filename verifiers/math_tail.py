@@ -1,0 +1,59 @@
+"""What a completion writes after its final answer: a retraction, a dangling answer label, a question.
+
+Used by ``math_extract``: the last explicit final answer wins, so text after it can only take the
+credit away, never move it to an earlier answer. Pure string work in linear time (one scan of the
+tail with patterns whose whitespace runs are bounded; the dangling-label check reads a bounded end).
+
+Red-team classes (``tests/verifiers/test_math_redteam.py``):
+    * **retracted**: ``\\boxed{5}`` followed by ``Wait, ...``, ``Actually the answer should be 6``,
+      ``Hmm, that's wrong``, ``... but that ignores the constraint`` -> ``ambiguous`` (the model took
+      the answer back; crediting it rewards answering early and rambling on). A later answer phrase
+      after the last retraction word (``Wait, ... Yes, the answer is 5.``) is read as a rival answer
+      instead: it must agree with the final answer.
+    * **dangling**: ``\\boxed{5}`` followed by a final-answer label with nothing after it
+      (``Final Answer:``, ``So the answer is``, ``**Final Answer**``, ``The final answer is $``): the
+      generation was cut off while writing its final answer -> ``no_answer`` (as a truncated box).
+    * **question**: a final answer followed by ``?`` (``Could the answer be $\\boxed{5}$?``) is a hedge.
+"""
+
+from __future__ import annotations
+
+import re
+
+TAIL_END_CHARS = 120  # a dangling label is looked for in this many characters at the end
+
+_RETRACTION = re.compile(
+    r"\b(?:wait|actually|oops|mistakes?|mistaken|errors?|erroneous|wrong|incorrect|redo|re-do|correction|"
+    r"disregard|scratch\s{1,3}that|reconsider|not\s{1,3}(?:right|correct)|but|however)\b"
+    r"|\bno\s{0,3}[,.!]",
+    re.I,
+)
+_DANGLING = re.compile(
+    r"(?:answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be)|answer[\s*_]{0,6}[:：=]|^[\s*_#]{0,8}final\s{1,3}answer|####)"
+    r"[\s*_#]{0,8}[:：=]?[\s*_]{0,8}(?:\$\$?|\\\(|\\\[)?\s{0,8}\Z",
+    re.I | re.M,
+)
+# a sentence that sets an answer up instead of stating it: "Suppose the answer is 5", "check whether the answer is 5"
+HYPOTHETICAL = re.compile(
+    r"\b(?:suppose|supposing|assume|assuming|if|whether|let'?s|let|check|checking|test|testing|try|trying|guess|say)\b", re.I
+)
+_QUESTION = re.compile(r"[\s$)\]\\]{0,8}\?")
+
+
+def tail_problem(tail: str) -> tuple[str, int]:
+    """Why the text after a final answer takes its credit away: ``(problem, offset)``.
+
+    ``problem`` is ``"retracted"`` (offset: just after the last retraction word), ``"dangling"``
+    (a final-answer label with no value at the very end), ``"question"`` (the answer is asked, not
+    stated) or ``""`` (the tail is harmless; offset 0).
+    """
+    if _QUESTION.match(tail):
+        return "question", 0
+    if _DANGLING.search(tail[-TAIL_END_CHARS:]):
+        return "dangling", len(tail)
+    last = None
+    for last in _RETRACTION.finditer(tail):  # noqa: B007 (a phrase after the last retraction may restate the answer)
+        pass
+    if last is not None:
+        return "retracted", last.end()
+    return "", 0
