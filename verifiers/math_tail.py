@@ -6,7 +6,8 @@ tail with patterns whose whitespace runs are bounded; the dangling-label check r
 
 Red-team classes (``tests/verifiers/test_math_redteam.py``):
     * **retracted**: ``\\boxed{5}`` followed by ``Wait, ...``, ``Actually the answer should be 6``,
-      ``Hmm, that's wrong``, ``... but that ignores the constraint`` -> ``ambiguous`` (the model took
+      ``Hmm, that's wrong``, or a contrast in the answer's own sentence (``\\boxed{5}, but that
+      ignores the constraint``) -> ``ambiguous`` (the model took
       the answer back; crediting it rewards answering early and rambling on). A later answer phrase
       after the last retraction word (``Wait, ... Yes, the answer is 5.``) is read as a rival answer
       instead: it must agree with the final answer.
@@ -24,7 +25,7 @@ TAIL_END_CHARS = 120  # a dangling label is looked for in this many characters a
 
 _RETRACTION = re.compile(
     r"\b(?:wait|actually|oops|mistakes?|mistaken|errors?|erroneous|wrong|incorrect|redo|re-do|correction|"
-    r"disregard|scratch\s{1,3}that|reconsider|not\s{1,3}(?:right|correct)|but|however)\b"
+    r"disregard|scratch\s{1,3}that|reconsider|not\s{1,3}(?:right|correct))\b"
     r"|\bno\s{0,3}[,.!]",
     re.I,
 )
@@ -37,6 +38,9 @@ _DANGLING = re.compile(
 HYPOTHETICAL = re.compile(
     r"\b(?:suppose|supposing|assume|assuming|if|whether|let'?s|let|check|checking|test|testing|try|trying|guess|say)\b", re.I
 )
+# "It is tempting to answer \\boxed{5}, but that ignores ...": a contrast in the answer's own sentence
+# or opening the next sentence ("\\boxed{5}\n\nHowever, n = 0 also works")
+_CONTRAST = re.compile(r"(?:[^.!?\n]{0,40}?|[\s.!?$)\]\\}]{0,12})\b(?:but|however|though|although|except)\b", re.I)
 _QUESTION = re.compile(r"[\s$)\]\\]{0,8}\?")
 
 
@@ -51,9 +55,10 @@ def tail_problem(tail: str) -> tuple[str, int]:
         return "question", 0
     if _DANGLING.search(tail[-TAIL_END_CHARS:]):
         return "dangling", len(tail)
+    contrast = _CONTRAST.match(tail)
     last = None
-    for last in _RETRACTION.finditer(tail):  # noqa: B007 (a phrase after the last retraction may restate the answer)
+    for last in _RETRACTION.finditer(tail, contrast.end() if contrast else 0):  # noqa: B007 (a phrase after the last retraction may restate the answer)
         pass
-    if last is not None:
-        return "retracted", last.end()
+    if last is not None or contrast is not None:
+        return "retracted", last.end() if last is not None else contrast.end()  # type: ignore[union-attr]
     return "", 0

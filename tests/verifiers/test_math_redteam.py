@@ -131,6 +131,81 @@ GUARDS = [
     ("2", r"\boxed{" + "{" * 500 + "2" + "}" * 500 + "}", True),
 ]
 
+# --- math-1.3.1 red-team (issue 13): what a completion writes after its final answer can only take credit away
+RETRACTED_AFTER_FINAL = [
+    ("5", "\\boxed{5}\n\nWait, let me recheck. Actually the answer should be 6.", False),
+    ("5", "\\boxed{5}\n\nHmm, that's wrong. The correct answer is 6.", False),
+    ("6", "\\boxed{5}\n\nHmm, that's wrong. The correct answer is 6.", False),  # two final answers: no credit
+    ("5", "\\boxed{5}\nActually, I made an error; the answer is $6$.", False),
+    ("5", "Final Answer: The final answer is $5$. I hope it is correct.\n\nActually no, it's 6.", False),
+    ("5", "Final Answer: 5. Wait, no, that's wrong.", False),
+    ("5", "The answer is 5. No wait, it is 6.", False),
+    ("5", "It is tempting to answer \\boxed{5}, but that ignores the constraint.", False),
+    ("A", "\\boxed{\\text{A}}\n\nWait, B.", False),
+    ("5", "Please put your final answer within \\boxed{5}.\n\nThe answer is 6.", False),  # a later rival
+    ("5", "\\boxed{5}\n\nHowever, the problem also allows $n = 0$, which gives 6.", False),
+    ("5", "\\boxed{5}\n\nNote: the problem is symmetric, but this does not change the count.", True),
+    ("5", "The final answer is $\\boxed{5}$.\n\n---\nIf you have any questions, feel free to ask!", True),
+    ("5", "\\boxed{5}\n\nWait, is that right? Yes: the answer is 5.", True),  # restated after the retraction
+    ("5", "The answer is $\\boxed{5}$, which is the number of distinct primes.", True),
+    ("5", "\\boxed{5}\n\n**Verification**: substituting $x=5$ gives $25 - 25 = 0$.", True),
+    ("5", "$\\boxed{5}$ (there are no other solutions)", True),
+    ("\\text{No}", "Answer: No", True),
+    ("\\text{No}", "The answer is no.", True),
+]
+DANGLING_FINAL_LABEL = [
+    ("5", "\\boxed{5}\nFinal Answer:", False),
+    ("5", "\\boxed{5}\nFinal Answer: ", False),
+    ("5", "\\boxed{5}\nThe final answer is $", False),
+    ("5", "\\boxed{5}\n\nSo the answer is", False),
+    ("5", "\\boxed{5}\n**Final Answer**\n", False),
+    ("5", "\\boxed{5}\nAnswer: \\(", False),
+    ("5", "Could the answer be $\\boxed{5}$?", False),
+    ("5", "\\boxed{5} is the final answer.", True),
+    ("5", "\\boxed{5} is the answer", True),
+]
+HYPOTHETICAL_AND_REPEATED_PHRASES = [
+    ("5", "Suppose the answer is $5$.", False),
+    ("5", "Let's check whether the answer is 5.", False),
+    ("5", "If the answer is 5, then the sum exceeds 20.", False),
+    ("5", "The answer is 6. The answer is 5.", False),
+    ("5", "The answer is 5. The answer is 5.", True),
+    ("5", "First we simplify. So the answer is $5$.", True),
+]
+TWO_STATEMENTS = [
+    ("5", "Thus x is 12 and y is 5.", False),
+    ("5", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
+    ("3", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
+    ("3", "\\boxed{x = 5 \\text{ so } y = 3}", False),
+    ("11", "\\boxed{x = 5+5+1 = 7 = 11}", True),  # a chain of equalities still states its last link
+    ("3/4", "Therefore, the chance that the red ball is drawn first is 3/4.", True),
+    ("5", "\\boxed{x := 5}", True),
+]
+MARKED_UNITS = [
+    ("8", "\\boxed{8\\text{k}}", False),  # k is thousands, a value change, not a unit
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ cm}}", False),
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ cm}^3}", False),
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ square centimeters}}", True),
+    ("8 \\text{ cm}^2", "\\boxed{8 cm^2}", True),
+    ("8 \\text{ ft}^2", "\\boxed{8 \\text{ sq ft}}", True),
+    ("8 \\text{ m}^3", "\\boxed{8 \\text{ cubic meters}}", True),
+    ("\\$8", "\\boxed{8\\%}", False),  # a dollar amount is not a percent
+    ("8\\%", "\\boxed{\\$8}", False),
+    ("\\$8", "\\boxed{8 \\text{ dollars}}", True),
+    ("\\$8", "\\boxed{8}", True),
+    ("30^\\circ", "\\boxed{30 \\text{ radians}}", False),
+    ("30^\\circ", "\\boxed{30 \\text{ rad}}", False),
+    ("30^\\circ", "\\boxed{30 \\text{ degrees}}", True),
+    ("100^\\circ \\text{C}", "\\boxed{100^\\circ}", True),
+    ("30", "\\boxed{30^\\circ}", True),
+]
+OPEN_ENDED = [
+    ("5", "\\boxed{5\\ldots}", False),
+    ("5", "\\boxed{5 \\dots}", False),
+    ("0.333", "\\boxed{0.333\\ldots}", False),
+    ("5", "\\boxed{5.}", True),
+]
+
 
 @pytest.mark.parametrize(
     "theme",
@@ -145,6 +220,12 @@ GUARDS = [
         "CONFLICTING_FINAL_ANSWERS",
         "REASONING_TAGS",
         "GUARDS",
+        "RETRACTED_AFTER_FINAL",
+        "DANGLING_FINAL_LABEL",
+        "HYPOTHETICAL_AND_REPEATED_PHRASES",
+        "TWO_STATEMENTS",
+        "MARKED_UNITS",
+        "OPEN_ENDED",
     ],
 )
 def test_redteam_table(theme: str) -> None:
@@ -160,3 +241,12 @@ def test_guards_refuse_cheaply() -> None:
     verdicts = verify_math_batch([("2", r"\boxed{9!!!!!}"), ("2", r"\boxed{(10^{10})!}"), ("2", r"\boxed{9^9^9}")])
     assert all(v.reason == "timeout" and v.details.get("guard") for v in verdicts), [v.details for v in verdicts]
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_tail_checks_are_linear() -> None:
+    """Retraction, dangling-label and phrase scans after a final answer stay linear on hostile tails."""
+    tails = [" wait" * 100_000, "\n" * 200_000 + "Final Answer:", "answer is " * 50_000, " Suppose" * 20_000]
+    t0 = time.perf_counter()
+    verdicts = verify_math_batch([("5", "\\boxed{5}" + t) for t in tails] + [("5", "Suppose " * 20_000 + "the answer is 5")])
+    assert [v.correct for v in verdicts] == [False, False, False, True, False], [v.reason for v in verdicts]
+    assert time.perf_counter() - t0 < 2.0
