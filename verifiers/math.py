@@ -265,7 +265,7 @@ def gold_answer_text(gold: str) -> str:
         try:
             parse_answer(gold)
         except ParseError:
-            ex = extract_answer(gold)
+            ex = extract_answer(gold, check_tail=False)  # a gold's "Note: ... incorrect" is the dataset's text, not a retraction
             if ex.status == "ok" and ex.text:
                 return ex.text
     return gold

@@ -365,16 +365,16 @@ def _answer_phrases(text: str) -> list[str]:
     return [hits[-1][1]] if hits else []
 
 
-def _after_final(ex: Extraction, tail: str) -> Extraction:
+def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
     """``ex`` unless the text after its final answer takes the credit away (see ``math_tail``)."""
-    if ex.status != "ok":
+    if ex.status != "ok" or not check:
         return ex
     problem, at = tail_problem(tail)
     if problem == "dangling":
         return Extraction(None, "no_answer", ex.source, ex.candidates, "the final answer label after the answer is empty")
     if problem == "question":
         return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is asked, not stated")
-    restated = [v for _, v in _phrase_hits(tail[at:])]  # "... the answer is 6" after it: a rival final answer
+    restated = [v for _, v in _phrase_hits(tail[at:]) if _parses(v)]  # "... the answer is 6" after it: a rival
     if problem == "retracted" and not restated:
         return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is taken back after it")
     return _decide([ex.text or ""], ex.source, restated[-1:]) if restated else ex
@@ -476,13 +476,15 @@ def _from_tags(visible: str) -> Extraction | None:
     return _decide(lines or [inner], "answer_tag", rivals)
 
 
-def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Extraction:
+def extract_answer(completion: str, *, fallback_last_number: bool = False, check_tail: bool = True) -> Extraction:
     """Find the final answer of a completion (see the module docstring for the rules); linear time.
 
     Args:
         completion: the model's full output text (any length).
         fallback_last_number: opt-in: when no marked answer exists, use the last number in the
             text. Off by default because it rewards hedging and rambling.
+        check_tail: apply ``math_tail`` to the text after the final answer (retraction, dangling
+            label, question); off only for trusted text (a gold stored as a model solution).
 
     Returns:
         An ``Extraction``; ``text`` is None unless ``status == "ok"``.
@@ -503,16 +505,17 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     after = [v for pos, v in found if pos >= last_box and "boxed" not in v and (last_box < 0 or _parses(v))]
     boxed = None if after and last_box >= 0 else _from_boxes(boxes, "boxed", [])
     if boxed is not None:
-        return _after_final(boxed, visible[inner[-1].end :] if inner else "")
+        return _after_final(boxed, visible[inner[-1].end :] if inner else "", check_tail)
     lines = list(dict.fromkeys(after if last_box >= 0 else [v for _, v in found]))[: MAX_DISTINCT + 1]
     if lines:
         pos, value = found[-1]
         at = visible.find(value.strip(), pos, pos + MAX_CANDIDATE_CHARS) if value.strip() else -1
-        return _after_final(_decide(lines, "answer_line"), visible[at + len(value.strip()) if at >= 0 else pos :])
+        tail = visible[at + len(value.strip()) if at >= 0 else pos :]
+        return _after_final(_decide(lines, "answer_line"), tail, check_tail)
     hits = _phrase_hits(visible)
     if hits:  # the last statement; an earlier one that states another value is a rival
         rivals = [v for _, v in hits[:-1] if _parses(v)][-MAX_DISTINCT:]
-        return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :])
+        return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :], check_tail)
     sentence = _final_sentence(visible)
     if sentence is not None:
         return _decide([sentence], "final_sentence")

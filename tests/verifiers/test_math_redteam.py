@@ -250,3 +250,16 @@ def test_tail_checks_are_linear() -> None:
     verdicts = verify_math_batch([("5", "\\boxed{5}" + t) for t in tails] + [("5", "Suppose " * 20_000 + "the answer is 5")])
     assert [v.correct for v in verdicts] == [False, False, False, True, False], [v.reason for v in verdicts]
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_stored_gold_solution_is_read_without_tail_checks() -> None:
+    """A gold stored as a model solution is trusted text: a note after its final answer is not a retraction."""
+    gold = "Final Answer: The final answer is $28\\%$. I hope it is correct. Note: the solution above is incorrect; wait."
+    assert verify_math_batch([(gold, "\\boxed{28\\%}")])[0].correct
+    assert not verify_math_batch([("28", gold)])[0].correct  # the same text as a completion takes its answer back
+
+
+def test_a_later_rival_that_is_not_math_does_not_block_the_box() -> None:
+    """Only a rival that reads as math makes the box ambiguous (a quoted sentence is not a second answer)."""
+    text = '\\boxed{12} was our result. The final answer is "twelve, as above".'
+    assert verify_math_batch([("12", text)])[0].correct
