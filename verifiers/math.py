@@ -47,7 +47,9 @@ Policy (a change to any of these bumps ``VERSION``):
       (``ambiguous``); a "the answer is X" after the final box is a rival final answer. A "the answer
       is X" in a sentence that sets it up (``Suppose the answer is 5``, ``check whether the answer is
       5``, ``If the answer is 5, ...``) is no answer, and several different ones are ``ambiguous``.
-      A conclusion sentence stating two values (``Thus x is 12 and y is 5.``) is no answer.
+      A conclusion sentence stating two values (``Thus x is 12 and y is 5.``) is no answer. The same
+      holds inside and after ``<answer>`` tags (``<answer>5</answer> Wait, actually 6.``). A gold stored
+      as a model solution is trusted text and read without these checks.
     * **Malformed final answers get no credit, never the earlier answer**: the last box is the final
       attempt, so a truncated (unclosed) or empty last box after an earlier answer is ``no_answer``
       (``details["problem"]`` says which); so is an unclosed ``<answer>`` after a closed one. A lone
@@ -104,7 +106,7 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
       ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
-    * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; an inequality
+    * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; ``\\mathbb{R}`` = ``(-\\infty, \\infty)``; an inequality
       on one name equals its interval whatever the bracket shape (``x < 4`` = ``(-\\infty, 4)``,
       ``0 < f(x) < 1`` = ``(0, 1)``); sets and "and"/"or"-lists are unordered and name each solution
       once (a repeated solution is not an extra one); tuples are ordered (``(0;-2;6)`` is a tuple);

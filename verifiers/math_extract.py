@@ -458,7 +458,7 @@ def _from_boxes(boxes: list[Box], source: str, rivals: list[str]) -> Extraction 
     return _decide(filled, source, rivals)
 
 
-def _from_tags(visible: str) -> Extraction | None:
+def _from_tags(visible: str, check_tail: bool = True) -> Extraction | None:
     closed, unclosed, outside = _answer_blocks(visible)
     if not closed and unclosed is None:
         return None
@@ -469,11 +469,16 @@ def _from_tags(visible: str) -> Extraction | None:
         return Extraction(None, "ambiguous", "answer_tag", tuple(b[:200] for b in blocks[:8]))
     inner = blocks[-1]
     rivals = [b for b in find_boxed(outside) if b]  # a box outside the tag is a second final answer
-    boxed = _from_boxes(find_boxes(inner), "answer_tag", rivals)
+    close = 0  # the text after the last </answer> can take the answer back too ("</answer> Wait, 6.")
+    for m in _ANSWER_TAG.finditer(visible) if closed else ():
+        close = m.end() if m.group(1) else close
+    boxes = find_boxes(inner)
+    boxed = _from_boxes(boxes, "answer_tag", rivals)
     if boxed is not None:
-        return boxed
+        last = _innermost(boxes)[-1].end if boxed.status == "ok" else len(inner)
+        return _after_final(_after_final(boxed, inner[last:], check_tail), visible[close:] if close else "", check_tail)
     lines = [v for _, v in _answer_lines(inner)] or _answer_phrases(inner)
-    return _decide(lines or [inner], "answer_tag", rivals)
+    return _after_final(_decide(lines or [inner], "answer_tag", rivals), visible[close:] if close else "", check_tail)
 
 
 def extract_answer(completion: str, *, fallback_last_number: bool = False, check_tail: bool = True) -> Extraction:
@@ -493,7 +498,7 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False, check
         cut = completion.find(marker)
         completion = completion if cut < 0 else completion[:cut]
     visible = strip_reasoning(completion)
-    tagged = _from_tags(visible)
+    tagged = _from_tags(visible, check_tail)
     if tagged is not None:
         return tagged
     found = _answer_lines(visible)

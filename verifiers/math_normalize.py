@@ -387,6 +387,8 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
         s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
     if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
         s = r"\{\}"
+    if re.fullmatch(r"\\mathbb\s*\{?\s*R\s*\}?|ℝ", s):  # the real line is the interval (-\\infty, \\infty)
+        s = r"(-\infty, \infty)"
     return s, percent, unit
 
 

@@ -152,6 +152,9 @@ RETRACTED_AFTER_FINAL = [
     ("5", "$\\boxed{5}$ (there are no other solutions)", True),
     ("\\text{No}", "Answer: No", True),
     ("\\text{No}", "The answer is no.", True),
+    ("5", "<think>5</think><answer>5</answer>\nWait, actually 6.", False),
+    ("5", "<answer>\\boxed{5}\n\nHmm, that's wrong.</answer>", False),
+    ("5", "<think>5</think><answer>5</answer>", True),
 ]
 DANGLING_FINAL_LABEL = [
     ("5", "\\boxed{5}\nFinal Answer:", False),
@@ -205,6 +208,11 @@ OPEN_ENDED = [
     ("0.333", "\\boxed{0.333\\ldots}", False),
     ("5", "\\boxed{5.}", True),
 ]
+REAL_LINE = [
+    (r"\mathbb{R}", r"\boxed{(-\infty, \infty)}", True),
+    (r"(-\infty, \infty)", r"\boxed{x \in \mathbb{R}}", True),
+    (r"(0, \infty)", r"\boxed{\mathbb{R}}", False),
+]
 
 
 @pytest.mark.parametrize(
@@ -226,6 +234,7 @@ OPEN_ENDED = [
         "TWO_STATEMENTS",
         "MARKED_UNITS",
         "OPEN_ENDED",
+        "REAL_LINE",
     ],
 )
 def test_redteam_table(theme: str) -> None:
