@@ -39,17 +39,19 @@ Policy (a change to any of these bumps ``VERSION``):
       instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
       word is no box (``\\boxed 5`` is).
     * **Text after the final answer can only take its credit away** (``math_tail``, math-1.3.1): a
-      retraction after it (``\\boxed{5}`` then ``Wait, ...``, ``Actually ...``, ``that's wrong``,
-      ``... but that ignores ...``) -> ``ambiguous`` unless a "the answer is X" after the last
-      retraction word restates it (then that is a rival that must agree); a final-answer label left
-      empty at the very end (``\\boxed{5}`` then ``Final Answer:`` / ``So the answer is``) ->
-      ``no_answer`` (cut off while answering); a final answer followed by ``?`` is asked, not stated
-      (``ambiguous``); a "the answer is X" after the final box is a rival final answer. A "the answer
-      is X" in a sentence that sets it up (``Suppose the answer is 5``, ``check whether the answer is
-      5``, ``If the answer is 5, ...``) is no answer, and several different ones are ``ambiguous``.
-      A conclusion sentence stating two values (``Thus x is 12 and y is 5.``) is no answer. The same
-      holds inside and after ``<answer>`` tags (``<answer>5</answer> Wait, actually 6.``). A gold stored
-      as a model solution is trusted text and read without these checks.
+      self-correction after it (``\\boxed{5}`` then ``Wait, ...``, ``Actually the answer should be
+      6``, ``that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``) or a contrast
+      (``\\boxed{5}, but that ignores ...``, a next sentence opened by ``However``) -> ``ambiguous``
+      unless a "the answer is X" after the last retraction word restates it (then that is a rival
+      that must agree); "mistake", "wrong" or "actually" alone are no retraction (``The common
+      mistake is 6``). A final-answer label left empty at the very end (``\\boxed{5}`` then ``Final
+      Answer:`` / ``So the answer is``) -> ``no_answer`` (cut off while answering); a final answer
+      followed by ``?`` is asked, not stated (``ambiguous``); a "the answer is X" after the final box
+      is a rival final answer. A "the answer is X" governed by a hypothesis (``Suppose the answer is
+      5``, ``check whether the answer is 5``, ``If the answer is 5, ...``) is no answer, and several
+      different ones are ``ambiguous``. A conclusion sentence stating two values (``Thus x is 12 and
+      y is 5.``) is no answer. The same holds inside and after ``<answer>`` tags (``<answer>5</answer>
+      Wait, actually 6.``). A gold stored as a model solution is trusted text and read without these checks.
     * **Malformed final answers get no credit, never the earlier answer**: the last box is the final
       attempt, so a truncated (unclosed) or empty last box after an earlier answer is ``no_answer``
       (``details["problem"]`` says which); so is an unclosed ``<answer>`` after a closed one. A lone

@@ -341,15 +341,12 @@ def _answer_lines(text: str) -> list[tuple[int, str]]:
 def _phrase_hits(text: str) -> list[tuple[int, str]]:
     """``(offset after the value, value)`` of every "the answer is X" statement that states one, in order.
 
-    A statement inside a sentence that sets it up (``Suppose the answer is 5``, ``check whether the
-    answer is 5``: ``math_tail.HYPOTHETICAL`` in the 80 characters before it, back to the sentence
-    start) is not one.
+    A statement governed by a hypothesis (``Suppose the answer is 5``, ``check whether the answer is
+    5``, ``If the answer is 5, ...``: ``math_tail.HYPOTHETICAL`` right before it) is not one.
     """
     out: list[tuple[int, str]] = []
     for hit in itertools.islice(_PHRASE.finditer(text), 4 * MAX_DISTINCT):
-        before = text[max(0, hit.start() - 80) : hit.start()]
-        cut = max(before.rfind(". "), before.rfind("\n"), before.rfind("! "))
-        if HYPOTHETICAL.search(before[cut + 1 :]):
+        if HYPOTHETICAL.search(text[max(0, hit.start() - 40) : hit.start()]):  # "Suppose the answer is 5"
             continue
         tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
         nl = tail.find("\n")

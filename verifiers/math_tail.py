@@ -5,8 +5,9 @@ credit away, never move it to an earlier answer. Pure string work in linear time
 tail with patterns whose whitespace runs are bounded; the dangling-label check reads a bounded end).
 
 Red-team classes (``tests/verifiers/test_math_redteam.py``):
-    * **retracted**: ``\\boxed{5}`` followed by ``Wait, ...``, ``Actually the answer should be 6``,
-      ``Hmm, that's wrong``, or a contrast in the answer's own sentence (``\\boxed{5}, but that
+    * **retracted**: ``\\boxed{5}`` followed by a self-correction (``Wait, ...``, ``Actually the answer
+      should be 6``, ``Hmm, that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``;
+      not "mistake" or "wrong" alone, which also explain right answers), or a contrast in the answer's own sentence (``\\boxed{5}, but that
       ignores the constraint``) -> ``ambiguous`` (the model took
       the answer back; crediting it rewards answering early and rambling on). A later answer phrase
       after the last retraction word (``Wait, ... Yes, the answer is 5.``) is read as a rival answer
@@ -23,10 +24,15 @@ import re
 
 TAIL_END_CHARS = 120  # a dangling label is looked for in this many characters at the end
 
+# self-corrections only: "mistake", "wrong" or "actually" alone also explain a right answer ("the
+# common mistake is 6", "6 would be wrong", "Actually, we can also see this directly")
 _RETRACTION = re.compile(
-    r"\b(?:wait|actually|oops|mistakes?|mistaken|errors?|erroneous|wrong|incorrect|redo|re-do|correction|"
-    r"disregard|scratch\s{1,3}that|reconsider|not\s{1,3}(?:right|correct))\b"
-    r"|\bno\s{0,3}[,.!]",
+    r"\b(?:wait|oops|redo|re-do|disregard|scratch\s{1,3}that|correction\s{0,3}:)\b"
+    r"|\b(?:i|we)\s{1,3}(?:made|make|have\s{1,3}made)\s{1,3}(?:an?\s{1,3})?(?:mistake|error|miscalculation|typo)"
+    r"|\b(?:that|this|it|which|above|answer|result)(?:'s|\s{1,3}(?:is|was))\s{1,3}(?:not\s{1,3}(?:right|correct)|wrong|incorrect)"
+    r"|\bactually\s{0,3},?\s{0,3}(?:no\b|the\s{1,3}(?:correct\s{1,3}|final\s{1,3}|right\s{1,3})?answer|it\s{1,3}(?:is|should))"
+    r"|\blet\s{1,3}me\s{1,3}(?:re-?check|reconsider|re-?calculate|re-?compute|re-?examine|re-?do|correct)"
+    r"|\bno\s{0,3}[,.!]?\s{0,3}(?:wait|it'?s|it\s{1,3}is|the\s{1,3}answer)\b",
     re.I,
 )
 _DANGLING = re.compile(
@@ -36,7 +42,9 @@ _DANGLING = re.compile(
 )
 # a sentence that sets an answer up instead of stating it: "Suppose the answer is 5", "check whether the answer is 5"
 HYPOTHETICAL = re.compile(
-    r"\b(?:suppose|supposing|assume|assuming|if|whether|let'?s|let|check|checking|test|testing|try|trying|guess|say)\b", re.I
+    r"\b(?:suppose|supposing|assume|assuming|if|whether|say|guess|try|trying|test|testing)\s{1,3}(?:that\s{1,3})?"
+    r"(?:the\s{1,3}|our\s{1,3}|my\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?\Z",
+    re.I,
 )
 # "It is tempting to answer \\boxed{5}, but that ignores ...": a contrast in the answer's own sentence
 # or opening the next sentence ("\\boxed{5}\n\nHowever, n = 0 also works")

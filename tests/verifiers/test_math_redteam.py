@@ -155,6 +155,13 @@ RETRACTED_AFTER_FINAL = [
     ("5", "<think>5</think><answer>5</answer>\nWait, actually 6.", False),
     ("5", "<answer>\\boxed{5}\n\nHmm, that's wrong.</answer>", False),
     ("5", "<think>5</think><answer>5</answer>", True),
+    ("5", "Oops, \\boxed{5} was a typo.\n\n**Answer: 5**\n\nOops, I misread the question.", False),
+    ("5", "\\boxed{5}\n\nLet me recheck the second case.", False),
+    # right answers explained after the box: "mistake", "wrong", "actually", "errors" alone are no retraction
+    ("5", "\\boxed{5}\n\nThe common mistake is to answer 6.", True),
+    ("5", "\\boxed{5}\n\nNote that $6$ would be wrong because it double-counts.", True),
+    ("5", "\\boxed{5}\n\nThis is because the two errors cancel.", True),
+    ("5", "The answer is $\\boxed{5}$.\n\nActually, we can also see this directly: $2+3=5$.", True),
 ]
 DANGLING_FINAL_LABEL = [
     ("5", "\\boxed{5}\nFinal Answer:", False),
@@ -174,6 +181,9 @@ HYPOTHETICAL_AND_REPEATED_PHRASES = [
     ("5", "The answer is 6. The answer is 5.", False),
     ("5", "The answer is 5. The answer is 5.", True),
     ("5", "First we simplify. So the answer is $5$.", True),
+    ("5", "Therefore, if we add them up, the answer is 5.", True),
+    ("5", "After checking all cases, the answer is 5.", True),
+    ("5", "Let me summarize: the answer is 5.", True),
 ]
 TWO_STATEMENTS = [
     ("5", "Thus x is 12 and y is 5.", False),
