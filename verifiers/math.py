@@ -40,7 +40,7 @@ Policy (a change to any of these bumps ``VERSION``):
       word is no box (``\\boxed 5`` is).
     * **Text after the final answer can only take its credit away** (``math_tail``, math-1.3.1): a
       self-correction after it (``\\boxed{5}`` then ``Wait, ...``, ``Actually the answer should be
-      6``, ``that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``) or a contrast
+      6``, ``that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``, ``等等，我算错了``) or a contrast
       (``\\boxed{5}, but that ignores ...``, a next sentence opened by ``However``) -> ``ambiguous``
       unless a "the answer is X" after the last retraction word restates it (then that is a rival
       that must agree); "mistake", "wrong" or "actually" alone are no retraction (``The common
@@ -103,7 +103,8 @@ Policy (a change to any of these bumps ``VERSION``):
       (``\\$8`` is not ``8\\%``). A number trailed by an ellipsis (``5\\ldots``) is cut off: parse error.
       When both sides carry ``%`` the values must agree (``\\frac12\\%`` is not ``50\\%``).
     * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion;
-      ``30^\\circ`` is not ``30 rad``/``30 radians``, and equals ``30^\\circ C``);
+      ``30^\\circ`` is not ``30 rad``/``30 radians``, and equals ``30^\\circ C``; a degree mark on a
+      multiple of ``\\pi`` is a parse error);
       only a trailing mark after a number (``3^\\circ0`` and ``\\circ 30`` are not 30).
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,

@@ -360,6 +360,8 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
     s = re.sub(r":=|\\coloneqq(?![a-zA-Z])", "=", s)  # "x := 5" is the assignment "x = 5"
     s, marks = _DEGREE.subn("", s)
     unit = "degree" if marks else None  # only a radian unit on the other side differs (see math_compare)
+    if marks and "\\pi" in s:
+        raise ParseError(f"a degree mark on a multiple of \\pi mixes degrees and radians: {text[:60]!r}")
     m = _TEXT_UNIT.search(s)
     if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
         s, unit = s[: m.start()], unit_key(m.group(1) + (f"^{m.group(2)}" if m.group(2) else ""))

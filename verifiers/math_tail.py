@@ -32,7 +32,8 @@ _RETRACTION = re.compile(
     r"|\b(?:that|this|it|which|above|answer|result)(?:'s|\s{1,3}(?:is|was))\s{1,3}(?:not\s{1,3}(?:right|correct)|wrong|incorrect)"
     r"|\bactually\s{0,3},?\s{0,3}(?:no\b|the\s{1,3}(?:correct\s{1,3}|final\s{1,3}|right\s{1,3})?answer|it\s{1,3}(?:is|should))"
     r"|\blet\s{1,3}me\s{1,3}(?:re-?check|reconsider|re-?calculate|re-?compute|re-?examine|re-?do|correct)"
-    r"|\bno\s{0,3}[,.!]?\s{0,3}(?:wait|it'?s|it\s{1,3}is|the\s{1,3}answer)\b",
+    r"|\bno\s{0,3}[,.!]?\s{0,3}(?:wait|it'?s|it\s{1,3}is|the\s{1,3}answer)\b"
+    r"|等等[，,]|等一下|不对(?!称)|算错|错了|搞错|重新(?:计算|检查|考虑)",  # Chinese: wait, wrong, miscalculated, redo
     re.I,
 )
 _DANGLING = re.compile(

@@ -157,6 +157,9 @@ RETRACTED_AFTER_FINAL = [
     ("5", "<think>5</think><answer>5</answer>", True),
     ("5", "Oops, \\boxed{5} was a typo.\n\n**Answer: 5**\n\nOops, I misread the question.", False),
     ("5", "\\boxed{5}\n\nLet me recheck the second case.", False),
+    ("5", "所以答案是 $\\boxed{5}$。\n\n等等，我算错了，答案应该是6。", False),
+    ("5", "\\boxed{5}\n\n等一下，重新计算。", False),
+    ("5", "\\boxed{5}\n\n这个图形不对称，但计数不变。", True),
     # right answers explained after the box: "mistake", "wrong", "actually", "errors" alone are no retraction
     ("5", "\\boxed{5}\n\nThe common mistake is to answer 6.", True),
     ("5", "\\boxed{5}\n\nNote that $6$ would be wrong because it double-counts.", True),
@@ -208,6 +211,7 @@ MARKED_UNITS = [
     ("\\$8", "\\boxed{8}", True),
     ("30^\\circ", "\\boxed{30 \\text{ radians}}", False),
     ("30^\\circ", "\\boxed{30 \\text{ rad}}", False),
+    (r"\frac{\pi}{6}", r"\boxed{\frac{\pi}{6}^\circ}", False),  # a degree mark on a multiple of pi
     ("30^\\circ", "\\boxed{30 \\text{ degrees}}", True),
     ("100^\\circ \\text{C}", "\\boxed{100^\\circ}", True),
     ("30", "\\boxed{30^\\circ}", True),
