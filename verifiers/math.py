@@ -49,8 +49,9 @@ Policy (a change to any of these bumps ``VERSION``):
       followed by ``?`` is asked, not stated (``ambiguous``); a "the answer is X" after the final box
       is a rival final answer. A "the answer is X" governed by a hypothesis (``Suppose the answer is
       5``, ``check whether the answer is 5``, ``If the answer is 5, ...``) is no answer, and several
-      different ones are ``ambiguous``. A conclusion sentence stating two values (``Thus x is 12 and
-      y is 5.``) is no answer. The same holds inside and after ``<answer>`` tags (``<answer>5</answer>
+      different ones are ``ambiguous``. A conclusion sentence or answer line stating two values (``Thus x is 12
+      and y is 5.``, ``Answer: x = 5, so y = 10``, ``the smallest is 3 and the largest is 5``) or a
+      bound (``at least 5``, ``It cannot be 5``) is no answer. The same holds inside and after ``<answer>`` tags (``<answer>5</answer>
       Wait, actually 6.``). A gold stored as a model solution is trusted text and read without these checks.
     * **Malformed final answers get no credit, never the earlier answer**: the last box is the final
       attempt, so a truncated (unclosed) or empty last box after an earlier answer is ``no_answer``

@@ -209,6 +209,8 @@ _CLAUSE = re.compile(
 )
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
+_FIRST_IS = re.compile(r"\s(?:is|are|equals|=)\s")
+_CONCLUDES = re.compile(r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:so|hence|thus|therefore)\b", re.I)
 _END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
 _MATH_OPEN = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
 
@@ -243,9 +245,14 @@ def _value(content: str) -> str:
             break
     s = _sentence(s)
     m = _CLAUSE.search(s)
+    if m and m.start() > 0 and _CONCLUDES.match(s, m.start()) and re.search(r"\d", s[m.end() :]):
+        return s  # "x = 5, so y = 10": a second statement concludes the line (prose: no answer)
     cut = s[: m.start()] if m and m.start() > 0 else s
     if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
         m = _LAST_IS.match(cut)
+        first = _FIRST_IS.search(cut)
+        if m and first is not None and first.end() < m.end() and re.search(r"\d", cut[first.end() : m.end()]):
+            return s  # "the smallest is 3 and the largest is 5": two statements (prose: no answer)
         if m:
             return cut[m.end() :]
         m = _LAST_IS.match(s)  # "The number of points that could be in $D$ is 19": "that" opened the subject

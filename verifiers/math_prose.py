@@ -18,7 +18,9 @@ _LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what
 
 
 _COMPARATIVE = re.compile(
-    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent)\b", re.I
+    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent|"
+    r"least|most|up\s+to|below|above|under|over|between)\b",
+    re.I,
 )
 _NUMBER_TOKEN = re.compile(
     r"(?<![\w.,])[-−]?\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])[-−]?\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
@@ -44,7 +46,7 @@ def _sole_number(s: str) -> str | None:
 # display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
 _SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
 _PROSE_STOP = re.compile(
-    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
+    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|cannot|can'?t|won'?t|doesn'?t|don'?t|didn'?t|impossible|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
     r"probably|might|could|guess|wrong|incorrect|false|unsure|approximately|about|almost|nearly|if|unless|but)\b|\?",
     re.I,
 )

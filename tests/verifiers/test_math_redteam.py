@@ -189,6 +189,14 @@ HYPOTHETICAL_AND_REPEATED_PHRASES = [
     ("5", "Let me summarize: the answer is 5.", True),
 ]
 TWO_STATEMENTS = [
+    ("5", "Answer: x = 5, so y = 10", False),
+    ("5", "Final answer: the smallest is 3 and the largest is 5", False),
+    ("5", "Final answer: at least 5", False),
+    ("5", "Final answer: at most 5", False),
+    ("5", "Final answer: It cannot be 5.", False),
+    ("12", "Answer: 12, since $3 \\cdot 4 = 12$", True),  # a justification is not a second statement
+    ("12", "Final Answer: The area of the 3 by 4 rectangle is 12.", True),
+    ("5", "Therefore, Jane has 5 apples.", True),
     ("5", "Thus x is 12 and y is 5.", False),
     ("5", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
     ("3", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
