@@ -467,6 +467,13 @@ SPECIAL_REDTEAM: list[tuple[str, str, str, bool]] = [
     ("redteam", "\\$12", "He saves $\\boxed{12 \\text{ dollars}}$.", True),
     ("redteam", "100^\\circ \\text{C}", "Water boils at $\\boxed{100^\\circ}$.", True),
     ("redteam", "7", "\\boxed{x := 7}", True),
+    ("redteam", "7", "**Answer:** $a = 7$, so $b = 10$", False),
+    ("redteam", "7", "Final answer: the smallest is 3 and the largest is 7", False),
+    ("redteam", "7", "Final answer: at least 7", False),
+    ("redteam", "7", "所以答案是 $\\boxed{7}$。\n\n等等，我算错了，答案应该是9。", False),
+    ("redteam", "7", "<answer>7</answer>\nWait, actually it is 9.", False),
+    ("redteam", "7", "$\\boxed{7}$\n\nThe common mistake is to answer 9, which counts the empty set.", True),
+    ("redteam", "7", "Therefore, if we add the two cases, the answer is 7.", True),
     ("redteam", "3/4", "Therefore, the chance that the red ball is drawn first is 3/4.", True),
 ]
 

@@ -240,6 +240,9 @@ def _value(content: str) -> str:
                 end = s.find("$", end + 1)
             if end > 0:
                 rest = s[end + len(_MATH_OPEN[opener]) :]
+                then = _CONCLUDES.match(rest)
+                if then and re.search(r"\d", _sentence(rest)[then.end() :]):
+                    return s  # "$a = 7$, so $b = 10$": a second statement concludes the line (prose: no answer)
                 if not rest.strip(" .,;。*") or rest.lstrip().startswith(".") or _CLAUSE.match(rest):
                     return s[len(opener) : end]
             break

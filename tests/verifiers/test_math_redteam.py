@@ -190,6 +190,8 @@ HYPOTHETICAL_AND_REPEATED_PHRASES = [
 ]
 TWO_STATEMENTS = [
     ("5", "Answer: x = 5, so y = 10", False),
+    ("5", "**Answer:** $x = 5$, so $y = 10$", False),
+    ("5", "**Answer:** $x = 5$, so we are done.", True),
     ("5", "Final answer: the smallest is 3 and the largest is 5", False),
     ("5", "Final answer: at least 5", False),
     ("5", "Final answer: at most 5", False),
