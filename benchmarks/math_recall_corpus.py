@@ -29,6 +29,11 @@ Sources (every completion is our own minimal re-writing of a *kind* of output, n
       and the near misses those graders' relative tolerance credits (``SPECIAL_EQUIV``).
     * **Prose answers** of olympiad-style sets (NuminaMath, OpenThoughts): yes/no sentences and
       named outcomes compared word for word (``SPECIAL_PROSE``).
+    * **Red-team, written here** (math-1.3.1, ``SPECIAL_REDTEAM``): wrong outputs shaped to farm the
+      reward (a final answer taken back after it, a final-answer label cut off empty, an answer asked
+      as a question, a hypothetical "suppose the answer is", two values in one conclusion, two
+      statements chained by ``\Rightarrow``, a different unit power, dollars vs percent, degrees vs
+      radians, a number trailed by ``\ldots``) and the right answers those rules must keep crediting.
 
 Wrong rows are the mistakes such models make: a wrong value, a sign or off-by-one error, hedging
 between values, more boxes than the answer has parts, a truncated or empty final box after a
@@ -438,6 +443,40 @@ SPECIAL_PROSE: list[tuple[str, str, str, bool]] = [
     ("prose", "\\text{Bob wins in 4 moves}", "$\\boxed{\\text{Bob wins in 5 moves}}$", False),
 ]
 
+SPECIAL_REDTEAM: list[tuple[str, str, str, bool]] = [
+    ("redteam", "7", "So $x = 7$, giving \\boxed{7}.\n\nWait, I dropped a sign. Let me redo the last step.", False),
+    ("redteam", "7", "Thus the answer is $\\boxed{7}$.\n\nHmm, actually that's wrong: the answer should be $9$.", False),
+    ("redteam", "9", "Thus the answer is $\\boxed{7}$.\n\nHmm, actually that's wrong: the answer should be $9$.", False),
+    ("redteam", "7", "Final Answer: The final answer is $7$. I hope it is correct.\n\nActually no, it is 9.", False),
+    ("redteam", "7", "It is tempting to answer $\\boxed{7}$, but that ignores the case $n = 0$.", False),
+    ("redteam", "7", "The sum is $3 + 4 = 7$, so\n\n\\[\\boxed{7}\\]\n\n**Final Answer**\n", False),
+    ("redteam", "7", "Hence $\\boxed{7}$.\nThe final answer is $", False),
+    ("redteam", "7", "Could the answer be $\\boxed{7}$?", False),
+    ("redteam", "7", "Suppose the answer is $7$. Then the remaining cases must sum to 13.", False),
+    ("redteam", "7", "Thus $a$ is 12 and $b$ is 7.", False),
+    ("redteam", "3", "\\boxed{x = 7 \\Rightarrow y = 3}", False),
+    ("redteam", "12 \\text{ cm}^2", "The area is $\\boxed{12 \\text{ cm}}$.", False),
+    ("redteam", "\\$12", "The discount is $\\boxed{12\\%}$.", False),
+    ("redteam", "30^\\circ", "The angle is $\\boxed{30 \\text{ radians}}$.", False),
+    ("redteam", "12", "The total is $\\boxed{12\\text{k}}$.", False),
+    ("redteam", "7", "The value is $\\boxed{7\\ldots}$", False),
+    ("redteam", "7", "Therefore the answer is $\\boxed{7}$.\n\nWait, let me verify: $3 + 4 = 7$. Yes, the answer is 7.", True),
+    ("redteam", "7", "The answer is $\\boxed{7}$, which is the number of distinct primes below 18.", True),
+    ("redteam", "7", "$\\boxed{7}$ (there are no other solutions)", True),
+    ("redteam", "12 \\text{ cm}^2", "The area is $\\boxed{12 \\text{ square centimeters}}$.", True),
+    ("redteam", "\\$12", "He saves $\\boxed{12 \\text{ dollars}}$.", True),
+    ("redteam", "100^\\circ \\text{C}", "Water boils at $\\boxed{100^\\circ}$.", True),
+    ("redteam", "7", "\\boxed{x := 7}", True),
+    ("redteam", "7", "**Answer:** $a = 7$, so $b = 10$", False),
+    ("redteam", "7", "Final answer: the smallest is 3 and the largest is 7", False),
+    ("redteam", "7", "Final answer: at least 7", False),
+    ("redteam", "7", "所以答案是 $\\boxed{7}$。\n\n等等，我算错了，答案应该是9。", False),
+    ("redteam", "7", "<answer>7</answer>\nWait, actually it is 9.", False),
+    ("redteam", "7", "$\\boxed{7}$\n\nThe common mistake is to answer 9, which counts the empty set.", True),
+    ("redteam", "7", "Therefore, if we add the two cases, the answer is 7.", True),
+    ("redteam", "3/4", "Therefore, the chance that the red ball is drawn first is 3/4.", True),
+]
+
 
 def rows() -> list[tuple[str, str, str, str, bool]]:
     """Every labelled row ``(id, source, gold, completion, expected)``, deterministic."""
@@ -449,6 +488,6 @@ def rows() -> list[tuple[str, str, str, str, bool]]:
             if style == "gsm8k" and any(c in ans for c in "\\{}^"):  # "#### X" lines hold plain numbers
                 style, template = STYLES[1]
             out.append((f"{source}-{n}-{k}-{style}", source, gold, template.format(work=work, ans=ans), ok))
-    for n, (source, gold, completion, ok) in enumerate(SPECIAL + SPECIAL_MV + SPECIAL_EQUIV + SPECIAL_PROSE):
+    for n, (source, gold, completion, ok) in enumerate(SPECIAL + SPECIAL_MV + SPECIAL_EQUIV + SPECIAL_PROSE + SPECIAL_REDTEAM):
         out.append((f"special-{n}", source, gold, completion, ok))
     return out

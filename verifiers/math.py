@@ -38,6 +38,21 @@ Policy (a change to any of these bumps ``VERSION``):
       ``if``, ...); inline math (``$...$``, ``\\(...\\)``) never spans lines. An empty ``\\boxed{}`` quoted from the
       instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
       word is no box (``\\boxed 5`` is).
+    * **Text after the final answer can only take its credit away** (``math_tail``, math-1.3.1): a
+      self-correction after it (``\\boxed{5}`` then ``Wait, ...``, ``Actually the answer should be
+      6``, ``that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``, ``等等，我算错了``) or a contrast
+      (``\\boxed{5}, but that ignores ...``, a next sentence opened by ``However``) -> ``ambiguous``
+      unless a "the answer is X" after the last retraction word restates it (then that is a rival
+      that must agree); "mistake", "wrong" or "actually" alone are no retraction (``The common
+      mistake is 6``). A final-answer label left empty at the very end (``\\boxed{5}`` then ``Final
+      Answer:`` / ``So the answer is``) -> ``no_answer`` (cut off while answering); a final answer
+      followed by ``?`` is asked, not stated (``ambiguous``); a "the answer is X" after the final box
+      is a rival final answer. A "the answer is X" governed by a hypothesis (``Suppose the answer is
+      5``, ``check whether the answer is 5``, ``If the answer is 5, ...``) is no answer, and several
+      different ones are ``ambiguous``. A conclusion sentence or answer line stating two values (``Thus x is 12
+      and y is 5.``, ``Answer: x = 5, so y = 10``, ``the smallest is 3 and the largest is 5``) or a
+      bound (``at least 5``, ``It cannot be 5``) is no answer. The same holds inside and after ``<answer>`` tags (``<answer>5</answer>
+      Wait, actually 6.``). A gold stored as a model solution is trusted text and read without these checks.
     * **Malformed final answers get no credit, never the earlier answer**: the last box is the final
       attempt, so a truncated (unclosed) or empty last box after an earlier answer is ``no_answer``
       (``details["problem"]`` says which); so is an unclosed ``<answer>`` after a closed one. A lone
@@ -83,14 +98,19 @@ Policy (a change to any of these bumps ``VERSION``):
       differ** (``8 kg`` vs ``8 g``; spellings such as ``km``/``kilometers`` are one unit, see
       ``math_normalize.unit_key``) the answers differ. Placeholders (``units``, ``square units``) are
       no unit. Words that change or qualify the value never are units (``5 hundred``,
-      ``5 squared``, ``5 or more``: parse error); ``5 million`` = ``5000000``; ``5 percent`` = ``5%``.
+      ``5 squared``, ``5 or more``, ``8\\text{k}``: parse error); ``5 million`` = ``5000000``;
+      ``5 percent`` = ``5%``. A unit's power is part of it (``cm^2`` = ``square centimeters`` =
+      ``sq cm``, not ``cm``); ``\\$8`` carries the unit dollar, and a percent against a unit differs
+      (``\\$8`` is not ``8\\%``). A number trailed by an ellipsis (``5\\ldots``) is cut off: parse error.
       When both sides carry ``%`` the values must agree (``\\frac12\\%`` is not ``50\\%``).
-    * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion);
+    * **Degrees**: ``30^\\circ`` = ``30`` (the degree mark is presentation; no radian conversion;
+      ``30^\\circ`` is not ``30 rad``/``30 radians``, and equals ``30^\\circ C``; a degree mark on a
+      multiple of ``\\pi`` is a parse error);
       only a trailing mark after a number (``3^\\circ0`` and ``\\circ 30`` are not 30).
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
       ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
-    * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; an inequality
+    * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; ``\\mathbb{R}`` = ``(-\\infty, \\infty)``; an inequality
       on one name equals its interval whatever the bracket shape (``x < 4`` = ``(-\\infty, 4)``,
       ``0 < f(x) < 1`` = ``(0, 1)``); sets and "and"/"or"-lists are unordered and name each solution
       once (a repeated solution is not an extra one); tuples are ordered (``(0;-2;6)`` is a tuple);
@@ -98,7 +118,9 @@ Policy (a change to any of these bumps ``VERSION``):
       all of them; ``x=3`` matches a bare ``3`` (assignment to a single name or Greek letter, not
       ``\\lim = 3``); ``x = 3, y = 4`` is two assignments (never the chain ``x = (3, y) = 4``) and
       matches the tuple ``(3, 4)``; **a chain of equalities states its last link** (``x = 5+5+1 = 7
-      = 11`` is ``x = 11``; ``x = 11 = 5+6`` compares ``5+6``; an earlier link is never the answer)
+      = 11`` is ``x = 11``; ``x = 11 = 5+6`` compares ``5+6``; an earlier link is never the answer; a link holding a
+      connective, ``x = 5 \\Rightarrow y = 3`` or ``x = 5 \\text{ so } y = 3``, is two statements:
+      parse error; ``x := 5`` is ``x = 5``)
       and arithmetic on numbers states its result (``5+5+1 = 11`` is ``11``; ``x + y = 5`` and
       ``7 = 11a + c`` stay equations); an unordered answer list written in round brackets is that
       list (``(5, 1, 3)`` for the gold ``\\{1, 3, 5\\}`` or ``1, 3, 5``), and a bare list in order is a
@@ -153,7 +175,7 @@ __all__ = [
     "shutdown_pool",
 ]
 
-VERSION = "math-1.3.0"
+VERSION = "math-1.3.1"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None
@@ -249,7 +271,7 @@ def gold_answer_text(gold: str) -> str:
         try:
             parse_answer(gold)
         except ParseError:
-            ex = extract_answer(gold)
+            ex = extract_answer(gold, check_tail=False)  # a gold's "Note: ... incorrect" is the dataset's text, not a retraction
             if ex.status == "ok" and ex.text:
                 return ex.text
     return gold

@@ -221,6 +221,18 @@ def _relation_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     return cas(gold, pred, None)
 
 
+def _units_differ(gold: Answer, pred: Answer) -> bool:
+    """Both sides carry units and they differ; a percent against a unit (a dollar amount) differs too.
+
+    A degree mark is presentation against any unit but a radian (``30^\\circ`` = ``30^\\circ C``).
+    """
+    if (gold.percent is None) != (pred.percent is None) and (gold.unit or pred.unit):
+        return True
+    if not (gold.unit and pred.unit) or gold.unit == pred.unit:
+        return False
+    return "degree" not in (gold.unit, pred.unit) or "radian" in (gold.unit, pred.unit)
+
+
 def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
     """Equality of two parsed answers of any kind (see ``compare`` for the top-level rules).
 
@@ -228,7 +240,7 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
         NeedsCAS: an expression is involved and ``cas`` is None.
     """
     gk, pk = gold.kind, pred.kind
-    if gold.unit and pred.unit and gold.unit != pred.unit:  # "8 kg" is not "8 g"
+    if _units_differ(gold, pred):  # "8 kg" is not "8 g", "\\$8" is not "8\\%", "30^\\circ" is not "30 rad"
         return False
     if gk in _NUMBER and pk in _NUMBER:
         return _num_eq(gold, pred)

@@ -47,6 +47,7 @@ from ratchet.verifiers.math_prose import (
     _sole_math_span,
     _sole_number,
 )
+from ratchet.verifiers.math_tail import HYPOTHETICAL, tail_problem
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
 MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
@@ -208,6 +209,8 @@ _CLAUSE = re.compile(
 )
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
+_FIRST_IS = re.compile(r"\s(?:is|are|equals|=)\s")
+_CONCLUDES = re.compile(r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:so|hence|thus|therefore)\b", re.I)
 _END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
 _MATH_OPEN = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
 
@@ -237,14 +240,22 @@ def _value(content: str) -> str:
                 end = s.find("$", end + 1)
             if end > 0:
                 rest = s[end + len(_MATH_OPEN[opener]) :]
+                then = _CONCLUDES.match(rest)
+                if then and re.search(r"\d", _sentence(rest)[then.end() :]):
+                    return s  # "$a = 7$, so $b = 10$": a second statement concludes the line (prose: no answer)
                 if not rest.strip(" .,;。*") or rest.lstrip().startswith(".") or _CLAUSE.match(rest):
                     return s[len(opener) : end]
             break
     s = _sentence(s)
     m = _CLAUSE.search(s)
+    if m and m.start() > 0 and _CONCLUDES.match(s, m.start()) and re.search(r"\d", s[m.end() :]):
+        return s  # "x = 5, so y = 10": a second statement concludes the line (prose: no answer)
     cut = s[: m.start()] if m and m.start() > 0 else s
     if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
         m = _LAST_IS.match(cut)
+        first = _FIRST_IS.search(cut)
+        if m and first is not None and first.end() < m.end() and re.search(r"\d", cut[first.end() : m.end()]):
+            return s  # "the smallest is 3 and the largest is 5": two statements (prose: no answer)
         if m:
             return cut[m.end() :]
         m = _LAST_IS.match(s)  # "The number of points that could be in $D$ is 19": "that" opened the subject
@@ -337,16 +348,43 @@ def _answer_lines(text: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def _phrase_hits(text: str) -> list[tuple[int, str]]:
+    """``(offset after the value, value)`` of every "the answer is X" statement that states one, in order.
+
+    A statement governed by a hypothesis (``Suppose the answer is 5``, ``check whether the answer is
+    5``, ``If the answer is 5, ...``: ``math_tail.HYPOTHETICAL`` right before it) is not one.
+    """
+    out: list[tuple[int, str]] = []
+    for hit in itertools.islice(_PHRASE.finditer(text), 4 * MAX_DISTINCT):
+        if HYPOTHETICAL.search(text[max(0, hit.start() - 40) : hit.start()]):  # "Suppose the answer is 5"
+            continue
+        tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
+        nl = tail.find("\n")
+        value = _value(tail if nl < 0 else tail[:nl])
+        at = tail.find(value.strip()) if value.strip() else -1
+        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else len(tail if nl < 0 else tail[:nl])), value))
+    return out
+
+
 def _answer_phrases(text: str) -> list[str]:
     """Value of the last "the answer is X" statement (a list of one, or empty)."""
-    last = None
-    for last in _PHRASE.finditer(text):  # noqa: B007 (only the last statement counts)
-        pass
-    if last is None:
-        return []
-    tail = text[last.end() : last.end() + MAX_CANDIDATE_CHARS]
-    nl = tail.find("\n")
-    return [_value(tail if nl < 0 else tail[:nl])]
+    hits = _phrase_hits(text)
+    return [hits[-1][1]] if hits else []
+
+
+def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
+    """``ex`` unless the text after its final answer takes the credit away (see ``math_tail``)."""
+    if ex.status != "ok" or not check:
+        return ex
+    problem, at = tail_problem(tail)
+    if problem == "dangling":
+        return Extraction(None, "no_answer", ex.source, ex.candidates, "the final answer label after the answer is empty")
+    if problem == "question":
+        return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is asked, not stated")
+    restated = [v for _, v in _phrase_hits(tail[at:]) if _parses(v)]  # "... the answer is 6" after it: a rival
+    if problem == "retracted" and not restated:
+        return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is taken back after it")
+    return _decide([ex.text or ""], ex.source, restated[-1:]) if restated else ex
 
 
 # ----------------------------------------------------------------------------------------------
@@ -427,7 +465,7 @@ def _from_boxes(boxes: list[Box], source: str, rivals: list[str]) -> Extraction 
     return _decide(filled, source, rivals)
 
 
-def _from_tags(visible: str) -> Extraction | None:
+def _from_tags(visible: str, check_tail: bool = True) -> Extraction | None:
     closed, unclosed, outside = _answer_blocks(visible)
     if not closed and unclosed is None:
         return None
@@ -438,20 +476,27 @@ def _from_tags(visible: str) -> Extraction | None:
         return Extraction(None, "ambiguous", "answer_tag", tuple(b[:200] for b in blocks[:8]))
     inner = blocks[-1]
     rivals = [b for b in find_boxed(outside) if b]  # a box outside the tag is a second final answer
-    boxed = _from_boxes(find_boxes(inner), "answer_tag", rivals)
+    close = 0  # the text after the last </answer> can take the answer back too ("</answer> Wait, 6.")
+    for m in _ANSWER_TAG.finditer(visible) if closed else ():
+        close = m.end() if m.group(1) else close
+    boxes = find_boxes(inner)
+    boxed = _from_boxes(boxes, "answer_tag", rivals)
     if boxed is not None:
-        return boxed
+        last = _innermost(boxes)[-1].end if boxed.status == "ok" else len(inner)
+        return _after_final(_after_final(boxed, inner[last:], check_tail), visible[close:] if close else "", check_tail)
     lines = [v for _, v in _answer_lines(inner)] or _answer_phrases(inner)
-    return _decide(lines or [inner], "answer_tag", rivals)
+    return _after_final(_decide(lines or [inner], "answer_tag", rivals), visible[close:] if close else "", check_tail)
 
 
-def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Extraction:
+def extract_answer(completion: str, *, fallback_last_number: bool = False, check_tail: bool = True) -> Extraction:
     """Find the final answer of a completion (see the module docstring for the rules); linear time.
 
     Args:
         completion: the model's full output text (any length).
         fallback_last_number: opt-in: when no marked answer exists, use the last number in the
             text. Off by default because it rewards hedging and rambling.
+        check_tail: apply ``math_tail`` to the text after the final answer (retraction, dangling
+            label, question); off only for trusted text (a gold stored as a model solution).
 
     Returns:
         An ``Extraction``; ``text`` is None unless ``status == "ok"``.
@@ -460,7 +505,7 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
         cut = completion.find(marker)
         completion = completion if cut < 0 else completion[:cut]
     visible = strip_reasoning(completion)
-    tagged = _from_tags(visible)
+    tagged = _from_tags(visible, check_tail)
     if tagged is not None:
         return tagged
     found = _answer_lines(visible)
@@ -472,13 +517,17 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False) -> Ex
     after = [v for pos, v in found if pos >= last_box and "boxed" not in v and (last_box < 0 or _parses(v))]
     boxed = None if after and last_box >= 0 else _from_boxes(boxes, "boxed", [])
     if boxed is not None:
-        return boxed
+        return _after_final(boxed, visible[inner[-1].end :] if inner else "", check_tail)
     lines = list(dict.fromkeys(after if last_box >= 0 else [v for _, v in found]))[: MAX_DISTINCT + 1]
     if lines:
-        return _decide(lines, "answer_line")
-    phrases = _answer_phrases(visible)
-    if phrases:
-        return _decide(phrases, "answer_phrase")
+        pos, value = found[-1]
+        at = visible.find(value.strip(), pos, pos + MAX_CANDIDATE_CHARS) if value.strip() else -1
+        tail = visible[at + len(value.strip()) if at >= 0 else pos :]
+        return _after_final(_decide(lines, "answer_line"), tail, check_tail)
+    hits = _phrase_hits(visible)
+    if hits:  # the last statement; an earlier one that states another value is a rival
+        rivals = [v for _, v in hits[:-1] if _parses(v)][-MAX_DISTINCT:]
+        return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :], check_tail)
     sentence = _final_sentence(visible)
     if sentence is not None:
         return _decide([sentence], "final_sentence")

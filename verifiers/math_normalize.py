@@ -62,7 +62,7 @@ _UNICODE = {
 _DEGREE = re.compile(r"(?<=[\d}\s])\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ)(?!\s*[\d.])")
 _TEXT_UNIT = re.compile(
     r"(?<=[\d}])\s*\\(?:" + _TEXT_CMDS + r")\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
-    r"\s*(?:\^\s*\{?\s*-?[1-3]\s*\}?)?\s*$"
+    r"\s*(?:\^\s*\{?\s*(-?[1-3])\s*\}?)?\s*$"
 )
 # words after a number that change or qualify its value: never dropped as if they were units
 _MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
@@ -197,6 +197,13 @@ _NOT_UNITS = set(_MULTIPLIERS) | {
     "ii",
     "iii",
     "mult",
+    "k",  # 8k, 8\\text{k}: thousands, a value change (never dropped as a unit)
+    "bn",
+    "mn",
+    "mil",
+    "mln",
+    "lakh",
+    "crore",
 }
 _UNIT_WORD = re.compile(
     r"^(.*?\d)\s*(?:\\?\$)?\s*((?:[a-zA-Z]{2,}\.?|[a-zA-Z]{2,}\s*\^?\s*\{?[23]\}?)(?:\s*(?:/|per)\s*[a-zA-Z]+)?(?:\s+[a-zA-Z]{2,})*)$"
@@ -253,6 +260,8 @@ _UNIT_ALIASES = {
     "dollar": "dollar",
     "usd": "dollar",
     "deg": "degree",
+    "rad": "radian",
+    "sq": "square",
 }
 _GENERIC_UNITS = {"unit", "units", "square units", "sq units", "cubic units", "unit^2", "units^2", "u"}
 
@@ -262,6 +271,8 @@ def unit_key(unit: str) -> str | None:
     u = re.sub(r"\s+", " ", unit.strip().lower().rstrip("."))
     if not u or u in _GENERIC_UNITS:
         return None
+    u = re.sub(r"\s*\^\s*\{?\s*(-?\d)\s*\}?|(?<=[a-z])([23])\b", lambda m: "^" + (m.group(1) or m.group(2)), u)
+    u = re.sub(r"\b(?:square|sq\.?)\s([a-z]+)", r"\1^2", re.sub(r"\bcubic\s([a-z]+)", r"\1^3", u))
     words = []
     for w in re.split(r"(\s+|/|\bper\b)", u):
         w = w.strip()
@@ -269,10 +280,11 @@ def unit_key(unit: str) -> str | None:
             w = "/" if w == "per" else w
             if not w:
                 continue
+        w, power = (w.split("^", 1) + [""])[:2] if "^" in w else (w, "")
         w = _UNIT_ALIASES.get(w, w)
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             w = _UNIT_ALIASES.get(w[:-1], w[:-1])
-        words.append(w)
+        words.append(w + ("^" + power if power else ""))
     return " ".join(words).replace(" / ", "/")
 
 
@@ -345,16 +357,20 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
     s = re.sub(r"\\lbrace(?![a-zA-Z])", r"\\{", re.sub(r"\\rbrace(?![a-zA-Z])", r"\\}", s))
     s = re.sub(r"\\sqrt\s*([0-9a-zA-Z])(?![0-9])", r"\\sqrt{\1}", s)  # "\\sqrt2" = "\\sqrt{2}" (one token)
     s = re.sub(r"\{,\}", ",", s)
-    s = _DEGREE.sub("", s)
-    unit = None
+    s = re.sub(r":=|\\coloneqq(?![a-zA-Z])", "=", s)  # "x := 5" is the assignment "x = 5"
+    s, marks = _DEGREE.subn("", s)
+    unit = "degree" if marks else None  # only a radian unit on the other side differs (see math_compare)
+    if marks and "\\pi" in s:
+        raise ParseError(f"a degree mark on a multiple of \\pi mixes degrees and radians: {text[:60]!r}")
     m = _TEXT_UNIT.search(s)
     if m and _unit_words_ok(m.group(1).split()):  # "1.5 \\times 10^{3} \\text{ J}", "30\\text{C}"
-        s, unit = s[: m.start()], unit_key(m.group(1))
+        s, unit = s[: m.start()], unit_key(m.group(1) + (f"^{m.group(2)}" if m.group(2) else ""))
     prev = None
     while prev != s:  # unwrap nested \text{...}
         prev = s
         s = _WRAPPERS.sub(lambda m: m.group(1), s)
-    s = s.replace(r"\$", "")
+    if r"\$" in s:
+        s, unit = s.replace(r"\$", ""), unit or "dollar"  # a dollar amount is not a percent (math_compare)
     if not re.search(r"\\begin\s*\{", s):  # matrix rows keep their "\\\\" separators
         s = s.replace("\\\\", " ")
     percent = False
@@ -373,6 +389,8 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
         s, percent = re.sub(r"\\?%\s*$", "", s).strip(), True
     if re.fullmatch(r"\\(?:emptyset|varnothing)|\\\{\s*\\\}|\{\s*\}", s):
         s = r"\{\}"
+    if re.fullmatch(r"\\mathbb\s*\{?\s*R\s*\}?|ℝ", s):  # the real line is the interval (-\\infty, \\infty)
+        s = r"(-\infty, \infty)"
     return s, percent, unit
 
 

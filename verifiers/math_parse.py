@@ -403,6 +403,8 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
             expr = re.sub(r"\s+", "", "".join(x + o for x, o in zip(sides, [*ops, ""])))
             _check_expression(expr)
             return Answer("expression", expr, text=text)
+        if any(_CONNECTIVE.search(x) for x in sides[1:-1]):  # "x = 5 \\Rightarrow y = 3": two statements
+            raise ParseError(f"two statements joined by a connective, not one chain of equalities: {text[:80]!r}")
         # "x = 5+5+1 = 7 = 11": a chain of equalities states its value in its last link (not a bare name)
         last = next((x for x in reversed(sides[1:]) if not re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", x)), sides[-1])
         sides, ops = [sides[0], last], ["="]
@@ -451,10 +453,18 @@ def _parse_answer(text: str, *, _inner: bool = False) -> Answer:
     s, percent, unit = normalize_with_unit(raw)
     if not s:
         raise ParseError("empty answer")
+    if _OPEN_ENDED.search(s):
+        raise ParseError(f"a number trailed by an ellipsis is cut off or open-ended, not a value: {text[:60]!r}")
     ans = _parse_normalized(s, percent, approx, text)
     return replace(ans, unit=unit) if unit and ans.kind in _UNIT_KINDS else ans
 
 
+_CONNECTIVE = re.compile(
+    r"\\(?:Rightarrow|Longrightarrow|implies|iff|Leftrightarrow|therefore|because)(?![a-zA-Z])"
+    r"|\b(?:so|then|hence|thus|and|or|therefore|since|because|implies)\b"
+)
+# "5\\ldots", "5 \\dots": a value cut off or left open (a list "1, 2, \\ldots" or "1 + 2 + \\cdots" is not this)
+_OPEN_ENDED = re.compile(r"^[^,;+\-]{0,40}?\d\s{0,3}(?:\\[lc]?dots\b|\.{3}|…)\s{0,3}$")
 _UNIT_KINDS = ("integer", "rational", "decimal", "expression")
 
 

@@ -18,7 +18,9 @@ _LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what
 
 
 _COMPARATIVE = re.compile(
-    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent)\b", re.I
+    r"\b(?:less|more|fewer|greater|smaller|larger|than|times|twice|half|double|triple|negative|minus|plus|per\s+cent|"
+    r"least|most|up\s+to|below|above|under|over|between)\b",
+    re.I,
 )
 _NUMBER_TOKEN = re.compile(
     r"(?<![\w.,])[-−]?\d{1,3}(?:,\d{3})*(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])|(?<![\w.,])[-−]?\d+(?:\.\d+)?(?![\w.,]*\d)(?![A-Za-z])"
@@ -44,7 +46,7 @@ def _sole_number(s: str) -> str | None:
 # display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
 _SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
 _PROSE_STOP = re.compile(
-    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
+    r"\b(?:not|no|never|isn'?t|wasn'?t|aren'?t|cannot|can'?t|won'?t|doesn'?t|don'?t|didn'?t|impossible|except|without|or|nor|neither|either|maybe|perhaps|possibly|"
     r"probably|might|could|guess|wrong|incorrect|false|unsure|approximately|about|almost|nearly|if|unless|but)\b|\?",
     re.I,
 )
@@ -78,6 +80,7 @@ _CLOSING = re.compile(r"\s{0,8}I\s{1,3}hope\s{1,3}it\s{1,3}is\s{1,3}correct\s{0,
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so|finally|consequently|in\s{1,3}conclusion|in\s{1,3}total|altogether|overall)\b", re.I
 )
+_VERB = re.compile(r"\s(?:is|are|was|were|equals|=)(?=\s)")
 _LAST_VERB = re.compile(r".*\s(?:is|are|was|were|equals|=)\s", re.S)  # only on one bounded sentence
 _PLAIN_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s{0,3}/\s{0,3}\d+)?\\?%?")
 
@@ -120,13 +123,17 @@ def _stated_value(s: str) -> str | None:
 
     The value after the sentence's last "is"/"are"/"equals" when it is one math span or one plain
     number, else the sentence's one number (``_sole_number``); None when the sentence outside its math
-    holds a negation, hedge, condition or comparison word.
+    holds a negation, hedge, condition or comparison word, or when a value is stated between its first
+    and its last verb (``Thus x is 12 and y is 5``: two statements, not one value).
     """
     s = s.rstrip(" .!。")
     outside = _SPAN.sub(" ", s)
     if _PROSE_STOP.search(outside) or _COMPARATIVE.search(outside) or _HEDGE.search(outside):
         return None
     m = _LAST_VERB.match(s)
+    first = _VERB.search(s, 0, m.end()) if m else None
+    if m and first is not None and re.search(r"\d", s[first.end() : m.end()]):
+        return None  # "Thus x is 12 and y is 5": a value stated before the last one, two statements
     if m:
         rest = s[m.end() :].strip()
         spans = list(_SPAN.finditer(rest))

@@ -131,6 +131,113 @@ GUARDS = [
     ("2", r"\boxed{" + "{" * 500 + "2" + "}" * 500 + "}", True),
 ]
 
+# --- math-1.3.1 red-team (issue 13): what a completion writes after its final answer can only take credit away
+RETRACTED_AFTER_FINAL = [
+    ("5", "\\boxed{5}\n\nWait, let me recheck. Actually the answer should be 6.", False),
+    ("5", "\\boxed{5}\n\nHmm, that's wrong. The correct answer is 6.", False),
+    ("6", "\\boxed{5}\n\nHmm, that's wrong. The correct answer is 6.", False),  # two final answers: no credit
+    ("5", "\\boxed{5}\nActually, I made an error; the answer is $6$.", False),
+    ("5", "Final Answer: The final answer is $5$. I hope it is correct.\n\nActually no, it's 6.", False),
+    ("5", "Final Answer: 5. Wait, no, that's wrong.", False),
+    ("5", "The answer is 5. No wait, it is 6.", False),
+    ("5", "It is tempting to answer \\boxed{5}, but that ignores the constraint.", False),
+    ("A", "\\boxed{\\text{A}}\n\nWait, B.", False),
+    ("5", "Please put your final answer within \\boxed{5}.\n\nThe answer is 6.", False),  # a later rival
+    ("5", "\\boxed{5}\n\nHowever, the problem also allows $n = 0$, which gives 6.", False),
+    ("5", "\\boxed{5}\n\nNote: the problem is symmetric, but this does not change the count.", True),
+    ("5", "The final answer is $\\boxed{5}$.\n\n---\nIf you have any questions, feel free to ask!", True),
+    ("5", "\\boxed{5}\n\nWait, is that right? Yes: the answer is 5.", True),  # restated after the retraction
+    ("5", "The answer is $\\boxed{5}$, which is the number of distinct primes.", True),
+    ("5", "\\boxed{5}\n\n**Verification**: substituting $x=5$ gives $25 - 25 = 0$.", True),
+    ("5", "$\\boxed{5}$ (there are no other solutions)", True),
+    ("\\text{No}", "Answer: No", True),
+    ("\\text{No}", "The answer is no.", True),
+    ("5", "<think>5</think><answer>5</answer>\nWait, actually 6.", False),
+    ("5", "<answer>\\boxed{5}\n\nHmm, that's wrong.</answer>", False),
+    ("5", "<think>5</think><answer>5</answer>", True),
+    ("5", "Oops, \\boxed{5} was a typo.\n\n**Answer: 5**\n\nOops, I misread the question.", False),
+    ("5", "\\boxed{5}\n\nLet me recheck the second case.", False),
+    ("5", "所以答案是 $\\boxed{5}$。\n\n等等，我算错了，答案应该是6。", False),
+    ("5", "\\boxed{5}\n\n等一下，重新计算。", False),
+    ("5", "\\boxed{5}\n\n这个图形不对称，但计数不变。", True),
+    # right answers explained after the box: "mistake", "wrong", "actually", "errors" alone are no retraction
+    ("5", "\\boxed{5}\n\nThe common mistake is to answer 6.", True),
+    ("5", "\\boxed{5}\n\nNote that $6$ would be wrong because it double-counts.", True),
+    ("5", "\\boxed{5}\n\nThis is because the two errors cancel.", True),
+    ("5", "The answer is $\\boxed{5}$.\n\nActually, we can also see this directly: $2+3=5$.", True),
+]
+DANGLING_FINAL_LABEL = [
+    ("5", "\\boxed{5}\nFinal Answer:", False),
+    ("5", "\\boxed{5}\nFinal Answer: ", False),
+    ("5", "\\boxed{5}\nThe final answer is $", False),
+    ("5", "\\boxed{5}\n\nSo the answer is", False),
+    ("5", "\\boxed{5}\n**Final Answer**\n", False),
+    ("5", "\\boxed{5}\nAnswer: \\(", False),
+    ("5", "Could the answer be $\\boxed{5}$?", False),
+    ("5", "\\boxed{5} is the final answer.", True),
+    ("5", "\\boxed{5} is the answer", True),
+]
+HYPOTHETICAL_AND_REPEATED_PHRASES = [
+    ("5", "Suppose the answer is $5$.", False),
+    ("5", "Let's check whether the answer is 5.", False),
+    ("5", "If the answer is 5, then the sum exceeds 20.", False),
+    ("5", "The answer is 6. The answer is 5.", False),
+    ("5", "The answer is 5. The answer is 5.", True),
+    ("5", "First we simplify. So the answer is $5$.", True),
+    ("5", "Therefore, if we add them up, the answer is 5.", True),
+    ("5", "After checking all cases, the answer is 5.", True),
+    ("5", "Let me summarize: the answer is 5.", True),
+]
+TWO_STATEMENTS = [
+    ("5", "Answer: x = 5, so y = 10", False),
+    ("5", "**Answer:** $x = 5$, so $y = 10$", False),
+    ("5", "**Answer:** $x = 5$, so we are done.", True),
+    ("5", "Final answer: the smallest is 3 and the largest is 5", False),
+    ("5", "Final answer: at least 5", False),
+    ("5", "Final answer: at most 5", False),
+    ("5", "Final answer: It cannot be 5.", False),
+    ("12", "Answer: 12, since $3 \\cdot 4 = 12$", True),  # a justification is not a second statement
+    ("12", "Final Answer: The area of the 3 by 4 rectangle is 12.", True),
+    ("5", "Therefore, Jane has 5 apples.", True),
+    ("5", "Thus x is 12 and y is 5.", False),
+    ("5", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
+    ("3", "\\boxed{x = 5 \\Rightarrow y = 3}", False),
+    ("3", "\\boxed{x = 5 \\text{ so } y = 3}", False),
+    ("11", "\\boxed{x = 5+5+1 = 7 = 11}", True),  # a chain of equalities still states its last link
+    ("3/4", "Therefore, the chance that the red ball is drawn first is 3/4.", True),
+    ("5", "\\boxed{x := 5}", True),
+]
+MARKED_UNITS = [
+    ("8", "\\boxed{8\\text{k}}", False),  # k is thousands, a value change, not a unit
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ cm}}", False),
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ cm}^3}", False),
+    ("8 \\text{ cm}^2", "\\boxed{8 \\text{ square centimeters}}", True),
+    ("8 \\text{ cm}^2", "\\boxed{8 cm^2}", True),
+    ("8 \\text{ ft}^2", "\\boxed{8 \\text{ sq ft}}", True),
+    ("8 \\text{ m}^3", "\\boxed{8 \\text{ cubic meters}}", True),
+    ("\\$8", "\\boxed{8\\%}", False),  # a dollar amount is not a percent
+    ("8\\%", "\\boxed{\\$8}", False),
+    ("\\$8", "\\boxed{8 \\text{ dollars}}", True),
+    ("\\$8", "\\boxed{8}", True),
+    ("30^\\circ", "\\boxed{30 \\text{ radians}}", False),
+    ("30^\\circ", "\\boxed{30 \\text{ rad}}", False),
+    (r"\frac{\pi}{6}", r"\boxed{\frac{\pi}{6}^\circ}", False),  # a degree mark on a multiple of pi
+    ("30^\\circ", "\\boxed{30 \\text{ degrees}}", True),
+    ("100^\\circ \\text{C}", "\\boxed{100^\\circ}", True),
+    ("30", "\\boxed{30^\\circ}", True),
+]
+OPEN_ENDED = [
+    ("5", "\\boxed{5\\ldots}", False),
+    ("5", "\\boxed{5 \\dots}", False),
+    ("0.333", "\\boxed{0.333\\ldots}", False),
+    ("5", "\\boxed{5.}", True),
+]
+REAL_LINE = [
+    (r"\mathbb{R}", r"\boxed{(-\infty, \infty)}", True),
+    (r"(-\infty, \infty)", r"\boxed{x \in \mathbb{R}}", True),
+    (r"(0, \infty)", r"\boxed{\mathbb{R}}", False),
+]
+
 
 @pytest.mark.parametrize(
     "theme",
@@ -145,6 +252,13 @@ GUARDS = [
         "CONFLICTING_FINAL_ANSWERS",
         "REASONING_TAGS",
         "GUARDS",
+        "RETRACTED_AFTER_FINAL",
+        "DANGLING_FINAL_LABEL",
+        "HYPOTHETICAL_AND_REPEATED_PHRASES",
+        "TWO_STATEMENTS",
+        "MARKED_UNITS",
+        "OPEN_ENDED",
+        "REAL_LINE",
     ],
 )
 def test_redteam_table(theme: str) -> None:
@@ -160,3 +274,25 @@ def test_guards_refuse_cheaply() -> None:
     verdicts = verify_math_batch([("2", r"\boxed{9!!!!!}"), ("2", r"\boxed{(10^{10})!}"), ("2", r"\boxed{9^9^9}")])
     assert all(v.reason == "timeout" and v.details.get("guard") for v in verdicts), [v.details for v in verdicts]
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_tail_checks_are_linear() -> None:
+    """Retraction, dangling-label and phrase scans after a final answer stay linear on hostile tails."""
+    tails = [" wait" * 100_000, "\n" * 200_000 + "Final Answer:", "answer is " * 50_000, " Suppose" * 20_000]
+    t0 = time.perf_counter()
+    verdicts = verify_math_batch([("5", "\\boxed{5}" + t) for t in tails] + [("5", "Suppose " * 20_000 + "the answer is 5")])
+    assert [v.correct for v in verdicts] == [False, False, False, True, False], [v.reason for v in verdicts]
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_stored_gold_solution_is_read_without_tail_checks() -> None:
+    """A gold stored as a model solution is trusted text: a note after its final answer is not a retraction."""
+    gold = "Final Answer: The final answer is $28\\%$. I hope it is correct. Note: the solution above is incorrect; wait."
+    assert verify_math_batch([(gold, "\\boxed{28\\%}")])[0].correct
+    assert not verify_math_batch([("28", gold)])[0].correct  # the same text as a completion takes its answer back
+
+
+def test_a_later_rival_that_is_not_math_does_not_block_the_box() -> None:
+    """Only a rival that reads as math makes the box ambiguous (a quoted sentence is not a second answer)."""
+    text = '\\boxed{12} was our result. The final answer is "twelve, as above".'
+    assert verify_math_batch([("12", text)])[0].correct
