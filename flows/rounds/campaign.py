@@ -13,13 +13,16 @@ from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
+from ratchet.flows.rounds.sft_data import filter_sft_data, uses_sft_data
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
-from ratchet.loop.config import RatchetConfig
+from ratchet.loop.config import ConfigError, RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
 from ratchet.loop.lengths import check_no_truncation
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.sft_data import load_general_data, reference_examples
+from ratchet.loop.stages import stage_bounds
 from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
@@ -59,9 +62,8 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     ctx = Ctx(cfg)
     model_dir = resolve_model(cfg.model.name_or_path)
     check_loadable(model_dir)
-    check_tasks(ctx)
-    # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
-    check_no_truncation(cfg, model_dir, (ctx.messages(p) for p in [*ctx.tasks.train_pool(), *ctx.train_prompts()]))
+    for sctx in stage_contexts(cfg):  # the campaign itself, or each [[stages]] entry with its effective config
+        check_training_data(sctx, model_dir)
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
@@ -73,6 +75,44 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
+
+
+def stage_contexts(cfg: RatchetConfig) -> list[Ctx]:
+    """The context of the campaign's first round, or of each stage's first round under ``[[stages]]``."""
+    if not cfg.stages:
+        return [Ctx(cfg)]
+    return [Ctx(cfg.for_stage(i), first, 0, cfg, i) for i, (_, first, _) in enumerate(stage_bounds(cfg))]
+
+
+def check_training_data(ctx: Ctx, model_dir: Path) -> None:
+    """A round's training data can be made: task files load, prompts are left, sequences fit (no truncation), an sft
+    stage's prompts have reference solutions, ``sft.general_data`` parses, and a teacher loads.
+
+    Raises:
+        TaskDataError, ConfigError, ModelError: one line naming the stage (if any), what is wrong and the fix.
+    """
+    where = f"stage {ctx.stage_name!r}: " if ctx.stage_name else ""
+    try:
+        check_tasks(ctx)
+        train = ctx.train_prompts()
+        # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
+        conversations = [ctx.messages(p) for p in [*ctx.tasks.train_pool(), *train]]
+        if ctx.cfg.sft.general_data is not None:
+            conversations += [
+                [{"role": r, "content": c} for r, c in g.messages] for g in load_general_data(ctx.cfg.sft.general_data)
+            ]
+        check_no_truncation(ctx.cfg, model_dir, conversations)
+        if ctx.cfg.algorithm == "sft" and not reference_examples(train)[0]:
+            raise TaskDataError(
+                f"algorithm 'sft' trains on reference solutions, and none of the {len(train)} train prompts drawn has one; "
+                "use [[tasks.sources]] with a 'solution' field (or solution_field = ...)"
+            )
+        if ctx.cfg.generation.teacher is not None:
+            check_loadable(resolve_model(ctx.cfg.generation.teacher))
+    except (TaskDataError, ConfigError) as e:
+        if not where:
+            raise
+        raise type(e)(f"{where}{e}") from e
 
 
 def check_round_disk(ctx: Ctx) -> None:
@@ -233,14 +273,39 @@ def start_round(config_path: str, round_index: int) -> str:
                     started_at=now(),
                     finished_at=None,
                     stage_seconds_json=None,
+                    stage=ctx.stage_name,
                 )
             ],
         )
+        register_teacher(con, ctx)
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
         insert_rows(con, "round_manifests", [_manifest(ctx)], replace=True)  # what this attempt runs with
         claim_round(con, ctx.round_id, process_owner(), current_flow_run_id())  # `ratchet up` spots it if this process dies
         return round_incumbent(con, ctx.round_id)
+
+
+def teacher_checkpoint(ctx: Ctx) -> str | None:
+    """The checkpoint id of the round's ``generation.teacher`` (None: the incumbent generates)."""
+    teacher = ctx.cfg.generation.teacher
+    return None if teacher is None else read_checkpoint_id(resolve_model(teacher))
+
+
+def register_teacher(con, ctx: Ctx) -> None:
+    """Register the round's teacher as a checkpoint row (like the base model), so its rollouts name it."""
+    teacher = ctx.cfg.generation.teacher
+    if teacher is None:
+        return
+    path = resolve_model(teacher)
+    row = dict(
+        checkpoint_id=read_checkpoint_id(path),
+        parent_id=None,
+        training_run_id=None,
+        model_ref=teacher,
+        path=str(path.resolve()),
+        created_at=now(),
+    )
+    insert_rows(con, "checkpoints", [row])
 
 
 def _manifest(ctx: Ctx) -> dict:
@@ -447,17 +512,21 @@ def _events_md(events: list[dict]) -> str:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 
-    A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
+    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.stages.stage_of``). An sft round
+    (cold start) skips generate and verify and trains on its prompts' reference solutions; with
+    ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
     round's candidate. Every other round has one step.
     """
     incumbent = start_round(config_path, round_index)
     try:
-        policy, candidate = incumbent, None
-        for step in range(load_ctx(config_path, round_index).steps):
-            generate(config_path, round_index, step, policy)
-            verify(config_path, round_index, step)
-            filter_trajectories(config_path, round_index, step)
+        ctx = load_ctx(config_path, round_index)
+        policy, candidate, teacher = incumbent, None, teacher_checkpoint(ctx)
+        for step in range(ctx.steps):
+            if ctx.cfg.algorithm != "sft":  # a cold-start round trains on reference solutions: no rollouts
+                generate(config_path, round_index, step, teacher or policy)
+                verify(config_path, round_index, step)
+            (filter_sft_data if uses_sft_data(ctx) else filter_trajectories)(config_path, round_index, step)
             trained = train(config_path, round_index, step, policy)
             if trained is not None:
                 policy = candidate = trained
