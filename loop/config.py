@@ -705,6 +705,8 @@ class RatchetConfig(_Frozen):
             },
         )
         for section, names in ADDED_WITH_NEUTRAL_DEFAULTS.items():
+            if section not in settings:  # the unused trainer's section
+                continue
             defaults = type(getattr(self, section))()
             for name in names:
                 if getattr(getattr(self, section), name) == getattr(defaults, name):

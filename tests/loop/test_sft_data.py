@@ -35,7 +35,10 @@ def test_chat_and_prompt_completion_records_load():
     "line, msg",
     [
         ("not json", r"general.jsonl:2: not JSON"),
-        ('{"messages": [{"role": "user", "content": "hi"}]}', r"general.jsonl:2: \"messages\" must end with a non-empty assistant"),
+        (
+            '{"messages": [{"role": "user", "content": "hi"}]}',
+            r"general.jsonl:2: \"messages\" must end with a non-empty assistant",
+        ),
         ('{"prompt": "q"}', r"general.jsonl:2: a record needs \"messages\""),
         ('{"prompt": "q", "completion": ""}', r"general.jsonl:2: \"completion\" must be a non-empty string"),
         ('{"prompt": [{"role": 1}], "completion": "a"}', r"general.jsonl:2: a prompt must be"),
@@ -77,7 +80,9 @@ def test_examples_name_their_origin():
     rows, missing = reference_examples([*prompts, make_prompt("f", "t", "q?", "1", 0.2)])
     assert len(rows) == 6 and [p.question for p in missing] == ["q?"]
     for r, p in zip(rows, prompts):
-        assert r["origin"] == "reference" and r["trajectory_id"] == p.prompt_id and r["completion"].endswith(f"Answer: {p.answer}")
+        assert (
+            r["origin"] == "reference" and r["trajectory_id"] == p.prompt_id and r["completion"].endswith(f"Answer: {p.answer}")
+        )
     general = general_examples(load_general_data(data_path("general_sft.jsonl"))[:2])
     assert [g["origin"] for g in general] == ["general", "general"]
     assert json.loads(general[0]["messages_json"])[-1] == {"role": "user", "content": "What is the capital of France?"}

@@ -89,3 +89,10 @@ def test_load_ctx_gives_each_round_its_stage_and_one_eval_set(tmp_path):
 
 def json_cfg(path) -> RatchetConfig:
     return RatchetConfig.model_validate(json.loads(path.read_text()))
+
+
+def test_every_stage_config_has_campaign_settings():
+    c = cfg()
+    for r in (1, 2, 4):  # sft, grpo (its sft section left out), rft (its grpo section left out)
+        settings = stage_of(c, r)[1].campaign_settings()
+        assert ("sft" in settings) == (r != 2) and ("grpo" in settings) == (r == 2)
