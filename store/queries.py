@@ -660,3 +660,13 @@ def stage_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
             [campaign],
         )
     )
+
+
+def campaign_stages(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """The ``[[stages]]`` of a campaign's recorded settings: ``{name, algorithm, rounds}`` each (empty without stages)."""
+    row = con.execute("SELECT config_json FROM campaigns WHERE name = ?", [campaign]).fetchone()
+    stages = json.loads(row[0]).get("stages") or [] if row else []
+    return [
+        {"name": s.get("name") or f"stage-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
+        for i, s in enumerate(stages)
+    ]

@@ -23,6 +23,7 @@ import jinja2
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import (
+    campaign_stages,
     campaign_table,
     heldout_completion_metrics,
     pass1_history,
@@ -257,7 +258,9 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["metrics"] = metrics_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
-    return {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    stages = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_stages(con, campaign["name"]))
+    page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    return page | ({"algorithm": f"in stages: {stages}"} if stages else {})
 
 
 def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -97,3 +98,46 @@ def test_r1_recipe_runs_its_stages_from_the_cli(prefect_harness, tiny_model_dir,
     with connect(db, read_only=True) as con:
         round_id = query(db, "SELECT round_id FROM rounds WHERE round_index = 1")[1][0][0]
         assert {"metric": "round/stage", "scope": "[[stages]] entry", "value": "cold-start"} in metrics_rows(con, round_id)
+
+
+@pytest.mark.slow
+def test_teacher_rollouts_and_general_data_in_an_rft_stage(prefect_harness, tiny_model_dir, tmp_path):
+    """The teacher (the tiny model, right on golds of 7) generates; the random base it was made from trains."""
+    from ratchet.flows.rounds.campaign import preflight, run_campaign
+    from ratchet.loop.demo_tasks import data_path
+    from ratchet.loop.models import read_checkpoint_id
+    from ratchet.loop.round_context import save_config
+    from ratchet.loop.sft_data import general_count
+
+    tasks = tmp_path / "t.jsonl"
+    recs = [{"question": f"What is {i} + {7 - i}? (variant {k})", "answer": "7"} for i in range(1, 7) for k in range(8)]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    base, teacher = tiny_model_dir.parent / "init", tiny_model_dir  # see tests/conftest.py tiny_model_dir
+    stage = {
+        "name": "distill",
+        "algorithm": "rft",
+        "generation": {"teacher": str(teacher)},
+        "sft": {"general_data": str(data_path("general_sft.jsonl")), "general_ratio": 0.5},
+    }
+    cfg = load_config(
+        None,
+        **{
+            "db": str(tmp_path / "d.duckdb"), "campaign": "distill", "model.name_or_path": str(base),
+            "tasks.source": "jsonl", "tasks.path": str(tasks), "tasks.fewshot": 0, "tasks.system_prompt": "sys",
+            "tasks.train_prompts_per_round": 8, "tasks.heldout_prompts": 4, "tasks.heldout_fraction": 0.3,
+            "generation.group_size": 2, "generation.max_new_tokens": 6, "sft.epochs": 1, "stages": [stage],
+        },
+    )  # fmt: skip
+    preflight(cfg)
+    run_campaign(save_config(cfg))
+    db, teacher_id, base_id = cfg.db, read_checkpoint_id(teacher), read_checkpoint_id(base)
+    assert query(db, "SELECT DISTINCT checkpoint_id FROM trajectories WHERE purpose = 'rollout'")[1] == [(teacher_id,)]
+    assert query(db, "SELECT model_ref, parent_id FROM checkpoints WHERE checkpoint_id = ?", [teacher_id])[1] == [
+        (str(teacher), None)
+    ]
+    assert query(db, "SELECT input_checkpoint_id, algorithm FROM training_runs")[1] == [(base_id, "rft")]  # the incumbent trains
+    assert query(db, "SELECT r.incumbent_checkpoint_id, r.stage FROM rounds r JOIN gate_decisions USING (round_id)")[1] == [
+        (base_id, "distill")
+    ]
+    origins = dict(query(db, "SELECT origin, count(*) FROM training_examples GROUP BY 1")[1])
+    assert origins["rollout"] > 0 and origins["general"] == min(16, general_count(origins["rollout"], 0.5))
