@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.loop.config import ConfigError
+from ratchet.loop.generation import render_prompt
 from ratchet.loop.tasks import Prompt
 
 
@@ -154,3 +155,23 @@ def training_example_rows(run_id: str, consumed: list[str], examples: list[dict]
     """``training_examples`` rows of a training run: each consumed example id with its origin (default rollout)."""
     origin = {e["trajectory_id"]: e.get("origin") or "rollout" for e in examples}
     return [dict(training_run_id=run_id, trajectory_id=t, origin=origin.get(t, "rollout")) for t in consumed]
+
+
+def fit_error(tokenizer, examples: list[tuple[list[dict[str, str]], str]], max_seq_len: int, what: str) -> str | None:
+    """One line when the longest (chat, completion) example would be cut by ``sft.max_seq_len``, else None.
+
+    An example takes its chat rendered with the generation prompt, the completion and the EOS, tokens (as
+    ``loop.sft.tokenize_example``). ``what`` names the examples in the message (e.g. 'reference solution').
+    """
+    longest, worst = 0, None
+    for messages, completion in examples:
+        n = len(tokenizer(render_prompt(tokenizer, messages), add_special_tokens=False)["input_ids"])
+        n += len(tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
+        if n > longest:
+            longest, worst = n, completion
+    if longest <= max_seq_len:
+        return None
+    return (
+        f"sft.max_seq_len ({max_seq_len}) < the longest {what} with its prompt ({longest} tokens: {worst[:40]!r}...), "
+        f"so training would truncate; set sft.max_seq_len >= {longest}"
+    )

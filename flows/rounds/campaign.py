@@ -21,7 +21,7 @@ from ratchet.loop.lengths import check_no_truncation
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
-from ratchet.loop.sft_data import load_general_data, reference_examples
+from ratchet.loop.sft_data import fit_error, load_general_data, reference_examples
 from ratchet.loop.stages import stage_bounds
 from ratchet.loop.tasks import Prompt, TaskDataError
 from ratchet.store.db import connect, init_db, transaction
@@ -97,22 +97,43 @@ def check_training_data(ctx: Ctx, model_dir: Path) -> None:
         train = ctx.train_prompts()
         # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
         conversations = [ctx.messages(p) for p in [*ctx.tasks.train_pool(), *train]]
-        if ctx.cfg.sft.general_data is not None:
-            conversations += [
-                [{"role": r, "content": c} for r, c in g.messages] for g in load_general_data(ctx.cfg.sft.general_data)
-            ]
         check_no_truncation(ctx.cfg, model_dir, conversations)
         if ctx.cfg.algorithm == "sft" and not reference_examples(train)[0]:
             raise TaskDataError(
                 f"algorithm 'sft' trains on reference solutions, and none of the {len(train)} train prompts drawn has one; "
                 "use [[tasks.sources]] with a 'solution' field (or solution_field = ...)"
             )
+        check_supervised_fit(ctx, model_dir, [*ctx.tasks.train_pool(), *train])
         if ctx.cfg.generation.teacher is not None:
             check_loadable(resolve_model(ctx.cfg.generation.teacher))
     except (TaskDataError, ConfigError) as e:
         if not where:
             raise
         raise type(e)(f"{where}{e}") from e
+
+
+def check_supervised_fit(ctx: Ctx, model_dir: Path, prompts: list[Prompt]) -> None:
+    """An sft round's reference solutions and ``sft.general_data``'s records fit ``sft.max_seq_len`` with their prompts.
+
+    Raises:
+        ConfigError: one line with the longest example's length and the limit that fits it.
+    """
+    groups = []
+    if ctx.cfg.algorithm == "sft":
+        groups.append(("reference solution", [(ctx.messages(p), p.solution) for p in prompts if p.solution]))
+    if ctx.cfg.sft.general_data is not None:
+        records = load_general_data(ctx.cfg.sft.general_data)
+        groups.append(
+            ("general_data record", [([{"role": r, "content": c} for r, c in g.messages], g.completion) for g in records])
+        )
+    if not groups:
+        return
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    for what, examples in groups:
+        if error := fit_error(tok, examples, ctx.cfg.sft.max_seq_len, what):
+            raise ConfigError(error)
 
 
 def check_round_disk(ctx: Ctx) -> None:

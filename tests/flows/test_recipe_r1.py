@@ -93,7 +93,11 @@ def test_r1_recipe_runs_its_stages_from_the_cli(prefect_harness, tiny_model_dir,
     assert query(db, sql)[1] == [(carried,)]  # its rollouts came from that policy
     sql = "SELECT input_checkpoint_id FROM training_runs WHERE round_id LIKE '%-r2'"
     assert query(db, sql)[1] == [(carried,)]  # and so did its training
-    from ratchet.flows.report.render import metrics_rows
+    from ratchet.flows.report.render import metrics_rows, report_pages
+
+    page = report_pages(db, "r1")[0]
+    assert page["algorithm"].startswith("in stages: cold-start (sft, 1 rounds) -> reasoning-rl (grpo, 1 rounds)")
+    assert [r["stage"] for r in page["rounds"]] == ["cold-start", "reasoning-rl"]
 
     with connect(db, read_only=True) as con:
         round_id = query(db, "SELECT round_id FROM rounds WHERE round_index = 1")[1][0][0]

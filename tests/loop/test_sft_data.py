@@ -88,3 +88,18 @@ def test_examples_name_their_origin():
     assert json.loads(general[0]["messages_json"])[-1] == {"role": "user", "content": "What is the capital of France?"}
     got = training_example_rows("run", [rows[0]["trajectory_id"], general[1]["trajectory_id"], "traj-x"], rows + general)
     assert [g["origin"] for g in got] == ["reference", "general", "rollout"]
+
+
+def test_fit_error_names_the_longest_example_and_the_limit(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    from ratchet.loop.sft_data import fit_error
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    recs = load_general_data(data_path("general_sft.jsonl"))
+    examples = [([{"role": r, "content": c} for r, c in g.messages], g.completion) for g in recs]
+    assert fit_error(tok, examples, 256, "general_data record") is None
+    msg = fit_error(tok, examples, 16, "general_data record")
+    need = int(msg.rsplit(">= ", 1)[1])
+    assert msg.startswith("sft.max_seq_len (16) < the longest general_data record with its prompt (") and need > 16
+    assert fit_error(tok, examples, need, "x") is None and fit_error(tok, examples, need - 1, "x") is not None
