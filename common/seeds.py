@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Purpose = Literal["rollouts", "train_prompts", "grpo", "sft"]
+Purpose = Literal["rollouts", "train_prompts", "grpo", "sft", "general_data"]
 
 
 def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) -> int:
@@ -26,4 +26,6 @@ def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) ->
         return base + 1009 * round_index + step
     if purpose == "sft":
         return base + round_index
-    raise ValueError(f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft")
+    if purpose == "general_data":  # which sft.general_data records a round mixes in
+        return base * 1_000_033 + 104_729 * round_index
+    raise ValueError(f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft, general_data")

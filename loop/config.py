@@ -76,6 +76,12 @@ class GenerationConfig(_Frozen):
         ge=16,
         description="vLLM: longest prompt + completion in tokens (bounds KV cache per sequence); None = the model's limit.",
     )
+    teacher: str | None = Field(
+        None,
+        description="Distillation: a checkpoint directory or model alias whose rollouts the round trains on instead of "
+        "the incumbent's (registered as a checkpoint, so trajectories name it); the incumbent still trains and is what "
+        "the gate judges. algorithm 'rft' only (GRPO is on-policy). Unset: the incumbent generates.",
+    )
 
     @model_validator(mode="after")
     def _check_lengths(self) -> GenerationConfig:
@@ -103,7 +109,11 @@ ENGINE_ONLY_GENERATION_FIELDS = frozenset({"tensor_parallel_size", "gpu_memory_u
 
 # Fields added after stores existed whose default changes nothing: left out of campaign_settings() while at
 # their default, so a campaign recorded before they existed continues without a settings conflict.
-ADDED_WITH_NEUTRAL_DEFAULTS = {"verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s", "format_prefix")}
+ADDED_WITH_NEUTRAL_DEFAULTS = {
+    "verifier": ("language_weight", "target_language", "lean_url", "lean_timeout_s", "format_prefix"),
+    "sft": ("general_data", "general_ratio"),
+    "generation": ("teacher",),
+}
 
 
 class ComputeConfig(_Frozen):
@@ -279,6 +289,29 @@ class SFTConfig(_LoRA):
         "training counts any cut in train/truncated_prompts and train/truncated_completions.",
     )
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
+    general_data: str | None = Field(
+        None,
+        description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 stage 3: "
+        "rejection-sampled reasoning data plus general data keeps non-reasoning skills): chat records "
+        '{"messages": [..., {"role": "assistant", "content": ...}]} or {"prompt": ..., "completion": ...}. '
+        "Checked at preflight. Unset: none.",
+    )
+    general_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of the training set drawn from general_data (k = n x ratio / (1 - ratio) records beside n "
+        "task examples, sampled without replacement, seeded by sft.seed and the round). R1 mixed ~25% general data.",
+    )
+
+    @model_validator(mode="after")
+    def _check_general(self) -> SFTConfig:
+        if (self.general_ratio > 0) != (self.general_data is not None):
+            raise ValueError(
+                f"sft.general_ratio ({self.general_ratio}) and sft.general_data ({self.general_data!r}) go together; "
+                "set both (e.g. general_data = 'general.jsonl', general_ratio = 0.25) or neither"
+            )
+        return self
 
 
 class GRPOConfig(_LoRA):
@@ -474,6 +507,36 @@ class PrefectConfig(_Frozen):
     )
 
 
+Algorithm = Literal["sft", "rft", "grpo"]
+
+# The sections a [[stages]] table may override (whole or key by key). Evaluation settings ([eval], [[evals]]) and
+# the model are the campaign's: every stage's candidate is judged on the same eval set as the last stage's.
+STAGE_SECTIONS = ("tasks", "generation", "verifier", "sft", "grpo", "gate")
+
+
+class StageConfig(_Frozen):
+    """One ``[[stages]]`` entry: rounds of one algorithm with its own sources and settings (DeepSeek-R1's pipeline:
+    cold-start SFT -> reasoning RL -> rejection sampling + general SFT -> RL for all scenarios). Sections given here
+    are merged key by key over the campaign's top-level sections for this stage's rounds."""
+
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="Stage name, stored with each of its rounds (rounds.stage); default 'stage-<n>' (1-based).",
+    )
+    algorithm: Algorithm = Field(
+        description="sft: fine-tune on the stage's prompts' reference solutions (cold start, no rollouts); rft: "
+        "rejection-sampling fine-tuning on verified-correct rollouts; grpo: a GRPO-family RL pass over the groups."
+    )
+    rounds: int = Field(1, ge=1, description="Rounds this stage runs before the next stage starts.")
+    tasks: dict | None = Field(None, description="Overrides of [tasks] for this stage (e.g. its own [[stages.tasks.sources]]).")
+    generation: dict | None = Field(None, description="Overrides of [generation] (e.g. teacher, temperature, group_size).")
+    verifier: dict | None = Field(None, description="Overrides of [verifier], the reward (e.g. language_weight).")
+    sft: dict | None = Field(None, description="Overrides of [sft] (e.g. lr, general_data, general_ratio).")
+    grpo: dict | None = Field(None, description="Overrides of [grpo] (e.g. beta, lr).")
+    gate: dict | None = Field(None, description="Overrides of [gate] (e.g. a looser tolerance for a cold start).")
+
+
 class RatchetConfig(_Frozen):
     campaign: str = Field(
         "demo",
@@ -486,9 +549,11 @@ class RatchetConfig(_Frozen):
         ge=1,
         description="Rounds before the campaign completes; unset = no limit (a run does schedule.rounds_per_run).",
     )
-    algorithm: Literal["rft", "grpo"] = Field(
+    algorithm: Algorithm = Field(
         "rft",
-        description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass over the groups.",
+        description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass "
+        "over the groups; sft: fine-tuning on the prompts' reference solutions (a cold start). With [[stages]], each "
+        "stage's own algorithm.",
     )
     db: str = Field("ratchet.duckdb", description="DuckDB file of the trajectory store.")
     run_dir: str | None = Field(None, description="Stage outputs (Parquet, checkpoints); default '<db without suffix>.runs'.")
@@ -506,9 +571,27 @@ class RatchetConfig(_Frozen):
     evals: tuple[EvalSetConfig, ...] = Field(
         (), description="[[evals]]: pinned evaluation sets; unset: tasks.heldout_prompts from the sources' held-out split."
     )
+    stages: tuple[StageConfig, ...] = Field(
+        (),
+        description="[[stages]]: the campaign's rounds in stages, each with its algorithm, rounds and overrides; "
+        "max_rounds defaults to their total (later rounds stay in the last stage). Unset: every round is one stage.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_rounds(cls, data):
+        """With [[stages]] and no max_rounds, the campaign ends after the stages' total rounds."""
+        if isinstance(data, dict) and data.get("stages") and data.get("max_rounds") is None:
+            stages = data["stages"]
+            if isinstance(stages, (list, tuple)) and all(isinstance(s, dict) for s in stages):
+                total = sum(s.get("rounds", 1) for s in stages)
+                if isinstance(total, int):
+                    data = {**data, "max_rounds": total}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> RatchetConfig:
+        self._check_stages()
         known = {s.source_name() for s in self.tasks.sources} or {"arithmetic" if self.tasks.source == "arithmetic" else "jsonl"}
         for e in self.evals:
             if e.source is not None and e.source not in known:
@@ -531,6 +614,11 @@ class RatchetConfig(_Frozen):
                 f"generation.temperature (0) with group_size ({self.generation.group_size}) samples the same completion "
                 "group_size times, so every GRPO advantage is 0 and nothing is learned; set generation.temperature > 0 (e.g. 0.8)"
             )
+        if self.generation.teacher is not None and self.algorithm != "rft" and not self.stages:
+            raise ValueError(
+                f"generation.teacher ({self.generation.teacher!r}) needs algorithm = 'rft' (distillation: fine-tune on the "
+                f"teacher's verified rollouts); {self.algorithm} is on-policy or uses no rollouts; unset the teacher"
+            )
         if self.algorithm == "grpo" and self.tasks.train_prompts_per_round < self.grpo.steps_per_round:
             raise ValueError(
                 f"tasks.train_prompts_per_round ({self.tasks.train_prompts_per_round}) must be >= "
@@ -545,6 +633,52 @@ class RatchetConfig(_Frozen):
             )
         return self
 
+    def _check_stages(self) -> None:
+        names = [self.stage_name(i) for i in range(len(self.stages))]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"stages names {dup} appear more than once; give each [[stages]] its own name = '...'")
+        for i in range(len(self.stages)):
+            self.for_stage(i)
+
+    def stage_name(self, index: int) -> str:
+        """The name of stage ``index`` (0-based): its ``name``, else ``'stage-<index + 1>'``."""
+        return self.stages[index].name or f"stage-{index + 1}"
+
+    def for_stage(self, index: int) -> RatchetConfig:
+        """The config stage ``index`` (0-based) runs with: its algorithm, and its sections merged key by key over the
+        campaign's (a list such as ``tasks.sources`` is replaced whole); ``stages`` is empty in it.
+
+        Raises:
+            ValueError: one line naming the stage and the bad key or value, or an override that would change the
+                evaluation (``generation.max_new_tokens`` cap, ``verifier.format_template``), which every stage shares.
+        """
+        stage, where = self.stages[index], f"stages[{index}] ({self.stage_name(index)})"
+        data = self.model_dump(mode="json", exclude={"stages"})
+        data["algorithm"] = stage.algorithm
+        for section in STAGE_SECTIONS:
+            over = getattr(stage, section)
+            if over:
+                data[section] = _merged(data[section], over)
+        try:
+            eff = RatchetConfig.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            msg = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{where}: {loc + ': ' if loc else ''}{msg} (got {first.get('input')!r})") from None
+        same = {
+            "generation.max_new_tokens cap": (eff.generation.max_new_tokens_cap, self.generation.max_new_tokens_cap),
+            "verifier.format_template": (eff.verifier.format_template, self.verifier.format_template),
+        }
+        for key, (mine, campaign) in same.items():
+            if mine != campaign:
+                raise ValueError(
+                    f"{where}: {key} {mine!r} differs from the campaign's {campaign!r}; every stage is evaluated on the "
+                    "same eval set, so set it at the top level instead"
+                )
+        return eff
+
     def resolved_run_dir(self) -> Path:
         return Path(self.run_dir) if self.run_dir else Path(self.db).with_suffix(".runs")
 
@@ -555,7 +689,8 @@ class RatchetConfig(_Frozen):
         out, so a change there (or to its defaults) never turns an existing campaign into a conflict;
         so are ``ADDED_WITH_NEUTRAL_DEFAULTS`` fields while at their default.
         """
-        unused = "grpo" if self.algorithm == "rft" else "sft"
+        used = {s.algorithm for s in self.stages} or {self.algorithm}
+        unused = "grpo" if "grpo" not in used else "sft" if used == {"grpo"} else None
         settings = self.model_dump(
             mode="json",
             exclude={
@@ -564,16 +699,20 @@ class RatchetConfig(_Frozen):
                 "max_rounds": True,
                 "schedule": True,
                 "retention": True,
-                unused: True,
+                **({unused: True} if unused else {}),
                 "compute": True,
                 "generation": set(ENGINE_ONLY_GENERATION_FIELDS),
             },
         )
         for section, names in ADDED_WITH_NEUTRAL_DEFAULTS.items():
+            if section not in settings:  # the unused trainer's section
+                continue
             defaults = type(getattr(self, section))()
             for name in names:
                 if getattr(getattr(self, section), name) == getattr(defaults, name):
                     settings[section].pop(name, None)
+        if not self.stages:
+            settings.pop("stages", None)  # campaigns recorded before stages existed keep their settings hash
         return settings
 
 

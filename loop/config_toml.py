@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import textwrap
 import typing
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from ratchet.loop.config import PrefectConfig, RatchetConfig
+from ratchet.loop.config import STAGE_SECTIONS, PrefectConfig, RatchetConfig, StageConfig
 
 HEADER = """\
 # Ratchet config, written by `ratchet init`: every key with its default and what it does.
@@ -90,11 +91,8 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
         out += _comment(info)
         if isinstance(value, tuple) and not value and _table_array(info):
             table = f"{prefix}.{name}" if prefix else name
-            out += [
-                f"# {name} =",
-                f"# (none by default; written as [[{table}]] tables, see the README's 'Task sources and evaluation sets')",
-                "",
-            ]
+            section = "Recipes" if name == "stages" else "Task sources and evaluation sets"
+            out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see the README's '{section}')", ""]
             continue
         out.append(f"# {name} =" if value is None else f"{name} = {toml_value(value)}")
         out.append("")
@@ -103,16 +101,139 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
 
 def render_default_toml() -> str:
     """The whole default ``ratchet.toml`` (the demo campaign), every key commented with its description."""
-    cfg = RatchetConfig()
-    lines = [HEADER, *_section_lines(cfg)]
+    return _render(RatchetConfig(), HEADER) + "\n\n" + FOOTER
+
+
+def _render(cfg: RatchetConfig, header: str) -> str:
+    """``header``, then every top-level key and section of ``cfg`` with its value and description, then ``[prefect]``."""
+    lines = [header, *_section_lines(cfg)]
     for name, info in RatchetConfig.model_fields.items():
         sub = getattr(cfg, name)
         if isinstance(sub, BaseModel):
             lines += [f"[{name}]", *_comment_block(type(sub)), *_section_lines(sub, name)]
     lines += ["[prefect]", *_comment_block(PrefectConfig), *_section_lines(PrefectConfig())]
-    return "\n".join(lines).rstrip() + "\n\n" + FOOTER
+    return "\n".join(lines).rstrip()
 
 
 def _comment_block(model: type[BaseModel]) -> list[str]:
     doc = (model.__doc__ or "").strip()
     return textwrap.wrap(doc, 100, initial_indent="# ", subsequent_indent="# ") + [""] if doc else []
+
+
+# --- recipes ------------------------------------------------------------------------------------
+
+RECIPES = ("r1",)
+
+R1_HEADER = """\
+# Ratchet config, written by `ratchet init --recipe r1`: the DeepSeek-R1 training pipeline
+# (DeepSeek-AI 2025, "DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via Reinforcement
+# Learning", section 2.3) as one campaign in four [[stages]] (at the end of this file):
+#
+#   1. cold-start     sft   fine-tune on a few checked chain-of-thought solutions (the prompts' reference
+#                           `solution`), so RL starts from readable, well-formatted reasoning
+#   2. reasoning-rl   grpo  reasoning-oriented RL with the accuracy + format reward and a language-consistency
+#                           reward (R1's fix for language mixing in the chain of thought)
+#   3. rejection-sft  rft   rejection sampling: fine-tune on the RL policy's verified-correct rollouts, with
+#                           general (non-reasoning) SFT data mixed in so other skills are kept
+#   4. all-scenarios  grpo  RL again, over every task family, so the final model is trained on all of them
+#
+# The top-level keys and sections below are the defaults of every stage; a stage's own tables
+# ([stages.sft], [stages.grpo], [stages.generation], [stages.verifier], [stages.tasks], [stages.gate])
+# override them key by key for that stage's rounds. Evaluation ([eval], [[evals]], the held-out set)
+# belongs to the campaign: every stage's candidate is judged against the incumbent on the same prompts,
+# and the incumbent carries from stage to stage. max_rounds defaults to the stages' total rounds.
+#
+# As written it runs on the built-in arithmetic tasks, whose prompts carry worked solutions, so it
+# loads and passes preflight as is. For real data, give stage 1 a JSONL of problems with reference
+# solutions, e.g.
+#   [[stages.tasks.sources]]
+#   path = "cold_start.jsonl"   # {"question": ..., "solution": "...worked steps...", "answer": "42"} per line
+# (the solution is trained on verbatim: write it in the output format the verifier expects), and point
+# sft.general_data in stage 3 at your own general chat data.
+"""
+
+
+def r1_stages(general_data: str) -> list[tuple[str, dict]]:
+    """The R1 recipe's stages: (explanation, ``[[stages]]`` table), small enough for one machine."""
+    language = {"language_weight": 0.1, "target_language": "en"}
+    return [
+        (
+            "Stage 1, cold start (R1 2.3.1): supervised fine-tuning on the reference solutions of the round's train\n"
+            "prompts; no rollouts. The gate still decides whether the result replaces the base model.",
+            {"name": "cold-start", "algorithm": "sft", "rounds": 1, "sft": {"lr": 3e-5, "epochs": 2}},
+        ),
+        (
+            "Stage 2, reasoning-oriented RL (R1 2.3.2): GRPO on the reasoning tasks; the reward adds a\n"
+            "language-consistency term (share of the completion in the target language's script).",
+            {
+                "name": "reasoning-rl",
+                "algorithm": "grpo",
+                "rounds": 2,
+                "generation": {"temperature": 1.0, "group_size": 4},
+                "grpo": {"beta": 0.001, "steps_per_round": 2},
+                "verifier": language,
+            },
+        ),
+        (
+            "Stage 3, rejection sampling and SFT (R1 2.3.3): keep the verified-correct rollouts of the RL policy and\n"
+            "fine-tune on them, with general SFT data as a share of the training set.",
+            {
+                "name": "rejection-sft",
+                "algorithm": "rft",
+                "rounds": 1,
+                "generation": {"group_size": 4},
+                "sft": {"general_data": general_data, "general_ratio": 0.25},
+            },
+        ),
+        (
+            "Stage 4, RL for all scenarios (R1 2.3.4): GRPO over every task family (here: every arithmetic level,\n"
+            "harder ones included), the language reward kept.",
+            {
+                "name": "all-scenarios",
+                "algorithm": "grpo",
+                "rounds": 2,
+                "tasks": {"levels": ["sum_small", "sum_2digit", "product_1digit", "multi_step", "linear_equation"]},
+                "generation": {"temperature": 1.0, "group_size": 4},
+                "grpo": {"beta": 0.001, "steps_per_round": 2},
+                "verifier": language,
+            },
+        ),
+    ]
+
+
+_SECTION_MODELS = {name: RatchetConfig.model_fields[name].annotation for name in STAGE_SECTIONS}
+
+
+def _stage_lines(explain: str, table: dict) -> list[str]:
+    """One ``[[stages]]`` table: the explanation, then each key with its field's help text as the comment."""
+    lines = ["# " + line for line in explain.splitlines()] + ["[[stages]]"]
+    for key in ("name", "algorithm", "rounds"):
+        lines += _comment(StageConfig.model_fields[key]) + [f"{key} = {toml_value(table[key])}"]
+    for section in STAGE_SECTIONS:
+        if section in table:
+            model = _SECTION_MODELS[section]
+            lines += ["", f"[stages.{section}]"]
+            for key, value in table[section].items():
+                lines += _comment(model.model_fields[key]) + [f"{key} = {toml_value(value)}"]
+    return lines + [""]
+
+
+def render_recipe(name: str) -> str:
+    """A complete campaign config for a named recipe (``RECIPES``), every key commented with its description.
+
+    ``r1``: the DeepSeek-R1 pipeline in four ``[[stages]]`` (see ``R1_HEADER``) on the built-in arithmetic tasks,
+    with the shipped general SFT sample (``loop/data/general_sft.jsonl``) in stage 3.
+
+    Raises:
+        ValueError: an unknown recipe name (the message lists the known ones).
+    """
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)}")
+    general = str(Path(__file__).resolve().parent / "data" / "general_sft.jsonl")
+    stages = r1_stages(general)
+    cfg = RatchetConfig(campaign="r1", stages=[StageConfig(**t) for _, t in stages])  # validates the recipe itself
+    body = _render(cfg.model_copy(update={"stages": ()}), R1_HEADER)
+    lines = [body, "", "# --- the stages --------------------------------------------------------------------------", ""]
+    for explain, table in stages:
+        lines += _stage_lines(explain, table)
+    return "\n".join(lines).rstrip() + "\n"

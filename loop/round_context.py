@@ -21,6 +21,7 @@ from ratchet.common.files import atomic_write_text
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation import eval_set_id
+from ratchet.loop.stages import stage_of
 from ratchet.loop.task_sets import TaskSet
 from ratchet.loop.tasks import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
@@ -42,9 +43,29 @@ def campaign_id_of(name: str) -> str:
 
 @dataclass(frozen=True)
 class Ctx:
+    """A round's (or, at round 0, the campaign's) derived values.
+
+    ``cfg`` is what the round runs with: the campaign config, or under ``[[stages]]`` its stage's effective config
+    (``loop.stages.stage_of``), in which case ``campaign_cfg`` is the campaign's own. Evaluation (the held-out
+    prompts, how they are rendered, the eval set id) always follows the campaign's config, so every stage's gate
+    compares on the same eval set.
+    """
+
     cfg: RatchetConfig
     round_index: int = 0
     step: int = 0  # on-policy step inside the round (grpo.steps_per_round); 0 for one-step rounds
+    campaign_cfg: RatchetConfig | None = None
+    stage: int | None = None  # 0-based [[stages]] index of the round; None without stages
+
+    @property
+    def eval_cfg(self) -> RatchetConfig:
+        """The config evaluation follows: the campaign's (a stage never changes the eval set)."""
+        return self.campaign_cfg or self.cfg
+
+    @property
+    def stage_name(self) -> str | None:
+        """The round's stage name (stored in ``rounds.stage``); None without stages."""
+        return None if self.stage is None or self.campaign_cfg is None else self.campaign_cfg.stage_name(self.stage)
 
     @property
     def db(self) -> Path:
@@ -68,7 +89,7 @@ class Ctx:
         return round_dir / stage if self.step == 0 else round_dir / f"step-{self.step}" / stage
 
     def at_step(self, step: int) -> Ctx:
-        return Ctx(self.cfg, self.round_index, step)
+        return Ctx(self.cfg, self.round_index, step, self.campaign_cfg, self.stage)
 
     @property
     def steps(self) -> int:
@@ -83,7 +104,19 @@ class Ctx:
     def tasks(self) -> TaskSet:
         return TaskSet(self.cfg.tasks, self.cfg.evals)
 
+    @cached_property
+    def eval_tasks(self) -> TaskSet:
+        """The campaign's task set, which renders the evaluation prompts (the stage's ``tasks`` may differ)."""
+        return self.tasks if self.campaign_cfg is None else TaskSet(self.eval_cfg.tasks, self.eval_cfg.evals)
+
+    @cached_property
+    def _eval_ids(self) -> frozenset[str]:
+        return frozenset(p.prompt_id for p in self.heldout())
+
     def messages(self, p: Prompt) -> list[dict[str, str]]:
+        """The chat of a prompt: an evaluation prompt as the campaign renders it, any other as the round's tasks do."""
+        if self.campaign_cfg is not None and p.prompt_id in self._eval_ids:
+            return self.eval_tasks.messages(p)
         return self.tasks.messages(p)
 
     @property
@@ -93,7 +126,7 @@ class Ctx:
 
     def fresh_heldout(self) -> list[Prompt]:
         """The evaluation prompts drawn from the task files and config now (what a new campaign pins)."""
-        return self.tasks.eval_prompts(self.cfg)
+        return self.eval_tasks.eval_prompts(self.eval_cfg)
 
     @cached_property
     def _heldout(self) -> list[Prompt]:
@@ -116,22 +149,32 @@ class Ctx:
         return drawn[self.step * n // k : (self.step + 1) * n // k]
 
     def eval_set_id(self) -> str:
-        e, t = self.cfg.eval, self.cfg.tasks
+        cfg = self.eval_cfg
+        e, t = cfg.eval, cfg.tasks
         settings = {
-            "max_new_tokens": self.cfg.generation.max_new_tokens_cap,  # the 'auto' maximum: comparable across rounds
+            "max_new_tokens": cfg.generation.max_new_tokens_cap,  # the 'auto' maximum: comparable across rounds
             "num_samples": e.num_samples,
             "temperature": e.temperature,
             "system_prompt": t.system_prompt,
             "fewshot": t.fewshot,
             **({"sources": [(s.source_name(), s.system_prompt, s.fewshot) for s in t.sources]} if t.sources else {}),
             "verifier": VERIFIER_VERSION,
-            "format_template": self.cfg.verifier.format_template,
+            "format_template": cfg.verifier.format_template,
         }
         return eval_set_id([p.prompt_id for p in self.heldout()], settings)
 
 
 def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ctx:
-    return Ctx(RatchetConfig.model_validate_json(Path(config_path).read_text()), round_index, step)
+    """The context of round ``round_index`` (0: the campaign) from a saved config (``save_config``).
+
+    Under ``[[stages]]``, a round's ``cfg`` is its stage's effective config (``loop.stages.stage_of``), derived
+    from the saved campaign config and the round index alone, so a resumed round runs with the same settings.
+    """
+    cfg = RatchetConfig.model_validate_json(Path(config_path).read_text())
+    if round_index < 1 or not cfg.stages:
+        return Ctx(cfg, round_index, step)
+    stage, effective = stage_of(cfg, round_index)
+    return Ctx(effective, round_index, step, campaign_cfg=cfg, stage=stage)
 
 
 def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:

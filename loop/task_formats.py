@@ -329,7 +329,9 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
     task_id = str(rec.get("task_id", where.rsplit(":", 1)[-1]))
     if fmt == "math":
         q = _text(rec, where, spec.question_field, ("question", "problem", "prompt"), "question")
-        return TaskRecord(q.strip(), math_gold(rec, where, spec.answer_field), None, None, None, task, task_id)
+        worked = rec.get(spec.solution_field or "solution")  # a worked solution: what a cold-start sft stage trains on
+        solution = worked.strip() if isinstance(worked, str) and worked.strip() else None
+        return TaskRecord(q.strip(), math_gold(rec, where, spec.answer_field), None, None, solution, task, task_id)
     if fmt == "humaneval":
         prompt = _text(rec, where, spec.question_field, ("prompt",), "question")
         entry = _text(rec, where, spec.entry_point_field, ("entry_point",), "entry_point").strip()

@@ -118,8 +118,15 @@ def make_prompt(
     )
 
 
-def _prompt(source: str, task: str, question: str, answer: str, heldout_fraction: float) -> Prompt:
-    return make_prompt(source, task, question, answer, heldout_fraction)
+def _prompt(source: str, task: str, question: str, answer: str, heldout_fraction: float, solution: str | None = None) -> Prompt:
+    return make_prompt(source, task, question, answer, heldout_fraction, solution=solution)
+
+
+def _worked(level: str, expr: str, gold: str) -> str:
+    """A worked solution in the few-shot examples' style (the reference a cold-start sft stage trains on)."""
+    if level == "linear_equation":
+        return f"x = {gold}\nAnswer: {gold}"
+    return f"{expr} = {gold}\nAnswer: {gold}"
 
 
 class TaskSource(Protocol):
@@ -221,7 +228,8 @@ class ArithmeticTasks:
                     )
                 continue
             misses = 0
-            out[q] = _prompt(self.name, level, q, _gold(level, expr), self.heldout_fraction)
+            gold = _gold(level, expr)
+            out[q] = _prompt(self.name, level, q, gold, self.heldout_fraction, _worked(level, expr, gold))
             if len(out) == n:
                 break
         return list(out.values())

@@ -621,3 +621,52 @@ def last_rollout_p90(con: duckdb.DuckDBPyConnection, campaign_id: str, round_ind
         {"c": campaign_id, "i": round_index},
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+def round_stage(con: duckdb.DuckDBPyConnection, round_id: str) -> str | None:
+    """The ``[[stages]]`` name a round ran in (``rounds.stage``); None for a campaign without stages or an old store."""
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'rounds' AND column_name = 'stage'"
+    ).fetchone()[0]
+    if not has:  # a store from before stages, opened read-only (not migrated)
+        return None
+    row = con.execute("SELECT stage FROM rounds WHERE round_id = ?", [round_id]).fetchone()
+    return None if row is None else row[0]
+
+
+def training_origins(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
+    """Training examples of a round's training runs per origin (``rollout`` | ``reference`` | ``general``)."""
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'training_examples' AND column_name = 'origin'"
+    ).fetchone()[0]
+    origin = "coalesce(te.origin, 'rollout')" if has else "'rollout'"
+    rows = con.execute(
+        f"""SELECT {origin} AS origin, count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
+            WHERE tr.round_id = ? GROUP BY 1""",
+        [round_id],
+    ).fetchall()
+    return {o: n for o, n in rows}
+
+
+def stage_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Per round of a campaign: ``{round_index, stage, incumbent_checkpoint_id, candidate_checkpoint_id, decision,
+    algorithm}`` (the training run's algorithm; None when nothing trained), in round order."""
+    return _rows(
+        con.execute(
+            """SELECT r.round_index, r.stage, r.incumbent_checkpoint_id, g.candidate_checkpoint_id, g.decision,
+                      (SELECT any_value(tr.algorithm) FROM training_runs tr WHERE tr.round_id = r.round_id) AS algorithm
+               FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+               WHERE c.name = ? ORDER BY r.round_index""",
+            [campaign],
+        )
+    )
+
+
+def campaign_stages(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """The ``[[stages]]`` of a campaign's recorded settings: ``{name, algorithm, rounds}`` each (empty without stages)."""
+    row = con.execute("SELECT config_json FROM campaigns WHERE name = ?", [campaign]).fetchone()
+    stages = json.loads(row[0]).get("stages") or [] if row else []
+    return [
+        {"name": s.get("name") or f"stage-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
+        for i, s in enumerate(stages)
+    ]

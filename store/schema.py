@@ -38,6 +38,7 @@ class Round(SQLModel, table=True):
     stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")
     owner: str | None = Field(None, description="'<host>:<pid>' of the process that last ran the round (to detect crashes)")
     flow_run_id: str | None = Field(None, description="Prefect flow run of the round's last attempt")
+    stage: str | None = Field(None, description="[[stages]] name of the round (NULL: a campaign without stages)")
 
 
 class Checkpoint(SQLModel, table=True):
@@ -135,7 +136,16 @@ class TrainingRun(SQLModel, table=True):
 class TrainingExample(SQLModel, table=True):
     __tablename__ = "training_examples"
     training_run_id: str = Field(primary_key=True)
-    trajectory_id: str = Field(primary_key=True)
+    trajectory_id: str = Field(
+        primary_key=True,
+        description="The example: a trajectory id (origin 'rollout'), the prompt id whose reference solution was "
+        "trained on ('reference'), or a hash of a general SFT record ('general')",
+    )
+    origin: str | None = Field(
+        None,
+        description="rollout (a verified trajectory) | reference (a prompt's reference solution) | general "
+        "(sft.general_data); NULL: rollout, stored before origins",
+    )
 
 
 class Evaluation(SQLModel, table=True):
@@ -222,7 +232,7 @@ TABLES = [
 VIEWS = {
     # One row per round: what it generated, kept, scored, and what the gate decided.
     "round_summary": """
-        SELECT c.name AS campaign, r.round_index, r.round_id, r.status,
+        SELECT c.name AS campaign, r.round_index, r.stage, r.round_id, r.status,
                r.incumbent_checkpoint_id, g.candidate_checkpoint_id,
                (SELECT count(*) FROM trajectories t WHERE t.round_id = r.round_id AND t.purpose = 'rollout') AS rollouts,
                (SELECT count(*) FROM trajectories t JOIN verdicts v USING (trajectory_id)

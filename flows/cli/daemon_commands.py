@@ -86,17 +86,26 @@ def up(
 def init(
     path: Path = typer.Option(Path("ratchet.toml"), "--path", help="Where to write the config."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    recipe: str | None = typer.Option(
+        None,
+        "--recipe",
+        help="Write a ready campaign instead of the defaults: 'r1' = the DeepSeek-R1 pipeline in four [[stages]] "
+        "(cold-start sft -> reasoning grpo with a language reward -> rft + general SFT data -> grpo for all scenarios).",
+    ),
 ) -> None:
-    """Write a complete, commented ratchet.toml: every key with its default (the demo campaign)."""
+    """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), or a recipe."""
     from ratchet.common.files import atomic_write_text
-    from ratchet.loop.config_toml import render_default_toml
+    from ratchet.loop.config_toml import RECIPES, render_default_toml, render_recipe
 
+    if recipe is not None and recipe not in RECIPES:
+        fail(f"--recipe {recipe!r} is unknown; recipes: {', '.join(RECIPES)}")
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     if path.is_dir():
         fail(f"{path} is a directory; pass --path FILE.toml")
     try:
-        atomic_write_text(path, render_default_toml())  # a crash or full disk never leaves half a config behind
+        text = render_recipe(recipe) if recipe else render_default_toml()
+        atomic_write_text(path, text)  # a crash or full disk never leaves half a config behind
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
     console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)

@@ -6,6 +6,7 @@ stage's filtered examples; no Prefect here (worker processes never import it).
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def train_compute(
 
     Runs inside the training worker process (``python -m ratchet.flows.compute.worker train``, started by the train stage via ``ratchet.flows.compute.pool``).
     """
-    if ctx.cfg.algorithm == "rft":
+    if ctx.cfg.algorithm != "grpo":  # rft, or sft on reference solutions (a cold start)
         return _train_rft(ctx, init_id, examples, out, progress)
     return _train_grpo(ctx, init_id, ref_id, examples, out, progress)
 
@@ -54,7 +55,10 @@ def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress
     sft = ctx.cfg.sft
     res = train_sft(
         checkpoint_path(ctx, init_id),
-        [SFTExample(ctx.messages(_as_prompt(e)), e["completion"]) for e in examples],
+        [
+            SFTExample(json.loads(e["messages_json"]) if e.get("messages_json") else ctx.messages(_as_prompt(e)), e["completion"])
+            for e in examples
+        ],
         out,
         sft,
         seed=derive_seed("sft", sft.seed, ctx.round_index),

@@ -23,6 +23,7 @@ import jinja2
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import (
+    campaign_stages,
     campaign_table,
     heldout_completion_metrics,
     pass1_history,
@@ -30,7 +31,9 @@ from ratchet.store.queries import (
     rollout_metrics,
     rollout_metrics_by_source,
     round_evaluations,
+    round_stage,
     round_training,
+    training_origins,
 )
 
 PLOT_NAME = "heldout_pass1.png"
@@ -57,10 +60,13 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
     truncation rate and verdict reasons (per task source too: ``heldout/<source>/pass@1``). Rollouts, per task
     and overall: pass@1, pass@k (k = group size), reward mean, format error rate, truncation rate, length P90
     (tokens), verdict reasons; per task source (when several, or code) pass@1, reward mean and reasons.
-    Training: KL to the reference (grpo only) and every scalar training metric.
+    Training: KL to the reference (grpo only), every scalar training metric, and the examples per origin when
+    not all are rollouts (reference solutions, general data). Under ``[[stages]]`` the first row names the stage.
     """
     rows: list[dict] = []
     add = lambda metric, scope, value: rows.append({"metric": metric, "scope": scope, "value": _num(value)})  # noqa: E731
+    if (stage := round_stage(con, round_id)) is not None:
+        add("round/stage", "[[stages]] entry", stage)
     for e in round_evaluations(con, round_id):
         add(e["metric"], f"{e['role']} {e['checkpoint_id'][:12]}", e["value"])
     for h in heldout_completion_metrics(con, round_id, verifier_version):
@@ -90,6 +96,10 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
         for name, value in sorted((t["metrics"] or {}).items()):
             if name != "train/kl/mean" or t["kl_mean"] is None:
                 add(name, scope, value)
+        origins = training_origins(con, round_id)
+        if set(origins) - {"rollout"}:  # reference solutions or general data: say how many of each
+            for origin, n in sorted(origins.items()):
+                add("train/examples", f"{scope}, origin {origin}", n)
     return rows
 
 
@@ -197,10 +207,10 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 </table>
 {% endif %}
 <h3>Rounds and gate decisions</h3>
-<table><tr><th>round</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
+<table><tr><th>round</th><th>stage</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
 <th>&Delta;</th><th>p(worse)</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
 {% for r in c.rounds %}
-<tr><td class="num">{{ r.round_index }}</td><td class="{{ r.status }}">{{ r.status }}</td>
+<tr><td class="num">{{ r.round_index }}</td><td>{{ r.stage or '—' }}</td><td class="{{ r.status }}">{{ r.status }}</td>
 <td><code>{{ (r.incumbent_checkpoint_id or '')[:12] }}</code></td><td><code>{{ (r.candidate_checkpoint_id or '—')[:12] }}</code></td>
 <td class="num">{{ fmt(r.incumbent_pass1) }}</td><td class="num">{{ fmt(r.candidate_pass1) }}</td>
 <td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.p_value, '.3g') }}</td>
@@ -209,7 +219,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% endfor %}
 </table>
 {% for r in c.rounds %}
-<details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
+<details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}stage {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
 {% if r.verifier %}
 <table><tr><th>task</th><th>prompts</th><th>rollouts</th><th>pass@1</th><th>pass@k</th><th>k</th><th>reward mean</th>
@@ -248,7 +258,9 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["metrics"] = metrics_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
-    return {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    stages = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_stages(con, campaign["name"]))
+    page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    return page | ({"algorithm": f"in stages: {stages}"} if stages else {})
 
 
 def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:

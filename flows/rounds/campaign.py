@@ -13,14 +13,15 @@ from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
+from ratchet.flows.rounds.sft_data import filter_sft_data, uses_sft_data
+from ratchet.flows.rounds.stage_setup import check_training_data, register_teacher, stage_contexts, teacher_checkpoint
 from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
-from ratchet.loop.lengths import check_no_truncation
 from ratchet.loop.manifest import chat_template_of, round_manifest
 from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
-from ratchet.loop.tasks import Prompt, TaskDataError
+from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
 from ratchet.store.ingest import insert_rows
@@ -59,9 +60,8 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     ctx = Ctx(cfg)
     model_dir = resolve_model(cfg.model.name_or_path)
     check_loadable(model_dir)
-    check_tasks(ctx)
-    # every file source's train prompt, plus a draw of the generated ones (which have no fixed pool)
-    check_no_truncation(cfg, model_dir, (ctx.messages(p) for p in [*ctx.tasks.train_pool(), *ctx.train_prompts()]))
+    for sctx in stage_contexts(cfg):  # the campaign itself, or each [[stages]] entry with its effective config
+        check_training_data(sctx, model_dir)
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
@@ -80,29 +80,6 @@ def check_round_disk(ctx: Ctx) -> None:
     weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
     multi_step = ctx.cfg.algorithm == "grpo" and ctx.steps > 1
     check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, ctx.steps, multi_step))
-
-
-def check_tasks(ctx: Ctx) -> None:
-    """The task files load, the evaluation set has the prompts asked for, and training has prompts without any
-    evaluation question; a 13-gram overlap between training and evaluation questions is reported (a warning).
-
-    Raises:
-        TaskDataError: what is wrong with the task data or counts, and the fix.
-    """
-    from ratchet.loop.task_sets import ngram_overlap
-
-    evals = ctx.heldout()
-    if not ctx.train_prompts():
-        raise TaskDataError("no training prompts are left once the evaluation questions are excluded; add training tasks")
-    overlap = ngram_overlap(ctx.tasks.train_pool(), evals)
-    if overlap:
-        train, ev = overlap[0]
-        logging.getLogger(__name__).warning(
-            "decontamination: %d training question(s) share a 13-word run with an evaluation question, e.g. %r ~ %r",
-            len(overlap),
-            train.question[:60],
-            ev.question[:60],
-        )
 
 
 def _settings_diff(new: dict, old: dict) -> list[str]:
@@ -233,9 +210,11 @@ def start_round(config_path: str, round_index: int) -> str:
                     started_at=now(),
                     finished_at=None,
                     stage_seconds_json=None,
+                    stage=ctx.stage_name,
                 )
             ],
         )
+        register_teacher(con, ctx)
         # A resumed round (crashed or failed before its gate) is running again.
         set_round_status(con, ctx.round_id, "running")
         insert_rows(con, "round_manifests", [_manifest(ctx)], replace=True)  # what this attempt runs with
@@ -447,17 +426,21 @@ def _events_md(events: list[dict]) -> str:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 
-    A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
+    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.stages.stage_of``). An sft round
+    (cold start) skips generate and verify and trains on its prompts' reference solutions; with
+    ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
     round's candidate. Every other round has one step.
     """
     incumbent = start_round(config_path, round_index)
     try:
-        policy, candidate = incumbent, None
-        for step in range(load_ctx(config_path, round_index).steps):
-            generate(config_path, round_index, step, policy)
-            verify(config_path, round_index, step)
-            filter_trajectories(config_path, round_index, step)
+        ctx = load_ctx(config_path, round_index)
+        policy, candidate, teacher = incumbent, None, teacher_checkpoint(ctx)
+        for step in range(ctx.steps):
+            if ctx.cfg.algorithm != "sft":  # a cold-start round trains on reference solutions: no rollouts
+                generate(config_path, round_index, step, teacher or policy)
+                verify(config_path, round_index, step)
+            (filter_sft_data if uses_sft_data(ctx) else filter_trajectories)(config_path, round_index, step)
             trained = train(config_path, round_index, step, policy)
             if trained is not None:
                 policy = candidate = trained

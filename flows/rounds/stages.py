@@ -27,6 +27,7 @@ from ratchet.loop.generation import Completion, SamplingParams
 from ratchet.loop.models import write_manifest
 from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
 from ratchet.loop.scoring import score_items, scoring_settings, verdict_row
+from ratchet.loop.sft_data import training_example_rows
 from ratchet.loop.tasks import Prompt
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
@@ -240,8 +241,8 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
     with connect(ctx.db, read_only=True) as con:
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         incumbent = round_incumbent(con, ctx.round_id)
-    init_id = state.base_checkpoint_id if cfg.algorithm == "rft" and cfg.sft.init == "base" else (policy or incumbent)
-    algo_cfg = cfg.sft if cfg.algorithm == "rft" else cfg.grpo
+    init_id = state.base_checkpoint_id if cfg.algorithm != "grpo" and cfg.sft.init == "base" else (policy or incumbent)
+    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
     run_id = short_hash(
         cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json()
     )
@@ -311,7 +312,7 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
                 )
             ],
         )
-        insert_rows(con, "training_examples", [dict(training_run_id=run_id, trajectory_id=t) for t in consumed])
+        insert_rows(con, "training_examples", training_example_rows(run_id, consumed, examples))
     write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
     log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id

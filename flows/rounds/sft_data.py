@@ -1,0 +1,83 @@
+"""The filter stage of rounds that fine-tune on more than verified rollouts (``ratchet.loop.sft_data``).
+
+``algorithm = "sft"`` (a cold start): the round's train prompts' reference solutions, no rollouts.
+``sft.general_data``: general SFT records mixed into an sft or rft round's training set at ``sft.general_ratio``.
+It writes the same ``filter/examples.parquet`` the train stage reads, each row with its ``origin``.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from ratchet.common.seeds import derive_seed
+from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.stages import prompt_rows
+from ratchet.loop.round_context import Ctx, Timer, load_ctx, read_marker, write_marker
+from ratchet.loop.sft_data import draw_general, general_count, general_examples, load_general_data, reference_examples
+from ratchet.loop.tasks import TaskDataError
+from ratchet.store.db import connect, transaction
+from ratchet.store.ingest import insert_rows, write_parquet
+from ratchet.store.queries import training_set
+from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
+
+EXAMPLE_COLUMNS = ("trajectory_id", "prompt_id", "source", "question", "completion", "origin", "messages_json")
+
+
+def uses_sft_data(ctx: Ctx) -> bool:
+    """Whether the round's filter stage is this one (a cold-start round, or general data mixed in)."""
+    return ctx.cfg.algorithm == "sft" or (ctx.cfg.algorithm == "rft" and ctx.cfg.sft.general_data is not None)
+
+
+def reference_rows(ctx: Ctx) -> list[dict]:
+    """The round's train prompts' reference solutions as example rows; the prompts are ingested for lineage.
+
+    Raises:
+        TaskDataError: none of the drawn prompts has a reference solution.
+    """
+    prompts = ctx.train_prompts()
+    rows, missing = reference_examples(prompts)
+    if not rows:
+        raise TaskDataError(
+            f"algorithm 'sft' needs reference solutions, and none of the round's {len(prompts)} train prompts has one; "
+            "use task sources with a 'solution' field (or solution_field = ...)"
+        )
+    if missing:
+        run_logger().warning("%d of %d train prompts have no reference solution; trained on the rest", len(missing), len(prompts))
+    with transaction(ctx.db) as con:
+        insert_rows(con, "prompts", prompt_rows(prompts))
+    return rows
+
+
+def sft_rows(ctx: Ctx) -> list[dict]:
+    """The round's training examples: reference solutions (sft) or verified rollouts (rft), plus general data."""
+    cfg = ctx.cfg
+    if cfg.algorithm == "sft":
+        rows = reference_rows(ctx)
+    else:
+        with connect(ctx.db, read_only=True) as con:
+            rows = [{**r, "origin": "rollout"} for r in training_set(con, ctx.round_id, VERIFIER_VERSION, cfg.sft.max_per_prompt)]
+    if cfg.sft.general_data is not None:
+        k = general_count(len(rows), cfg.sft.general_ratio)
+        picked = draw_general(
+            load_general_data(cfg.sft.general_data), k, derive_seed("general_data", cfg.sft.seed, ctx.round_index)
+        )
+        rows += general_examples(picked)
+    return [{c: r.get(c) for c in EXAMPLE_COLUMNS} for r in rows]
+
+
+@task(name="filter", cache_policy=NONE)
+def filter_sft_data(config_path: str, round_index: int, step: int = 0) -> str:
+    """Write the round's training examples (``sft_rows``) where the train stage reads them; returns the file's path."""
+    ctx, timer = load_ctx(config_path, round_index, step), Timer()
+    out = ctx.stage_dir("filter")
+    path = out / "examples.parquet"
+    if read_marker(out) is None:
+        rows = sft_rows(ctx)
+        write_parquet(rows, path)
+        origins: dict[str, int] = {}
+        for r in rows:
+            origins[r["origin"]] = origins.get(r["origin"], 0) + 1
+        write_marker(out, {"n": len(rows), "origins": origins, **timer.summary()})
+        run_logger().info("training examples by origin: %s", origins)
+    return str(path)
