@@ -12,8 +12,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.grpo_round import on_policy_steps
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
-from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
+from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
 from ratchet.loop.lengths import check_no_truncation
@@ -449,18 +450,12 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 
     A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
-    round's candidate. Every other round has one step.
+    round's candidate. Every other round has one step. How the steps run (one engine kept loaded, or
+    processes per step): ``ratchet.flows.rounds.grpo_round``.
     """
     incumbent = start_round(config_path, round_index)
     try:
-        policy, candidate = incumbent, None
-        for step in range(load_ctx(config_path, round_index).steps):
-            generate(config_path, round_index, step, policy)
-            verify(config_path, round_index, step)
-            filter_trajectories(config_path, round_index, step)
-            trained = train(config_path, round_index, step, policy)
-            if trained is not None:
-                policy = candidate = trained
+        candidate = on_policy_steps(config_path, round_index, incumbent)  # persistent engine or per-step processes
         drop_optimizer_states(load_ctx(config_path, round_index))
         evaluate(config_path, round_index, incumbent)
         if candidate is not None:
