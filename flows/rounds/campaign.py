@@ -12,7 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
-from ratchet.flows.rounds.grpo_round import on_policy_steps
+from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.config import RatchetConfig
@@ -79,8 +79,9 @@ def preflight(cfg: RatchetConfig) -> list[str]:
 def check_round_disk(ctx: Ctx) -> None:
     """Refuse (DiskSpaceError, one line) when the run dir's disk cannot hold what the next round writes."""
     weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
-    multi_step = ctx.cfg.algorithm == "grpo" and ctx.steps > 1
-    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, ctx.steps, multi_step))
+    written = 1 if per_step_reason(ctx.cfg) is None else ctx.steps  # a persistent round saves only its candidate
+    multi_step = ctx.cfg.algorithm == "grpo" and written > 1
+    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, written, multi_step))
 
 
 def check_tasks(ctx: Ctx) -> None:
