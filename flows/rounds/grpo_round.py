@@ -33,6 +33,7 @@ from ratchet.common.files import publish_dir
 from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
 from ratchet.flows.compute.training import checkpoint_path, grpo_inputs
 from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.progress import bar
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.models import unsaved_checkpoint_id, write_manifest
@@ -75,6 +76,12 @@ def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str |
         return persistent_steps(config_path, round_index, incumbent)
     if ctx.steps > 1:
         run_logger().info("round %d: each on-policy step in its own processes: %s", round_index, reason)
+        live = [k + 1 for k in range(ctx.steps) if (read_marker(ctx.at_step(k).stage_dir("train")) or {}).get("saved") is False]
+        if live:
+            raise RuntimeError(
+                f"round {round_index} ran steps {live} with a persistent engine (their policies were never saved), "
+                f"but now {reason}; resume it with the settings it started with (compute.persistent_rollout = true)"
+            )
     policy, candidate = incumbent, None
     for step in range(ctx.steps):
         generate(config_path, round_index, step, policy)
@@ -155,8 +162,11 @@ def train_live(config_path: str, round_index: int, step: int, policy: str) -> st
         )
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
     run_id, started = training_run_id(ctx, policy, examples), now()
+    progress = bar(f"{ctx.round_id}-train-{step}", f"round {round_index}: grpo (step {step + 1}/{ctx.steps})")
+    worker.progress = lambda _name, done, total: progress(done, total)
     with timer.compute():
         res = worker.train_pass(*grpo_inputs(ctx, examples)) if examples else {"steps": 0, "metrics": {}, "kept": []}
+    progress(max(res["steps"], 1), max(res["steps"], 1))  # finished (also when no group carried signal)
     trained, last = res["steps"] > 0, step == ctx.steps - 1
     if not trained and not (last and step > 0 and _moved(ctx, policy)):
         log.warning("nothing to train on at step %d (%d rows from the filter stage)", step, len(examples))

@@ -77,7 +77,7 @@ def test_sixteen_step_round_saves_one_checkpoint_and_resumes(prefect_harness, st
     (15 with path NULL, a parent chain from the incumbent) and its rollouts name it. A resumed round replays the
     done steps' training and re-runs the rest: the same candidate, no row inserted twice."""
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.grpo_round import persistent_steps
+    from ratchet.flows.rounds.grpo_round import on_policy_steps, persistent_steps
 
     (decision,) = run_campaign(steps_config)
     ctx = load_ctx(steps_config, 1)
@@ -111,3 +111,8 @@ def test_sixteen_step_round_saves_one_checkpoint_and_resumes(prefect_harness, st
     incumbent = query(db, "SELECT incumbent_checkpoint_id FROM rounds")[1][0][0]
     assert persistent_steps(str(steps_config), 1, incumbent) == saved[0]  # replayed on CPU: bit-identical
     assert _rows(db) == before
+    # Its unsaved policies cannot feed per-step processes: switching the path mid-round is refused in one line.
+    cfg = ctx.cfg
+    off = save_config(cfg.model_copy(update={"compute": cfg.compute.model_copy(update={"persistent_rollout": False})}))
+    with pytest.raises(RuntimeError, match=r"ran steps \[1, 2, .*persistent_rollout = true"):
+        on_policy_steps(str(off), 1, incumbent)
