@@ -120,7 +120,7 @@ def run_ours(args, out: Path) -> dict:
         lr=args.lr,
         ppo_epochs=1,
         mini_batch_size=args.prompts_per_step * args.group_size,
-        micro_batch_size=8,
+        micro_batch_size=min(8, args.prompts_per_step * args.group_size),
     )
     run = GRPORun(temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
     if not args.per_step:
