@@ -12,13 +12,15 @@ child's), one after the other. Held-out pass@1 (greedy, the demo's held-out prom
 verifier) is measured on both final policies by the same code.
 
 Prints progress and, as its LAST line, a JSON object with ``ours_s_per_step``, ``trl_s_per_step``,
-``ratio`` (ours / TRL; target <= 0.8), ``ours_peak_mb``, ``trl_peak_mb``, ``ours_heldout_pass1``,
+``ratio`` (ours / TRL; target <= 0.5), ``ours_peak_mb``, ``trl_peak_mb``, ``ours_heldout_pass1``,
 ``trl_heldout_pass1`` (target: ours >= TRL's) and the base model's ``base_heldout_pass1``.
 
-``--persistent``: Ratchet keeps its engine and a ``GRPOLearner`` loaded for all steps, pushes each pass's
-weights into the engine in place and saves only the final policy (the issue-15 round; target ratio <= 0.5).
+By default Ratchet's side runs as a persistent round does (``compute.persistent_rollout``): one
+``RolloutWorker`` child keeps the engine and a ``GRPOLearner`` loaded for all steps, each pass's weights go
+into the engine in place and only the final policy is saved (target ratio <= 0.5). ``--per-step``: a new
+engine and trainer per step and a checkpoint per step (what a round does with the persistent path off).
 
-Run: ``.venv/bin/python benchmarks/grpo_vs_trl.py [--steps 8] [--persistent]`` (about 10 minutes on 2 cores).
+Run: ``.venv/bin/python benchmarks/grpo_vs_trl.py [--steps 16] [--per-step]`` (about 15 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -118,10 +120,10 @@ def run_ours(args, out: Path) -> dict:
         lr=args.lr,
         ppo_epochs=1,
         mini_batch_size=args.prompts_per_step * args.group_size,
-        micro_batch_size=8,
+        micro_batch_size=min(8, args.prompts_per_step * args.group_size),
     )
     run = GRPORun(temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
-    if args.persistent:
+    if not args.per_step:
         return _run_ours_persistent(args, out, st, run)
     policy, times = base, []
     for step in range(args.steps):
@@ -148,37 +150,46 @@ def run_ours(args, out: Path) -> dict:
 
 
 def _run_ours_persistent(args, out: Path, st, run) -> dict:
-    """Ratchet's steps with the engine and the learner kept loaded: after each pass the learner's weights go
-    into the running engine in place (``update_weights``); only the final policy is saved (one checkpoint)."""
+    """Ratchet's steps as a persistent round runs them: one ``RolloutWorker`` child holds the engine and a
+    ``GRPOLearner``; after each pass the learner's weights go into the running engine in place; only the final
+    policy is saved (one checkpoint). Worker start and model load count in the first step."""
+    import logging
+
+    from ratchet.flows.compute.rollout import RolloutWorker
+    from ratchet.loop.config import ComputeConfig
     from ratchet.loop.generation import SamplingParams
-    from ratchet.loop.grpo import GRPOLearner
-    from ratchet.loop.transformers_backend import TransformersBackend
 
     base, train, heldout, render, cfg = _setup(args)
-    engine = TransformersBackend(base, batch_size=cfg.generation.batch_size)
-    learner = GRPOLearner(base, st, ref_dir=base)
-    times = []
-    for step in range(args.steps):
-        t0 = time.perf_counter()
-        prompts = train[step * args.prompts_per_step : (step + 1) * args.prompts_per_step]
-        comps = engine.generate(
-            [render(p.question) for p in prompts],
-            SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step),
-        )
-        t_gen = time.perf_counter() - t0
-        samples = _samples(comps, prompts, render, cfg)
-        res = learner.train_pass(samples, run)
-        if res.steps:
-            engine.update_weights(learner.state_dict())
-        times.append(time.perf_counter() - t0)
-        print(
-            f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass {res.seconds:.1f} s), "
-            f"reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
-            flush=True,
-        )
-    final = learner.save(out / "ours-final")
-    engine.close()
-    return {"s_per_step": sum(times) / len(times), "step_s": times, "heldout_pass1": heldout_pass1(final, heldout, render, cfg)}
+    log = logging.getLogger("grpo_vs_trl")
+    compute = ComputeConfig(device_slots=False, cpu_threads_per_worker=int(os.environ["OMP_NUM_THREADS"]))
+    times, t0 = [], time.perf_counter()
+    with RolloutWorker(base, out / "rollout-worker", gen=cfg.generation, compute=compute, dtype="float32", log=log) as w:
+        w.init_learner(base, st, "float32", ref_dir=base)
+        load_s, t0 = time.perf_counter() - t0, time.perf_counter()  # once per round; TRL's model load is not timed either
+        print(f"ours (persistent): worker started, engine and learner loaded in {load_s:.1f} s", flush=True)
+        for step in range(args.steps):
+            prompts = train[step * args.prompts_per_step : (step + 1) * args.prompts_per_step]
+            comps = w.generate(
+                [render(p.question) for p in prompts],
+                SamplingParams(n=args.group_size, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=args.seed + step),
+            )
+            t_gen = time.perf_counter() - t0
+            samples = _samples(comps, prompts, render, cfg)
+            res = w.train_pass(samples, run)  # the new weights go into the engine in place
+            times.append(time.perf_counter() - t0)
+            print(
+                f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass "
+                f"{res['seconds']:.1f} s), reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
+                flush=True,
+            )
+            t0 = time.perf_counter()
+        w.save(out / "ours-final")
+    return {
+        "s_per_step": sum(times) / len(times),
+        "step_s": times,
+        "load_s": load_s,
+        "heldout_pass1": heldout_pass1(out / "ours-final", heldout, render, cfg),
+    }
 
 
 def run_trl(args, out: Path) -> dict:
@@ -249,9 +260,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--persistent",
+        "--per-step",
         action="store_true",
-        help="ours keeps the engine and the learner loaded and updates the engine's weights in place (one checkpoint)",
+        help="ours loads a new engine and trainer each step and saves a checkpoint per step (the per-step round); "
+        "default: the engine and the learner stay loaded, weights updated in place, one checkpoint",
     )
     ap.add_argument("--side", choices=["ours", "trl", "base"], help=argparse.SUPPRESS)  # internal: the child's job
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -263,7 +275,9 @@ def main() -> None:
             res = {"heldout_pass1": heldout_pass1(base, heldout, render, cfg)}
         else:
             res = (run_ours if args.side == "ours" else run_trl)(args, out)
-        res["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # this process or its largest child (the persistent side's rollout worker holds the models)
+        peak_kb = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        res["peak_mb"] = peak_kb / 1024
         print("RESULT " + json.dumps(res), flush=True)
         return
     results = {}
@@ -271,8 +285,8 @@ def main() -> None:
         for side in ("base", "ours", "trl"):
             cmd = (
                 [sys.executable, __file__, "--side", side, "--out", tmp]
-                + [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("side", "out", "persistent")]
-                + (["--persistent"] if args.persistent else [])
+                + [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("side", "out", "per_step")]
+                + (["--per-step"] if args.per_step else [])
             )
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = proc.stdout.splitlines()
@@ -296,7 +310,8 @@ def main() -> None:
                 "base_heldout_pass1": results["base"]["heldout_pass1"],
                 "steps": args.steps,
                 "sequences_per_step": args.prompts_per_step * args.group_size,
-                "persistent": args.persistent,
+                "persistent": not args.per_step,
+                "ours_load_s": round(ours.get("load_s", 0.0), 1),  # persistent: worker start + model loads, once
             }
         )
     )

@@ -157,6 +157,14 @@ class ComputeConfig(_Frozen):
         description="Ray cluster to join when compute.engine = 'ray' ('auto', 'ray://head:10001' or 'head:6379'); "
         "None: RAY_ADDRESS from the environment, else a local Ray instance.",
     )
+    persistent_rollout: bool = Field(
+        True,
+        description="GRPO rounds with grpo.steps_per_round > 1: keep one generation engine and one learner loaded for all "
+        "on-policy steps of the round (weights pushed into the engine in place after each step; only the candidate is "
+        "saved). Used where it applies (one device group, local engine, no LoRA, no FSDP; vLLM on GPU only with "
+        "generation.gpu_memory_utilization <= 0.5, leaving the learner room); elsewhere, and when false, every step "
+        "starts its own generation worker and training process and saves a checkpoint.",
+    )
     cpu_threads_per_worker: int | None = Field(
         None,
         ge=1,

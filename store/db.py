@@ -127,7 +127,8 @@ def ddl_statements() -> list[str]:
 
 
 def migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """``ALTER TABLE ... ADD COLUMN`` for every schema column an existing store lacks.
+    """``ALTER TABLE ... ADD COLUMN`` for every schema column an existing store lacks, and ``ALTER COLUMN ... DROP
+    NOT NULL`` for every column the schema now allows to be NULL (e.g. ``checkpoints.path`` of unsaved policies).
 
     Columns added after a store was created must be nullable; older rows read NULL for them.
     """
@@ -136,15 +137,16 @@ def migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
     dialect = Dialect()
     out = []
     for t in TABLES:
-        have = {
-            r[0]
-            for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [t.__tablename__]
+        have = dict(
+            con.execute(
+                "SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = ?", [t.__tablename__]
             ).fetchall()
-        }
+        )
         for col in t.__table__.columns:
             if have and col.name not in have:
                 out.append(f"ALTER TABLE {t.__tablename__} ADD COLUMN {col.name} {col.type.compile(dialect=dialect)}")
+            elif have.get(col.name) == "NO" and col.nullable and not col.primary_key:
+                out.append(f"ALTER TABLE {t.__tablename__} ALTER COLUMN {col.name} DROP NOT NULL")
     return out
 
 

@@ -223,9 +223,22 @@ def gate_decision(con: duckdb.DuckDBPyConnection, round_id: str) -> tuple[str, s
     return con.execute("SELECT decision, reason FROM gate_decisions WHERE round_id = ?", [round_id]).fetchone()
 
 
-def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str | None:
+def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str:
+    """Folder of a checkpoint's weights.
+
+    Raises:
+        LookupError: no such checkpoint, or its weights were never written (``path`` NULL: an on-policy step's
+            policy that a persistent round only pushed into its engine).
+    """
     row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [checkpoint_id]).fetchone()
-    return None if row is None else row[0]
+    if row is None:
+        raise LookupError(f"checkpoint {checkpoint_id} is not in the store")
+    if row[0] is None:
+        raise LookupError(
+            f"checkpoint {checkpoint_id} has no saved weights (an on-policy step of a persistent GRPO round: its row "
+            "names the policy for lineage only); load the round's candidate or incumbent instead"
+        )
+    return row[0]
 
 
 def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:

@@ -2,7 +2,8 @@
 
 Kept: the campaign's base, its incumbent (last promoted), its best-ever promoted checkpoint (highest
 held-out pass@1) and the last ``keep_last_promoted`` promoted ones. Deleted: every rejected (or halted)
-candidate and every intermediate on-policy step checkpoint of a gated round. Checkpoints of a round
+candidate and every intermediate on-policy step checkpoint of a gated round. Rows whose weights were never
+written (``path`` NULL: a persistent round's intermediate steps) have nothing to delete and are skipped. Checkpoints of a round
 whose gate has not decided are never touched (a running or crashed round may still need them), and
 no folder outside the run directory's ``checkpoints/`` is ever deleted (the base model's folder).
 """
@@ -62,7 +63,7 @@ def retention_plan(
            FROM training_runs tr JOIN rounds r ON r.round_id = tr.round_id
            JOIN gate_decisions g ON g.round_id = tr.round_id
            JOIN checkpoints c ON c.checkpoint_id = tr.output_checkpoint_id
-           WHERE r.campaign_id = ? AND c.deleted_at IS NULL ORDER BY r.round_index, c.checkpoint_id""",
+           WHERE r.campaign_id = ? AND c.deleted_at IS NULL AND c.path IS NOT NULL ORDER BY r.round_index, c.checkpoint_id""",
         [campaign_id],
     ).fetchall()
     out = []

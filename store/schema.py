@@ -47,7 +47,11 @@ class Checkpoint(SQLModel, table=True):
     parent_id: str | None = Field(None, description="Checkpoint it was fine-tuned from; NULL for a base model")
     training_run_id: str | None = None
     model_ref: str = Field(description="Base model reference (alias, path or HF id)")
-    path: str
+    path: str | None = Field(
+        None,
+        description="Folder of its weights; NULL for an on-policy step's policy that was never written (a persistent "
+        "round pushed it into the engine in place; id: ratchet.loop.models.unsaved_checkpoint_id)",
+    )
     created_at: datetime
     deleted_at: datetime | None = Field(None, description="When retention deleted its weights (the row stays for lineage)")
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -184,3 +185,29 @@ class RolloutWorker:
         done: dict = {}
         for line in iter(self.proc.stdout.readline, ""):
             route_line(self.name, line.rstrip("\n"), self.log, self.tail, done, 0, self.progress)
+
+
+# Rollout workers serving a round in this process, by round id: a round's generate stage (a Prefect task, which
+# takes only ids) samples from its round's live engine instead of starting pool workers.
+_LIVE: dict[str, RolloutWorker] = {}
+
+
+@contextlib.contextmanager
+def serving(key: str, worker: RolloutWorker) -> Iterator[RolloutWorker]:
+    """Make ``worker`` the live engine of ``key`` (a round id) in this process for the block.
+
+    Raises:
+        RuntimeError: another worker already serves ``key`` (two flows of one round in one process).
+    """
+    if key in _LIVE:
+        raise RuntimeError(f"a rollout worker already serves {key} in this process; run one attempt of a round at a time")
+    _LIVE[key] = worker
+    try:
+        yield worker
+    finally:
+        _LIVE.pop(key, None)
+
+
+def live_worker(key: str) -> RolloutWorker | None:
+    """The rollout worker serving ``key`` (a round id) in this process, or None (stages then use the device pool)."""
+    return _LIVE.get(key)

@@ -22,10 +22,13 @@ from ratchet.store.queries import checkpoint_dir, last_rollout_p90
 
 
 def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
+    """The verified folder of a saved checkpoint.
+
+    Raises:
+        LookupError: not in the store, or never saved (``ratchet.store.queries.checkpoint_dir``).
+    """
     with connect(ctx.db, read_only=True) as con:
         path = checkpoint_dir(con, checkpoint_id)
-    if path is None:
-        raise LookupError(f"checkpoint {checkpoint_id} is not in the store {ctx.db}")
     return verify_checkpoint(path, checkpoint_id)  # the files a round loads are the ones the id names
 
 
@@ -68,10 +71,10 @@ def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress
     return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
 
 
-def _train_grpo(
-    ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress
-) -> tuple[Path | None, dict, list[str]]:
-    g, gen = ctx.cfg.grpo, ctx.cfg.generation
+def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
+    """A step's filtered groups (``rows`` of ``rollout_groups``) as learner samples, and the pass's run settings
+    (the step's seed): the same for a per-step training process and a persistent round's learner."""
+    gen = ctx.cfg.generation
     group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
     samples = [
         GRPOSample(
@@ -88,6 +91,14 @@ def _train_grpo(
         max_seq_len=ctx.cfg.sft.max_seq_len,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
     )
+    return samples, run
+
+
+def _train_grpo(
+    ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress
+) -> tuple[Path | None, dict, list[str]]:
+    g = ctx.cfg.grpo
+    samples, run = grpo_inputs(ctx, rows)
     # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
     # step that trained left behind (copied, so a re-run of this step starts from the same state).
     opt_state = ctx.stage_dir("train") / "optimizer.pt"

@@ -170,7 +170,10 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
     if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
         from ratchet.loop.grpo import GRPORun
 
-        res = learner["grpo"].train_pass(read_samples(Path(req["samples"])), GRPORun(**req["run"]))
+        report = progress_printer("train")
+        res = learner["grpo"].train_pass(
+            read_samples(Path(req["samples"])), GRPORun(**req["run"]), on_step=lambda k, n, _m: report(k, n)
+        )
         if res.steps:
             backend.update_weights(learner["grpo"].state_dict())
         metrics = {**res.metrics, "steps": res.step_metrics}

@@ -12,10 +12,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
-from ratchet.flows.rounds.sft_data import filter_sft_data, uses_sft_data
-from ratchet.flows.rounds.stage_setup import check_training_data, register_teacher, stage_contexts, teacher_checkpoint
-from ratchet.flows.rounds.stages import evaluate, filter_trajectories, generate, prompt_rows, train, verify
+from ratchet.flows.rounds.stage_setup import check_training_data, register_teacher, stage_contexts
+from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
 from ratchet.loop.manifest import chat_template_of, round_manifest
@@ -78,8 +78,9 @@ def preflight(cfg: RatchetConfig) -> list[str]:
 def check_round_disk(ctx: Ctx) -> None:
     """Refuse (DiskSpaceError, one line) when the run dir's disk cannot hold what the next round writes."""
     weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
-    multi_step = ctx.cfg.algorithm == "grpo" and ctx.steps > 1
-    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, ctx.steps, multi_step))
+    written = 1 if per_step_reason(ctx.cfg) is None else ctx.steps  # a persistent round saves only its candidate
+    multi_step = ctx.cfg.algorithm == "grpo" and written > 1
+    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, written, multi_step))
 
 
 def _settings_diff(new: dict, old: dict) -> list[str]:
@@ -430,20 +431,12 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
-    round's candidate. Every other round has one step.
+    round's candidate. Every other round has one step. How the steps run (one engine kept loaded, or
+    processes per step): ``ratchet.flows.rounds.grpo_round``.
     """
     incumbent = start_round(config_path, round_index)
     try:
-        ctx = load_ctx(config_path, round_index)
-        policy, candidate, teacher = incumbent, None, teacher_checkpoint(ctx)
-        for step in range(ctx.steps):
-            if ctx.cfg.algorithm != "sft":  # a cold-start round trains on reference solutions: no rollouts
-                generate(config_path, round_index, step, teacher or policy)
-                verify(config_path, round_index, step)
-            (filter_sft_data if uses_sft_data(ctx) else filter_trajectories)(config_path, round_index, step)
-            trained = train(config_path, round_index, step, policy)
-            if trained is not None:
-                policy = candidate = trained
+        candidate = on_policy_steps(config_path, round_index, incumbent)  # persistent engine or per-step processes
         drop_optimizer_states(load_ctx(config_path, round_index))
         evaluate(config_path, round_index, incumbent)
         if candidate is not None:

@@ -19,6 +19,7 @@ from prefect.cache_policies import NONE
 from ratchet.common.files import publish_dir
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
+from ratchet.flows.compute.rollout import live_worker
 from ratchet.flows.compute.training import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.progress import bar
@@ -141,6 +142,52 @@ def _generate(
     )
 
 
+def _rollouts(ctx: Ctx, policy: str, prompts: list[Prompt], params: SamplingParams, desc: str, out: Path) -> list[Completion]:
+    """A step's rollouts from ``policy``: from the round's live engine when a persistent round serves one (it
+    holds ``policy``'s weights already, saved or not), else from the device pool's workers on its saved folder."""
+    worker = live_worker(ctx.round_id)
+    if worker is None:
+        return _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")["rollouts"]
+    progress = bar(f"{ctx.round_id}-{desc}", desc)
+    worker.progress = lambda _name, done, total: progress(done, total)
+    return worker.generate([ctx.messages(p) for p in prompts], params)
+
+
+def training_run_id(ctx: Ctx, init_id: str, examples: list[dict]) -> str:
+    """Deterministic id of a step's training run: algorithm, round, start policy, consumed candidates, settings."""
+    cfg = ctx.cfg
+    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
+    return short_hash(
+        cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json()
+    )
+
+
+def record_training(
+    con,
+    ctx: Ctx,
+    checkpoint: dict,
+    run_id: str | None,
+    started,
+    metrics: dict,
+    consumed: list[str],
+    input_id: str,
+    examples: list[dict] | None = None,
+) -> None:
+    """Insert a trained policy's ``checkpoints`` row (``checkpoint``: its id, parent, training run and path, NULL
+    when never written) and, with ``run_id``, the training run that made it and the examples it consumed (each
+    with its origin from ``examples``: rollout, reference solution or general data; default rollout)."""
+    cfg = ctx.cfg
+    insert_rows(con, "checkpoints", [dict(model_ref=cfg.model.name_or_path, created_at=now(), **checkpoint)])
+    if run_id is None:
+        return
+    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
+    run = dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm, input_checkpoint_id=input_id)
+    run |= dict(output_checkpoint_id=checkpoint["checkpoint_id"], num_examples=len(consumed), step=ctx.step)
+    run |= dict(config_json=algo_cfg.model_dump_json(), metrics_json=json.dumps(metrics), started_at=started, finished_at=now())
+    insert_rows(con, "training_runs", [run])
+    insert_rows(con, "training_examples", training_example_rows(run_id, consumed, examples or []))
+
+
 # --- stages ---------------------------------------------------------------------------------------
 
 
@@ -171,9 +218,9 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
             desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
             desc += f", G={G}" if len(by_g) > 1 else ""
             with timer.compute():
-                got = _generate(ctx, checkpoint_path(ctx, policy), subset, {"rollouts": (params, desc)}, out, "generate")
-            comps += got["rollouts"]
-            rows += trajectory_rows(ctx, subset, got["rollouts"], policy, "rollout", params, g.backend)
+                got = _rollouts(ctx, policy, subset, params, desc, out)
+            comps += got
+            rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
         write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
         write_parquet(rows, files["trajectories"], "trajectories")
         ntok = sum(c.completion_tokens for c in comps)
@@ -242,10 +289,7 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
         state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
         incumbent = round_incumbent(con, ctx.round_id)
     init_id = state.base_checkpoint_id if cfg.algorithm != "grpo" and cfg.sft.init == "base" else (policy or incumbent)
-    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
-    run_id = short_hash(
-        cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json()
-    )
+    run_id = training_run_id(ctx, init_id, examples)
     tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
     shutil.rmtree(tmp, ignore_errors=True)
     started = now()
@@ -279,40 +323,8 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
     final = ctx.checkpoints_dir / ckpt_id
     publish_dir(tmp, final)  # atomic: a half-written checkpoint is never under its id (same id: same weights, kept)
     with transaction(ctx.db) as con:
-        insert_rows(
-            con,
-            "checkpoints",
-            [
-                dict(
-                    checkpoint_id=ckpt_id,
-                    parent_id=init_id,
-                    training_run_id=run_id,
-                    model_ref=cfg.model.name_or_path,
-                    path=str(final.resolve()),
-                    created_at=now(),
-                )
-            ],
-        )
-        insert_rows(
-            con,
-            "training_runs",
-            [
-                dict(
-                    training_run_id=run_id,
-                    round_id=ctx.round_id,
-                    algorithm=cfg.algorithm,
-                    input_checkpoint_id=init_id,
-                    output_checkpoint_id=ckpt_id,
-                    num_examples=len(consumed),
-                    config_json=algo_cfg.model_dump_json(),
-                    metrics_json=json.dumps(metrics),
-                    started_at=started,
-                    finished_at=now(),
-                    step=step,
-                )
-            ],
-        )
-        insert_rows(con, "training_examples", training_example_rows(run_id, consumed, examples))
+        row = dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id, path=str(final.resolve()))
+        record_training(con, ctx, row, run_id, started, metrics, consumed, init_id, examples)
     write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
     log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id

@@ -80,3 +80,17 @@ def test_policy_keeps_base_incumbent_best_and_last_k(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["k1", "k4", "k5", "k6"]  # best-ever k1, last two k4 k5
     deleted = query(db, "SELECT checkpoint_id FROM checkpoints WHERE deleted_at IS NOT NULL ORDER BY 1")[1]
     assert deleted == [("k2",), ("k3",), ("s1",)]  # rows stay, marked
+
+
+def test_unsaved_step_policies_have_nothing_to_delete(tmp_path):
+    """A persistent round's intermediate steps have rows with path NULL: retention skips them, the candidate goes."""
+    db, root = tmp_path / "r.duckdb", tmp_path / "runs" / "checkpoints"
+    init_db(db)
+    with transaction(db) as con:
+        insert_rows(con, "campaigns", [dict(campaign_id="c", name="n", base_checkpoint_id="b", config_json="{}", created_at=NOW)])
+        _round(con, root, 1, ["u1", "u2", "k1"], "reject")
+        con.execute("UPDATE checkpoints SET path = NULL WHERE checkpoint_id IN ('u1', 'u2')")
+        plan = retention_plan(con, "c", root, keep_last_promoted=2)
+        assert [(d.checkpoint_id, d.why) for d in plan] == [("k1", "rejected candidate")]
+        assert apply_plan(con, plan) == 1000
+    assert query(db, "SELECT count(*) FROM checkpoints WHERE path IS NULL AND deleted_at IS NULL")[1][0][0] == 2

@@ -164,3 +164,26 @@ def test_training_set_never_joins_an_eval_prompt(db, tmp_path):
         insert_rows(con, "verdicts", [verdict(t, True) for t in "abc"])
     with connect(db, read_only=True) as con:
         assert [r["prompt_id"] for r in training_set(con, "r1", "v1", 2)] == ["p1"]
+
+
+def test_older_store_gets_nullable_checkpoint_path_and_readers_name_unsaved_policies(tmp_path):
+    """A store whose ``checkpoints.path`` is NOT NULL (before persistent rounds) is migrated; a NULL path reads
+    back as 'no saved weights', in the store and in the reader catalog."""
+    from ratchet.store.queries import checkpoint_dir
+
+    db = tmp_path / "old.duckdb"
+    init_db(db)
+    with connect(db) as con:  # what an older Ratchet created
+        con.execute("ALTER TABLE checkpoints ALTER COLUMN path SET NOT NULL")
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("INSERT INTO checkpoints (checkpoint_id, model_ref, path, created_at) VALUES ('x', 'm', NULL, now())")
+    init_db(db)
+    row = dict(checkpoint_id="u", parent_id="b", training_run_id="tr", model_ref="m", path=None, created_at=NOW)
+    with transaction(db) as con:
+        insert_rows(con, "checkpoints", [row, {**row, "checkpoint_id": "b", "parent_id": None, "path": str(tmp_path)}])
+        assert checkpoint_dir(con, "b") == str(tmp_path)
+        with pytest.raises(LookupError, match="u has no saved weights"):
+            checkpoint_dir(con, "u")
+        with pytest.raises(LookupError, match="not in the store"):
+            checkpoint_dir(con, "nope")
+    assert query(db, "SELECT checkpoint_id FROM checkpoints WHERE path IS NULL")[1] == [("u",)]

@@ -1,0 +1,206 @@
+"""A round's on-policy steps (``grpo.steps_per_round``): per-step processes, or one engine kept loaded.
+
+Per step, generate -> verify -> filter -> train. Two ways to run them:
+
+- **Persistent** (``compute.persistent_rollout``, where ``per_step_reason`` finds nothing against it): one
+  ``RolloutWorker`` holds the generation engine and a ``GRPOLearner`` for the whole round. After each step's
+  pass the learner's weights go into the engine in place; the step's policy gets a ``checkpoints`` row with
+  ``path`` NULL and the id ``unsaved_checkpoint_id(parent, training_run)``, so the next step's trajectories
+  name it. Only the round's candidate (the last step's policy) is written to disk and hashed.
+- **Per step** (everything else, and every one-step round): each step starts generation workers on its
+  policy's saved folder and a training process that saves a full checkpoint (``stages.train``).
+
+Resume: a step is done iff its train marker exists, and every done step's rows are in the store. A resumed
+persistent round starts from the last saved state, the round's incumbent, and replays the done steps'
+training passes on their stored groups (same samples, same seeds: nothing is generated or inserted again),
+so the learner, its AdamW moments and the engine hold the policy the first undone step samples from; then
+it runs the remaining steps. On CPU the replay is bit-identical; on GPU kernels may make it differ in the
+last bits (the ids name what made a policy, parent and training run, not its bytes).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NONE
+
+from ratchet.common.files import publish_dir
+from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
+from ratchet.flows.compute.training import checkpoint_path, grpo_inputs
+from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.sft_data import filter_sft_data, uses_sft_data
+from ratchet.flows.rounds.stage_setup import teacher_checkpoint
+from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
+from ratchet.loop.config import RatchetConfig
+from ratchet.loop.models import unsaved_checkpoint_id, write_manifest
+from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, write_marker
+from ratchet.store.db import connect, transaction
+from ratchet.store.queries import campaign_state
+
+# vLLM on a GPU takes generation.gpu_memory_utilization of its memory up front; the co-located learner (policy,
+# reference, gradients and AdamW moments: ~16 bytes/parameter in fp32) needs the rest, so a persistent round
+# with vLLM on GPU wants the engine to leave at least half of the GPU.
+MAX_SHARED_GPU_UTILIZATION = 0.5
+
+
+def per_step_reason(cfg: RatchetConfig) -> str | None:
+    """Why a round runs its on-policy steps in per-step processes; None when the persistent path applies."""
+    c, g, gen = cfg.compute, cfg.grpo, cfg.generation
+    if cfg.algorithm != "grpo" or g.steps_per_round < 2:
+        return "one on-policy step per round"
+    if not c.persistent_rollout:
+        return "compute.persistent_rollout = false"
+    if len(c.devices) > 1:
+        return f"compute.devices lists {len(c.devices)} devices (generation is sharded, training data-parallel)"
+    if c.engine != "local":
+        return f"compute.engine = {c.engine!r} (generation runs as Ray tasks)"
+    if g.lora_r:
+        return f"grpo.lora_r = {g.lora_r} (adapters are merged at each save; there are no full weights to push)"
+    if gen.backend == "vllm" and c.on_gpu and gen.gpu_memory_utilization > MAX_SHARED_GPU_UTILIZATION:
+        return (
+            f"generation.gpu_memory_utilization = {gen.gpu_memory_utilization} > {MAX_SHARED_GPU_UTILIZATION} leaves the "
+            "co-located learner no room on the GPU (lower it to keep the engine loaded)"
+        )
+    return None
+
+
+def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str | None:
+    """Run the round's on-policy steps from ``incumbent``; returns the candidate's checkpoint id (None: nothing trained)."""
+    ctx = load_ctx(config_path, round_index)
+    reason = per_step_reason(ctx.cfg)
+    if reason is None:
+        return persistent_steps(config_path, round_index, incumbent)
+    if ctx.steps > 1:
+        run_logger().info("round %d: each on-policy step in its own processes: %s", round_index, reason)
+        live = [k + 1 for k in range(ctx.steps) if (read_marker(ctx.at_step(k).stage_dir("train")) or {}).get("saved") is False]
+        if live:
+            raise RuntimeError(
+                f"round {round_index} ran steps {live} with a persistent engine (their policies were never saved), "
+                f"but now {reason}; resume it with the settings it started with (compute.persistent_rollout = true)"
+            )
+    policy, candidate, teacher = incumbent, None, teacher_checkpoint(ctx)
+    for step in range(ctx.steps):
+        if ctx.cfg.algorithm != "sft":  # a cold-start round trains on reference solutions: no rollouts
+            generate(config_path, round_index, step, teacher or policy)  # a teacher's rollouts distil (rft only)
+            verify(config_path, round_index, step)
+        (filter_sft_data if uses_sft_data(ctx) else filter_trajectories)(config_path, round_index, step)
+        trained = train(config_path, round_index, step, policy)
+        if trained is not None:
+            policy = candidate = trained
+    return candidate
+
+
+def persistent_steps(config_path: str, round_index: int, incumbent: str) -> str | None:
+    """The round's steps with one engine and learner kept loaded (resuming after its done steps); returns the candidate."""
+    ctx, log = load_ctx(config_path, round_index), run_logger()
+    markers = [read_marker(ctx.at_step(k).stage_dir("train")) for k in range(ctx.steps)]
+    done = next((k for k, m in enumerate(markers) if m is None), ctx.steps)
+    outputs = [m["checkpoint_id"] for m in markers[:done] if m["checkpoint_id"]]
+    if done < ctx.steps:
+        with live_round(ctx, incumbent, log) as worker:
+            if done:
+                log.info("round %d: resuming at step %d; replaying the training of steps 1-%d", round_index, done + 1, done)
+            for k in range(done):
+                replay_step(worker, ctx.at_step(k))
+            for step in range(done, ctx.steps):
+                policy = outputs[-1] if outputs else incumbent
+                generate(config_path, round_index, step, policy)
+                verify(config_path, round_index, step)
+                filter_trajectories(config_path, round_index, step)
+                trained = train_live(config_path, round_index, step, policy)
+                if trained is not None:
+                    outputs.append(trained)
+    return outputs[-1] if outputs else None
+
+
+@contextmanager
+def live_round(ctx: Ctx, incumbent: str, log: logging.Logger | logging.LoggerAdapter) -> Iterator[RolloutWorker]:
+    """A rollout worker on the incumbent with its learner loaded, serving the round's generate stages for the block."""
+    cfg = ctx.cfg
+    with connect(ctx.db, read_only=True) as con:
+        base = campaign_state(con, ctx.campaign_id, ctx.eval_set_id()).base_checkpoint_id
+    init = checkpoint_path(ctx, incumbent)
+    ref = checkpoint_path(ctx, base if cfg.grpo.reference == "base" else incumbent)
+    directory = ctx.campaign_dir / f"round-{ctx.round_index}" / "rollout-worker"
+    worker = RolloutWorker(
+        init, directory, gen=cfg.generation, compute=cfg.compute, dtype=cfg.model.dtype, log=log, group=cfg.compute.devices
+    )
+    with worker, serving(ctx.round_id, worker):
+        worker.init_learner(init, cfg.grpo, cfg.model.dtype, ref_dir=ref)
+        log.info("round %d: engine and learner loaded once for %d on-policy steps", ctx.round_index, ctx.steps)
+        yield worker
+
+
+def replay_step(worker: RolloutWorker, ctx: Ctx) -> None:
+    """Re-run a done step's training pass on its stored groups (same samples and seed); nothing is written."""
+    examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
+    if examples:
+        worker.train_pass(*grpo_inputs(ctx, examples))
+
+
+@task(name="train", cache_policy=NONE)
+def train_live(config_path: str, round_index: int, step: int, policy: str) -> str | None:
+    """This step's GRPO pass in the round's live learner from ``policy``; its weights go into the engine in place.
+
+    Returns the new policy's id: ``unsaved_checkpoint_id(policy, training run)`` with a ``path`` NULL row, or, on
+    the round's last step, the saved candidate's manifest id; None when nothing changed.
+
+    Raises:
+        RuntimeError: no rollout worker serves the round in this process (call it inside ``persistent_steps``).
+    """
+    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
+    out = ctx.stage_dir("train")
+    if (marker := read_marker(out)) is not None:
+        return marker["checkpoint_id"]
+    worker = live_worker(ctx.round_id)
+    if worker is None:
+        raise RuntimeError(
+            f"no rollout worker serves {ctx.round_id} in this process; run the round's steps with persistent_steps"
+        )
+    examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
+    run_id, started = training_run_id(ctx, policy, examples), now()
+    progress = bar(f"{ctx.round_id}-train-{step}", f"round {round_index}: grpo (step {step + 1}/{ctx.steps})")
+    worker.progress = lambda _name, done, total: progress(done, total)
+    with timer.compute():
+        res = worker.train_pass(*grpo_inputs(ctx, examples)) if examples else {"steps": 0, "metrics": {}, "kept": []}
+    progress(max(res["steps"], 1), max(res["steps"], 1))  # finished (also when no group carried signal)
+    trained, last = res["steps"] > 0, step == ctx.steps - 1
+    if not trained and not (last and step > 0 and _moved(ctx, policy)):
+        log.warning("nothing to train on at step %d (%d rows from the filter stage)", step, len(examples))
+        write_marker(out, {"checkpoint_id": None, "metrics": res["metrics"], **timer.summary()})
+        return None
+    if last:  # the round's candidate: the only policy of the round written to disk
+        with timer.compute():
+            ckpt_id, path = save_candidate(worker, ctx)
+    else:
+        ckpt_id, path = unsaved_checkpoint_id(policy, run_id), None
+    run = run_id if trained else None  # untrained last step: a saved copy of the unsaved policy it started from
+    consumed = [examples[i]["trajectory_id"] for i in res["kept"]]
+    with transaction(ctx.db) as con:
+        row = dict(checkpoint_id=ckpt_id, parent_id=policy, training_run_id=run, path=path)
+        record_training(con, ctx, row, run, started, res["metrics"], consumed, policy)
+    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run, "saved": path is not None, **timer.summary()})
+    log.info("step %d: %s %s on %d trajectories", step, "saved" if path else "updated in place", ckpt_id, len(consumed))
+    return ckpt_id
+
+
+def _moved(ctx: Ctx, policy: str) -> bool:
+    """Whether ``policy`` differs from the round's start (an earlier step of the round trained it)."""
+    return any((read_marker(ctx.at_step(k).stage_dir("train")) or {}).get("checkpoint_id") == policy for k in range(ctx.step))
+
+
+def save_candidate(worker: RolloutWorker, ctx: Ctx) -> tuple[str, str]:
+    """Write the learner's policy under the run's checkpoints (atomically, named by its manifest id); returns (id, path)."""
+    tmp = ctx.checkpoints_dir / f".tmp-{ctx.round_id}-candidate"
+    shutil.rmtree(tmp, ignore_errors=True)
+    worker.save(tmp)
+    ckpt_id = write_manifest(tmp)
+    final = ctx.checkpoints_dir / ckpt_id
+    publish_dir(tmp, final)  # same id: same weights, kept
+    return ckpt_id, str(final.resolve())

@@ -1,0 +1,118 @@
+"""A GRPO round whose engine and learner stay loaded for all on-policy steps: one checkpoint, lineage, resume."""
+
+import json
+
+import pytest
+
+from ratchet.loop.config import RatchetConfig, load_config
+from ratchet.loop.round_context import load_ctx, save_config
+from ratchet.store.db import query
+
+STEPS = 16
+
+
+def test_per_step_reason_names_what_keeps_the_per_step_path():
+    from ratchet.flows.rounds.grpo_round import per_step_reason
+
+    def cfg(**over) -> RatchetConfig:
+        base = {"algorithm": "grpo", "grpo.steps_per_round": 4, "tasks.train_prompts_per_round": 8}
+        return load_config(None, **{**base, **over})
+
+    assert per_step_reason(cfg()) is None  # the default: transformers on one CPU
+    assert per_step_reason(cfg(**{"generation.backend": "vllm"})) is None  # vLLM on CPU
+    assert "one on-policy step" in per_step_reason(cfg(**{"grpo.steps_per_round": 1}))
+    assert "one on-policy step" in per_step_reason(cfg(algorithm="rft"))
+    assert "persistent_rollout = false" in per_step_reason(cfg(**{"compute.persistent_rollout": False}))
+    assert "2 devices" in per_step_reason(cfg(**{"compute.devices": ["cpu", "cpu"]}))
+    assert "lora_r = 8" in per_step_reason(cfg(**{"grpo.lora_r": 8}))
+    assert "'ray'" in per_step_reason(cfg(**{"compute.engine": "ray"}))
+    gpu = {"generation.backend": "vllm", "compute.devices": ["cuda:0"]}
+    assert "gpu_memory_utilization = 0.9" in per_step_reason(cfg(**gpu))
+    assert per_step_reason(cfg(**gpu, **{"generation.gpu_memory_utilization": 0.4})) is None
+
+
+@pytest.fixture
+def steps_config(tmp_path, tiny_model_dir):
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
+    tasks.write_text("\n".join(json.dumps(x) for x in lines))
+    cfg = load_config(
+        None,
+        **{
+            "db": str(tmp_path / "g.duckdb"),
+            "campaign": "persist",
+            "algorithm": "grpo",
+            "max_rounds": 1,
+            "model.name_or_path": str(tiny_model_dir),
+            "tasks.source": "jsonl",
+            "tasks.path": str(tasks),
+            "tasks.heldout_fraction": 0.3,
+            "tasks.fewshot": 0,
+            "tasks.system_prompt": "sys",
+            "tasks.train_prompts_per_round": STEPS,  # one prompt per step
+            "tasks.heldout_prompts": 4,
+            "generation.group_size": 2,
+            "generation.max_new_tokens": 4,
+            "generation.temperature": 1.5,  # varied completions, so groups carry signal and the weights move
+            "grpo.steps_per_round": STEPS,
+            "grpo.dynamic_sampling": False,
+            "grpo.mini_batch_size": 2,
+            "grpo.micro_batch_size": 2,
+            "grpo.lr": 1e-2,
+            "gate.max_consecutive_rejections": 3,
+            "retention.enabled": False,  # keep a rejected candidate's folder, to count the folders the round wrote
+        },
+    )
+    return save_config(cfg)
+
+
+def _rows(db) -> dict:
+    tables = ("checkpoints", "trajectories", "verdicts", "training_runs", "training_examples", "evaluations")
+    return {t: query(db, f"SELECT count(*) FROM {t}")[1][0][0] for t in tables}
+
+
+@pytest.mark.slow
+def test_sixteen_step_round_saves_one_checkpoint_and_resumes(prefect_harness, steps_config):
+    """A 16-step GRPO round on CPU writes one checkpoint (the candidate), not 16; every step's policy has a row
+    (15 with path NULL, a parent chain from the incumbent) and its rollouts name it. A resumed round replays the
+    done steps' training and re-runs the rest: the same candidate, no row inserted twice."""
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.flows.rounds.grpo_round import on_policy_steps, persistent_steps
+
+    (decision,) = run_campaign(steps_config)
+    ctx = load_ctx(steps_config, 1)
+    db = ctx.db
+    base = query(db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
+    runs = query(db, "SELECT step, input_checkpoint_id, output_checkpoint_id FROM training_runs ORDER BY step")[1]
+    assert [r[0] for r in runs] == list(range(STEPS))  # every step trained (no group dropped)
+    paths = dict(query(db, "SELECT checkpoint_id, path FROM checkpoints WHERE checkpoint_id <> ?", [base])[1])
+    saved = [c for c, p in paths.items() if p is not None]
+    assert len(paths) == STEPS and len(saved) == 1 and saved == [runs[-1][2]]
+    assert sorted(p.name for p in ctx.checkpoints_dir.iterdir()) == saved  # one folder of weights for 16 steps
+    assert decision["round"] == 1 and query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0] == saved[0]
+    # The chain: step k trains what step k-1 produced; its row names that parent and its training run.
+    parents = {c: (p, r) for c, p, r in query(db, "SELECT checkpoint_id, parent_id, training_run_id FROM checkpoints")[1]}
+    run_ids = dict(query(db, "SELECT step, training_run_id FROM training_runs")[1])
+    policy = base
+    for k, inp, out in runs:
+        assert inp == policy and parents[out] == (policy, run_ids[k])
+        policy = out
+    # Step k's rollouts name the policy they were sampled from.
+    sampled = query(db, "SELECT step, list(DISTINCT checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY 1")[1]
+    assert dict(sampled) == {k: [inp] for k, inp, _ in runs}
+    before = _rows(db)
+    assert run_campaign(steps_config) == [decision] and _rows(db) == before  # a finished round: nothing new
+
+    # A crash during step 15: steps 14-15 never finished training, step 15 never generated either.
+    for k in (STEPS - 2, STEPS - 1):
+        (ctx.at_step(k).stage_dir("train") / "_SUCCESS.json").unlink()
+    for stage in ("generate", "verify", "filter"):
+        (ctx.at_step(STEPS - 1).stage_dir(stage) / "_SUCCESS.json").unlink()
+    incumbent = query(db, "SELECT incumbent_checkpoint_id FROM rounds")[1][0][0]
+    assert persistent_steps(str(steps_config), 1, incumbent) == saved[0]  # replayed on CPU: bit-identical
+    assert _rows(db) == before
+    # Its unsaved policies cannot feed per-step processes: switching the path mid-round is refused in one line.
+    cfg = ctx.cfg
+    off = save_config(cfg.model_copy(update={"compute": cfg.compute.model_copy(update={"persistent_rollout": False})}))
+    with pytest.raises(RuntimeError, match=r"ran steps \[1, 2, .*persistent_rollout = true"):
+        on_policy_steps(str(off), 1, incumbent)
