@@ -2,7 +2,9 @@
 
 The math lives in ``loop.advantages`` and ``loop.losses`` (checked against TRL's GRPOTrainer to
 1e-5); this module only orchestrates: tokenize the groups, compute advantages, compute the old
-log-probs once at the start of the pass (and the frozen reference's, when beta > 0), then
+log-probs once at the start of the pass (skipped when the pass is one optimizer step on fresh rollouts: then
+pi_old = pi_theta and the old log-probs are the training forward's, detached, as TRL does with
+``num_iterations = 1``) and the frozen reference's (when beta > 0, or when the KL guard is measured), then
 ``ppo_epochs`` passes of mini-batch updates with gradient accumulation and clipping, under
 ``accelerate`` so the same code runs on one CPU or many GPUs. Guard metrics are returned per
 optimizer step; a NaN or inf aborts the pass before anything is saved.
@@ -44,12 +46,16 @@ class GRPORun:
 
     ``temperature`` is the rollouts' sampling temperature (log-probs are computed at the same one, as TRL does);
     ``max_completion_length`` (tokens) normalizes the Dr. GRPO loss; ``max_seq_len`` (tokens) bounds prompt + completion.
+    ``measure_kl``: with ``beta = 0`` the reference's log-probs only feed the KL guard metric (``train/kl_last``);
+    False skips that forward pass (a persistent round measures it on its last step, whose policy is the candidate
+    the gate's guard judges). With ``beta > 0`` the reference is always evaluated.
     """
 
     temperature: float = 0.8
     max_completion_length: int = 32
     max_seq_len: int = 256
     seed: int = 0
+    measure_kl: bool = True
 
 
 @dataclass
@@ -477,17 +483,18 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
 
     no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
     no_sync_model.eval()
-    old_lp = no_grad_logprobs(no_sync_model)  # computed once per pass (Shao et al. 2024, Alg. 1: pi_old)
-    # The reference's log-probs are computed even with beta = 0: KL to the reference is a guard
-    # metric the gate can halt on. While the policy still is the reference, they are the old log-probs.
-    ref = learner._reference()
-    if ref is None:
-        ref_lp = old_lp
-    else:
+    # pi_old (Shao et al. 2024, Alg. 1): computed once per pass; with one optimizer step per pass it is the
+    # policy of the training forward itself, so that forward's detached log-probs serve (TRL, num_iterations = 1).
+    old_lp = None if len(minis) == 1 else no_grad_logprobs(no_sync_model)
+    # With beta = 0 the reference's log-probs feed only the KL guard metric the gate can halt on
+    # (run.measure_kl); while the policy still is the reference, they are the old log-probs.
+    ref = learner._reference() if s.beta > 0 or run.measure_kl else None
+    if ref is not None:
         ref.data = data
-        ref_lp = no_grad_logprobs(ref)
+    ref_lp = no_grad_logprobs(ref) if ref is not None else None
+    ref_is_old = ref is None and (s.beta > 0 or run.measure_kl)
     wrapped.train()
-    tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp)
+    tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp, ref_is_old)
     step_metrics = [
         _optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
         for k, mini in enumerate(minis)
@@ -503,7 +510,7 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
         "train/truncated_completions": packed.truncated_completions,
         **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
         # what the gate's guards read: where the policy ended up, not the pass average
-        "train/kl_last": last.get("train/kl/is_mean", 0.0),
+        **({"train/kl_last": last["train/kl/is_mean"]} if "train/kl/is_mean" in last else {}),  # absent: not measured
         "train/entropy_last": last.get("train/entropy/mean", 0.0),
         "train/seconds": time.perf_counter() - t0,
         "train/ranks": world,
@@ -516,8 +523,9 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
 class _StepTensors:
     cmask: object  # (N, C) bool: completion tokens that carry loss
     advantages: object  # (N,) float32
-    old_lp: object  # (N, C) float32
-    ref_lp: object  # (N, C) float32
+    old_lp: object  # (N, C) float32, or None: the training forward's detached log-probs (one step per pass)
+    ref_lp: object  # (N, C) float32, or None: the old log-probs (ref_is_old) or not measured
+    ref_is_old: bool = False  # the policy still is the reference: KL is 0 against the old log-probs
 
 
 def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors, loss_cfg, s: GRPOConfig, total, k, on_step):
@@ -542,13 +550,15 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
         sync = accelerator.no_sync(wrapped) if j < len(micros) - 1 else contextlib.nullcontext()
         with sync:
             lp, ent = wrapped(rows, with_entropy=True)
+            old = t.old_lp[mb] if t.old_lp is not None else lp.detach()
+            ref = t.ref_lp[mb] if t.ref_lp is not None else (old if t.ref_is_old else None)
             loss, m = policy_loss(
                 lp,
-                t.old_lp[mb],
+                old,
                 t.advantages[mb],
                 t.cmask[mb] & (weight > 0),
                 loss_cfg,
-                ref_logprobs=t.ref_lp[mb],
+                ref_logprobs=ref,
                 entropy=ent,
                 global_num_tokens=n_tok,
                 world_size=world,

@@ -73,7 +73,8 @@ def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress
 
 def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
     """A step's filtered groups (``rows`` of ``rollout_groups``) as learner samples, and the pass's run settings
-    (the step's seed): the same for a per-step training process and a persistent round's learner."""
+    (the step's seed; the KL guard measured on the round's last step): the same for a per-step training process and
+    a persistent round's learner."""
     gen = ctx.cfg.generation
     group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
     samples = [
@@ -90,6 +91,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
         max_completion_length=rollout_cap(ctx),
         max_seq_len=ctx.cfg.sft.max_seq_len,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
+        measure_kl=ctx.step == ctx.steps - 1,  # the KL guard judges the candidate; with beta > 0 every step evaluates it
     )
     return samples, run
 

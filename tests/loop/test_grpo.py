@@ -5,8 +5,10 @@ import torch
 
 from ratchet.loop.config import GRPOConfig
 from ratchet.loop.grpo import (
+    GRPOLearner,
     GRPORun,
     GRPOSample,
+    _rollout_module,
     _tokenize,
     completion_logprobs,
     group_advantages,
@@ -167,3 +169,34 @@ def test_lora_and_gradient_checkpointing_pass_saves_a_plain_checkpoint(tiny_mode
     assert not any("lora" in k for k in merged.state_dict())
     moved = [k for k, v in merged.state_dict().items() if not torch.equal(v, base.state_dict()[k])]
     assert moved and all("proj" in k for k in moved)  # only the adapted projections changed
+
+
+def test_training_forward_gives_pi_old_of_a_one_step_pass(tiny_model_dir):
+    """A pass of one optimizer step takes pi_old from the training forward (detached) instead of a no-grad pass
+    (TRL's num_iterations = 1 shortcut); that holds only if the two forwards agree on every completion token."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    batch = samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    packed = pack_rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), batch, 256)
+    _, cmask = packed.completion_tensors(range(len(batch)))
+    module = _rollout_module(AutoModelForCausalLM.from_pretrained(tiny_model_dir), packed, 1.0, True, cmask.shape[1])
+    for rows in ([0, 1, 2, 3], [4, 5, 6, 7], list(range(8))):
+        module.eval()
+        with torch.no_grad():
+            old, _ = module(rows)
+        module.train()
+        lp, _ = module(rows, with_entropy=True)
+        assert lp.requires_grad
+        torch.testing.assert_close(lp.detach() * cmask[rows], old * cmask[rows], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("measure_kl", [True, False])
+def test_kl_guard_measured_only_when_asked_at_beta_zero(tiny_model_dir, measure_kl):
+    batch = samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    learner = GRPOLearner(tiny_model_dir, GRPOConfig(lr=1e-3, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4, beta=0.0))
+    first = learner.train_pass(batch, GRPORun(temperature=1.0, measure_kl=True))
+    assert first.metrics["train/kl_last"] == pytest.approx(0.0, abs=1e-6)  # the policy still was the reference
+    second = learner.train_pass(batch, GRPORun(temperature=1.0, seed=1, measure_kl=measure_kl))
+    assert ("train/kl_last" in second.metrics) == measure_kl  # absent, never a fake 0, when not measured
+    if measure_kl:
+        assert second.metrics["train/kl_last"] > 0.0  # one update moved the policy off the reference
