@@ -26,6 +26,7 @@ Run: ``.venv/bin/python benchmarks/grpo_vs_trl.py [--steps 16] [--per-step]`` (a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -137,7 +138,8 @@ def run_ours(args, out: Path) -> dict:
         b.close()
         t_gen = time.perf_counter() - t0
         samples = _samples(comps, prompts, render, cfg)
-        res = train_grpo(policy, samples, out / f"step-{step}", st, run, ref_dir=base, optimizer_state=out / "optimizer.pt")
+        step_run = dataclasses.replace(run, measure_kl=step == args.steps - 1)
+        res = train_grpo(policy, samples, out / f"step-{step}", st, step_run, ref_dir=base, optimizer_state=out / "optimizer.pt")
         if res.checkpoint_dir is not None:
             policy = res.checkpoint_dir
         times.append(time.perf_counter() - t0)
@@ -175,7 +177,8 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
             )
             t_gen = time.perf_counter() - t0
             samples = _samples(comps, prompts, render, cfg)
-            res = w.train_pass(samples, run)  # the new weights go into the engine in place
+            last = step == args.steps - 1  # as a round: at beta = 0 the KL guard's reference pass on the last step only
+            res = w.train_pass(samples, dataclasses.replace(run, measure_kl=last))  # new weights go into the engine in place
             times.append(time.perf_counter() - t0)
             print(
                 f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass "
