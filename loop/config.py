@@ -43,7 +43,13 @@ class ModelConfig(_Frozen):
 class GenerationConfig(_Frozen):
     backend: Literal["transformers", "vllm"] = Field("transformers", description="Generation backend.")
     group_size: int = Field(4, ge=1, description="G: completions sampled per prompt (a group).")
-    temperature: float = Field(0.8, ge=0.0, description="Sampling temperature for rollouts.")
+    temperature: float = Field(
+        0.8,
+        ge=0.0,
+        description="Sampling temperature for rollouts. 0.8 is what the README's RFT and GRPO demo tables were measured "
+        "with; RL practice often samples at 1.0-1.5 for GRPO (more diverse groups), not yet compared here "
+        "(`ratchet sweep --grid generation.temperature=0.8,1.2` measures it).",
+    )
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
     max_new_tokens: int | Literal["auto"] = Field(
         32,
@@ -338,7 +344,13 @@ class GRPOConfig(_LoRA):
     )
     epsilon_low: float = Field(0.2, ge=0.0, lt=1.0, description="Lower clip range of the importance ratio.")
     epsilon_high: float = Field(0.2, ge=0.0, description="Upper clip range; DAPO clip-higher recommends 0.28.")
-    beta: float = Field(0.0, ge=0.0, description="KL coefficient to the reference (GRPO paper 0.04; DAPO, Dr. GRPO 0).")
+    beta: float = Field(
+        0.0,
+        ge=0.0,
+        description="KL coefficient to the reference (GRPO paper 0.04; DAPO, Dr. GRPO 0; common grid 0.001-0.03). "
+        "0 is what the README's GRPO demo was measured with; the KL to the reference is still measured and "
+        "guarded (grpo.max_kl). Not yet compared here against the grid (`ratchet sweep --grid grpo.beta=...`).",
+    )
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
     reference: Literal["base", "incumbent"] = Field(
         "incumbent",
