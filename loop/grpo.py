@@ -488,11 +488,12 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     old_lp = None if len(minis) == 1 else no_grad_logprobs(no_sync_model)
     # With beta = 0 the reference's log-probs feed only the KL guard metric the gate can halt on
     # (run.measure_kl); while the policy still is the reference, they are the old log-probs.
-    ref = learner._reference() if s.beta > 0 or run.measure_kl else None
+    want_ref = s.beta > 0 or run.measure_kl
+    ref = learner._reference() if want_ref else None
     if ref is not None:
         ref.data = data
     ref_lp = no_grad_logprobs(ref) if ref is not None else None
-    ref_is_old = ref is None and (s.beta > 0 or run.measure_kl)
+    ref_is_old = want_ref and ref is None
     wrapped.train()
     tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp, ref_is_old)
     step_metrics = [

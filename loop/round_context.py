@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
 from ratchet.common.seeds import derive_seed
-from ratchet.loop.config import RatchetConfig
+from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation import eval_set_id
 from ratchet.loop.stages import stage_of
 from ratchet.loop.task_sets import TaskSet
@@ -95,6 +95,11 @@ class Ctx:
     def steps(self) -> int:
         """On-policy steps of a round: grpo.steps_per_round for GRPO, 1 for rejection-sampling fine-tuning."""
         return self.cfg.grpo.steps_per_round if self.cfg.algorithm == "grpo" else 1
+
+    @property
+    def trainer_cfg(self) -> GRPOConfig | SFTConfig:
+        """The round's trainer settings: ``[grpo]`` for GRPO, ``[sft]`` for rejection sampling and cold-start SFT."""
+        return self.cfg.grpo if self.cfg.algorithm == "grpo" else self.cfg.sft
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -155,11 +155,8 @@ def _rollouts(ctx: Ctx, policy: str, prompts: list[Prompt], params: SamplingPara
 
 def training_run_id(ctx: Ctx, init_id: str, examples: list[dict]) -> str:
     """Deterministic id of a step's training run: algorithm, round, start policy, consumed candidates, settings."""
-    cfg = ctx.cfg
-    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
-    return short_hash(
-        cfg.algorithm, ctx.round_id, init_id, sorted(e["trajectory_id"] for e in examples), algo_cfg.model_dump_json()
-    )
+    ids = sorted(e["trajectory_id"] for e in examples)
+    return short_hash(ctx.cfg.algorithm, ctx.round_id, init_id, ids, ctx.trainer_cfg.model_dump_json())
 
 
 def record_training(
@@ -180,10 +177,11 @@ def record_training(
     insert_rows(con, "checkpoints", [dict(model_ref=cfg.model.name_or_path, created_at=now(), **checkpoint)])
     if run_id is None:
         return
-    algo_cfg = cfg.grpo if cfg.algorithm == "grpo" else cfg.sft
     run = dict(training_run_id=run_id, round_id=ctx.round_id, algorithm=cfg.algorithm, input_checkpoint_id=input_id)
     run |= dict(output_checkpoint_id=checkpoint["checkpoint_id"], num_examples=len(consumed), step=ctx.step)
-    run |= dict(config_json=algo_cfg.model_dump_json(), metrics_json=json.dumps(metrics), started_at=started, finished_at=now())
+    run |= dict(
+        config_json=ctx.trainer_cfg.model_dump_json(), metrics_json=json.dumps(metrics), started_at=started, finished_at=now()
+    )
     insert_rows(con, "training_runs", [run])
     insert_rows(con, "training_examples", training_example_rows(run_id, consumed, examples or []))
 

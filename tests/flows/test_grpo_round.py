@@ -1,12 +1,11 @@
 """A GRPO round whose engine and learner stay loaded for all on-policy steps: one checkpoint, lineage, resume."""
 
-import json
-
 import pytest
 
 from ratchet.loop.config import RatchetConfig, load_config
 from ratchet.loop.round_context import load_ctx, save_config
 from ratchet.store.db import query
+from tests.flows.test_round import write_sum_tasks
 
 STEPS = 16
 
@@ -33,9 +32,7 @@ def test_per_step_reason_names_what_keeps_the_per_step_path():
 
 @pytest.fixture
 def steps_config(tmp_path, tiny_model_dir):
-    tasks = tmp_path / "tasks.jsonl"
-    lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
-    tasks.write_text("\n".join(json.dumps(x) for x in lines))
+    tasks = write_sum_tasks(tmp_path)
     cfg = load_config(
         None,
         **{

@@ -13,15 +13,14 @@ from ratchet.loop.round_context import load_ctx, save_config
 from ratchet.store.db import query, transaction
 from ratchet.store.queries import set_round_status
 from tests.flows.test_report import images, page_text
+from tests.flows.test_round import write_sum_tasks
 
 pytestmark = pytest.mark.slow
 
 
 def tiny_config_file(tmp, model_dir, campaign="tiny-grpo", **extra):
     """A one-round campaign of the tiny model on sums (the settings of tests/flows/test_round.py; GRPO unless overridden)."""
-    tasks = tmp / "tasks.jsonl"
-    lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
-    tasks.write_text("\n".join(json.dumps(x) for x in lines))
+    tasks = write_sum_tasks(tmp)
     cfg = load_config(
         None,
         **{

@@ -47,11 +47,17 @@ def counts(db):
     return {t: query(db, f"SELECT count(*) FROM {t}")[1][0][0] for t in TABLES}
 
 
-@pytest.fixture
-def tiny_config(tmp_path, tiny_model_dir):
-    tasks = tmp_path / "tasks.jsonl"
+def write_sum_tasks(folder):
+    """``folder/tasks.jsonl``: the 64 sums ``a + b`` (1..8 each) the tiny-model round tests train and evaluate on."""
+    tasks = folder / "tasks.jsonl"
     lines = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
     tasks.write_text("\n".join(json.dumps(x) for x in lines))
+    return tasks
+
+
+@pytest.fixture
+def tiny_config(tmp_path, tiny_model_dir):
+    tasks = write_sum_tasks(tmp_path)
     cfg = load_config(
         None,
         **{
