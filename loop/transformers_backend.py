@@ -50,6 +50,7 @@ class TransformersBackend:
         self.device = device
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
+        self.shared = False  # True: self.model is a co-located learner's policy (share_module)
         self.eos_ids = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
 
     def render(self, messages: list[dict[str, str]]) -> str:
@@ -80,6 +81,14 @@ class TransformersBackend:
         Raises:
             ValueError: ``jobs`` is not aligned to ``batch_size`` or runs past the job list.
         """
+        training = self.model.training  # a shared learner's policy is in train mode between its passes
+        self.model.eval()
+        try:
+            return self._generate(messages, params, progress, jobs)
+        finally:
+            self.model.train(training)
+
+    def _generate(self, messages, params: SamplingParams, progress: ProgressFn | None, jobs: range | None) -> list[Completion]:
         torch = self.torch
         ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
         plen = _shared_prefix_len(ids) if self.prefix_cache else 0
@@ -138,6 +147,22 @@ class TransformersBackend:
             mask[k, width - (len(r) - plen) :] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
+    def share_module(self, model) -> bool:
+        """Generate from ``model`` itself from now on: the co-located learner's policy, whose parameters its
+        optimizer updates in place, so a new policy reaches the engine with no copy (and one copy of the weights
+        is held, not two). Generation runs it in eval mode and restores its mode after.
+
+        Returns:
+            True when shared; False (nothing changed) when ``model`` is not the same architecture with the same
+            parameter names, shapes, dtype and device as the loaded one.
+        """
+        mine = {n: (tuple(p.shape), p.dtype, p.device) for n, p in self.model.named_parameters()}
+        theirs = {n: (tuple(p.shape), p.dtype, p.device) for n, p in model.named_parameters()}
+        if type(model) is not type(self.model) or mine != theirs:
+            return False
+        self.model, self.shared = model, True
+        return True
+
     def update_weights(self, weights: Weights | str | Path) -> None:
         """Load new policy weights into the loaded model in place (the same module object; dtype and device kept).
 
@@ -147,9 +172,12 @@ class TransformersBackend:
 
         Raises:
             ValueError: a name the model does not have, or a missing weight that is not tied to a given one
-                (the message lists a few).
+                (the message lists a few); or the engine shares a learner's module (``share_module``), whose
+                weights are the learner's to change.
         """
         torch = self.torch
+        if self.shared:
+            raise ValueError("update_weights: the engine generates from the co-located learner's policy; train it instead")
         state = read_weights(weights) if isinstance(weights, str | Path) else dict(weights)
         with torch.no_grad():
             missing, unexpected = self.model.load_state_dict(state, strict=False)

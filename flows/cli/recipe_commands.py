@@ -11,8 +11,9 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from ratchet.flows.cli.common import DB_HELP, console, err, fail, known_errors
+from ratchet.flows.cli.common import DB_HELP, console, err, fail, known_errors, safe
 from ratchet.flows.settings import configure_prefect
 
 
@@ -116,7 +117,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     from ratchet.flows.rounds.progress import set_reporter
     from ratchet.loop.round_context import save_config
 
-    console.print(f"[bold]({i}/{n}) campaign {cfg.campaign}[/]")
+    console.print(Text(safe(f"({i}/{n}) campaign {cfg.campaign}"), style="bold"))
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         preflight(cfg)

@@ -131,10 +131,16 @@ class RolloutWorker:
 
     # --- a co-located learner (engine and trainer share the worker's device) ------------------------
 
-    def init_learner(self, init_dir: str | Path, grpo: GRPOConfig, dtype: str, ref_dir: str | Path | None = None) -> None:
-        """Load a ``GRPOLearner`` beside the engine (the policy, AdamW and the reference stay loaded for the round)."""
+    def init_learner(self, init_dir: str | Path, grpo: GRPOConfig, dtype: str, ref_dir: str | Path | None = None) -> bool:
+        """Load a ``GRPOLearner`` beside the engine (the policy, AdamW and the reference stay loaded for the round).
+
+        Returns:
+            True when the engine now generates from the learner's own module (transformers backend, full weights,
+            same dtype): each pass's update reaches it with no copy. False: each pass copies its weights in.
+        """
         req = {"op": "learner_init", "init_dir": str(init_dir), "grpo": grpo.model_dump(mode="json"), "dtype": dtype}
-        self._send({**req, "ref_dir": str(ref_dir) if ref_dir else None}, timeout_s=self.compute.train_timeout_s)
+        resp = self._send({**req, "ref_dir": str(ref_dir) if ref_dir else None}, timeout_s=self.compute.train_timeout_s)
+        return bool(resp.get("shared"))
 
     def train_pass(self, samples: list[GRPOSample], run: GRPORun) -> dict:
         """One learner pass over ``samples``; its weights then go into the engine in place (nothing is written).

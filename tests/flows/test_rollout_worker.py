@@ -90,7 +90,7 @@ def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_d
     ) as w:
         with pytest.raises(WorkerFailed, match="before 'learner_init'"):
             w.train_pass(samples, run)
-        w.init_learner(tiny_model_dir, grpo, "float32")
+        assert w.init_learner(tiny_model_dir, grpo, "float32")  # the engine generates from the learner's module
         for _ in range(2):  # two on-policy passes, no checkpoint between them
             res = w.train_pass(samples, run)
             assert res["steps"] == 1 and len(res["kept"]) == 6
@@ -98,3 +98,50 @@ def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_d
         w.save(tmp_path / "candidate")
     assert [c.text for c in TransformersBackend(tmp_path / "candidate", batch_size=4).generate(MSGS, GREEDY)] == live
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["candidate", "w"]  # one checkpoint written
+
+
+def test_shared_module_generates_the_learners_current_policy(tiny_model_dir, tmp_path):
+    """``share_module``: the engine generates from the learner's module (mode restored), refuses a mismatched one,
+    and refuses ``update_weights`` once shared (those weights are the learner's)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    engine = TransformersBackend(tiny_model_dir, batch_size=4)
+    assert not engine.share_module(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64))
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model_dir).train()
+    assert engine.share_module(policy) and engine.model is policy
+    with torch.no_grad():
+        for p in policy.parameters():  # an optimizer step, in place
+            p.add_(torch.randn_like(p) * (p.abs().mean() + 0.1))
+    got = [c.text for c in engine.generate(MSGS, GREEDY)]
+    assert policy.training  # its mode is the learner's again
+    policy.save_pretrained(tmp_path / "saved")
+    engine.tokenizer.save_pretrained(tmp_path / "saved")
+    assert got == [c.text for c in TransformersBackend(tmp_path / "saved", batch_size=4).generate(MSGS, GREEDY)]
+    with pytest.raises(ValueError, match="co-located learner"):
+        engine.update_weights(tmp_path / "saved")
+
+
+def test_adamw_fused_kernel_computes_the_foreach_update():
+    import torch
+
+    from ratchet.loop.grpo import adamw
+
+    torch.manual_seed(0)
+    start = [torch.randn(64, 33), torch.randn(7)]
+    results = []
+    for make in (
+        lambda q: adamw(q, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.0),
+        lambda q: torch.optim.AdamW(q, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.0, foreach=True),
+    ):
+        q = [torch.nn.Parameter(t.clone()) for t in start]
+        opt, g = make(q), torch.Generator().manual_seed(1)
+        for _ in range(5):
+            for p in q:
+                p.grad = torch.randn(p.shape, generator=g)
+            opt.step()
+        results.append([p.detach() for p in q])
+    assert adamw([torch.nn.Parameter(torch.zeros(2))], lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0).defaults["fused"]
+    assert not torch.equal(results[0][0], start[0])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
