@@ -87,7 +87,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
         for r in rows
     ]
     run = GRPORun(
-        temperature=gen.temperature,
+        temperature=ctx.cfg.rollout_temperature,
         max_completion_length=rollout_cap(ctx),
         max_seq_len=ctx.cfg.sft.max_seq_len,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),

@@ -208,7 +208,7 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
         for G, subset in sorted(by_g.items()):
             params = SamplingParams(
                 n=G,
-                temperature=g.temperature,
+                temperature=ctx.cfg.rollout_temperature,
                 top_p=g.top_p,
                 max_new_tokens=cap,
                 seed=derive_seed("rollouts", g.seed, round_index, step),

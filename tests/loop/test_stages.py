@@ -96,3 +96,15 @@ def test_every_stage_config_has_campaign_settings():
     for r in (1, 2, 4):  # sft, grpo (its sft section left out), rft (its grpo section left out)
         settings = stage_of(c, r)[1].campaign_settings()
         assert ("sft" in settings) == (r != 2) and ("grpo" in settings) == (r == 2)
+
+
+def test_rollout_temperature_default_is_per_algorithm_and_per_stage():
+    assert RatchetConfig(algorithm="rft").rollout_temperature == 0.8
+    assert RatchetConfig(algorithm="grpo").rollout_temperature == 1.2
+    assert RatchetConfig.model_validate({"algorithm": "grpo", "generation": {"temperature": 0.8}}).rollout_temperature == 0.8
+    c = RatchetConfig.model_validate({"stages": STAGES[:1] + [{**STAGES[1], "generation": {}}] + STAGES[2:]})
+    assert [stage_of(c, r)[1].rollout_temperature for r in (1, 2, 4)] == [0.8, 1.2, 0.8]  # each stage its algorithm's
+    assert stage_of(cfg(), 2)[1].rollout_temperature == 1.1  # a stage's own value wins
+    # an rft campaign recorded before the default moved (0.8 written out) has the same settings; a grpo one does not
+    assert RatchetConfig(algorithm="rft").campaign_settings()["generation"]["temperature"] == 0.8
+    assert RatchetConfig(algorithm="grpo").campaign_settings()["generation"]["temperature"] == 1.2
