@@ -64,9 +64,11 @@ class Completion:
 
 class GenerationBackend(Protocol):
     """A loaded engine: ``generate`` chats, ``update_weights`` in place (new policy weights into the same engine,
-    no reload: the on-policy steps of a round keep one engine), ``close``."""
+    no reload: the on-policy steps of a round keep one engine), ``share_module`` (generate from a co-located
+    learner's own module, where the engine can), ``close``."""
 
     name: str
+    shared: bool  # True once share_module took a learner's module: its updates reach the engine with no copy
 
     def generate(
         self,
@@ -77,6 +79,8 @@ class GenerationBackend(Protocol):
     ) -> list[Completion]: ...
 
     def update_weights(self, weights: Mapping[str, Any] | str | Path) -> None: ...
+
+    def share_module(self, model: Any) -> bool: ...
 
     def close(self) -> None: ...
 

@@ -444,9 +444,10 @@ class GRPOLearner:
         Raises:
             ValueError: with LoRA (merge-and-save a checkpoint instead) or FSDP (weights are sharded).
         """
-        if self.s.lora_r or self.fsdp:
+        policy = self.policy_module()
+        if policy is None:
             raise ValueError("GRPOLearner.state_dict needs full weights on one rank (grpo.lora_r = 0, compute.fsdp = false)")
-        return self.accelerator.unwrap_model(self.wrapped).policy.state_dict()
+        return policy.state_dict()
 
     def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> Path:
         """Write the policy (LoRA merged; the learner is spent after that with LoRA) and optionally AdamW's moments."""

@@ -207,6 +207,12 @@ class VLLMBackend:
             tok_ids.append(self.tokenizer.eos_token_id)  # vLLM's own EOS stop leaves stop_reason None
         return tok_ids
 
+    shared = False  # vLLM's workers hold their own copy of the weights
+
+    def share_module(self, model) -> bool:
+        """Always False: vLLM's engine workers hold their own weights; a learner's updates go in by ``update_weights``."""
+        return False
+
     def update_weights(self, weights: Weights | str | Path) -> None:
         """Load new policy weights into the running engine in place (no new engine), then drop its prefix cache.
 

@@ -165,9 +165,9 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
         s = GRPOConfig(**req["grpo"])
         learner["grpo"] = GRPOLearner(req["init_dir"], s, ref_dir=req.get("ref_dir"), dtype=req["dtype"])
         # transformers engine: generate from the learner's own module (no copy per pass, one set of weights held)
-        policy, share = learner["grpo"].policy_module(), getattr(backend, "share_module", None)
-        learner["shared"] = bool(policy is not None and share is not None and share(policy))
-        return {"ok": True, "seconds": time.perf_counter() - t0, "shared": learner["shared"]}
+        policy = learner["grpo"].policy_module()
+        shared = policy is not None and backend.share_module(policy)
+        return {"ok": True, "seconds": time.perf_counter() - t0, "shared": shared}
     if op in ("train_pass", "save") and "grpo" not in learner:
         raise ValueError(f"rollout request {op!r} before 'learner_init'; initialise the learner first")
     if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
@@ -177,7 +177,7 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
         res = learner["grpo"].train_pass(
             read_samples(Path(req["samples"])), GRPORun(**req["run"]), on_step=lambda k, n, _m: report(k, n)
         )
-        if res.steps and not learner["shared"]:
+        if res.steps and not backend.shared:
             backend.update_weights(learner["grpo"].state_dict())
         metrics = {**res.metrics, "steps": res.step_metrics}
         return {"ok": True, "seconds": time.perf_counter() - t0, "metrics": metrics, "kept": res.kept, "steps": res.steps}
