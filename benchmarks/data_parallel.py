@@ -37,8 +37,8 @@ TEXTS = ["Answer: 7", "3 + 4 = 7, so the result is 7.\nAnswer: 7", "Answer: 12",
 
 
 def _samples(groups: int, g: int):
-    from ratchet.loop.grpo import GRPOSample
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.train.grpo import GRPOSample
+    from ratchet.loop.train.sft import SFTExample
 
     out = []
     for i in range(groups):
@@ -52,7 +52,7 @@ def _samples(groups: int, g: int):
 def _train(model: str, out: Path, groups: int, g: int) -> dict:
     """One GRPO pass into ``out``; returns this rank's rows and timing."""
     from ratchet.loop.config import GRPOConfig
-    from ratchet.loop.grpo import GRPORun, train_grpo
+    from ratchet.loop.train.grpo import GRPORun, train_grpo
 
     cfg = GRPOConfig(loss_type="dapo", lr=3e-4, mini_batch_size=max(2, groups * g // 2), micro_batch_size=4)
     res = train_grpo(model, _samples(groups, g), out, cfg, GRPORun(temperature=1.0, max_completion_length=32, seed=1))
@@ -63,7 +63,7 @@ def _tiny_model(dest: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from ratchet.loop.models import resolve_model
+    from ratchet.loop.checkpoints import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
     torch.manual_seed(0)
@@ -97,7 +97,7 @@ def main() -> None:
         info = _train(args.model, Path(args.rank_run), args.groups, args.group_size)
         Path(args.rank_run, f"rank-{os.environ.get('RANK', '0')}.json").write_text(json.dumps(info))
         return
-    from ratchet.loop.data_parallel import max_rel_param_diff
+    from ratchet.loop.train.data_parallel import max_rel_param_diff
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(_tiny_model(Path(tmp) / "init"))

@@ -42,7 +42,7 @@ SYSTEM = "Solve the arithmetic problem. Show the calculation, then give the fina
 
 def chats(n: int, seed: int) -> list[list[dict[str, str]]]:
     """``n`` held-out arithmetic prompts as the demo renders them."""
-    from ratchet.loop.tasks import ArithmeticTasks, chat_messages
+    from ratchet.loop.tasks.sources import ArithmeticTasks, chat_messages
 
     src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
     return [chat_messages(SYSTEM, src.fewshot(2), p.question) for p in src.draw(n, "heldout", seed)]
@@ -87,10 +87,10 @@ def main() -> None:
     if args.repeats < 5:
         ap.error(f"--repeats ({args.repeats}) must be >= 5: fewer per-pass ratios cannot resolve a 3% overhead on a busy machine")
 
-    from ratchet.loop.generation import SamplingParams, timed_generate
-    from ratchet.loop.models import resolve_model
-    from ratchet.loop.transformers_backend import TransformersBackend
-    from ratchet.loop.vllm_backend import VLLMBackend
+    from ratchet.loop.checkpoints import resolve_model
+    from ratchet.loop.generation.base import SamplingParams, timed_generate
+    from ratchet.loop.generation.transformers_backend import TransformersBackend
+    from ratchet.loop.generation.vllm_backend import VLLMBackend
 
     model = resolve_model("smollm2-135m-instruct")
     msgs = chats(args.prompts, args.seed)

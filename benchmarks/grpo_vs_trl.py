@@ -46,9 +46,9 @@ sys.path.insert(0, str(ROOT))
 
 def _setup(args):
     """Model dir, train prompts (one chunk per step), held-out prompts and the chat renderer, as the demo builds them."""
+    from ratchet.loop.checkpoints import resolve_model
     from ratchet.loop.config import RatchetConfig
-    from ratchet.loop.models import resolve_model
-    from ratchet.loop.tasks import chat_messages, make_task_source
+    from ratchet.loop.tasks.sources import chat_messages, make_task_source
 
     cfg = RatchetConfig()
     t = cfg.tasks
@@ -78,8 +78,8 @@ def _rewards(completions: list[str], golds: list[str], cfg) -> list[float]:
 
 def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
     """Greedy held-out pass@1 with Ratchet's backend and verifier (the gate's metric)."""
-    from ratchet.loop.generation import SamplingParams
-    from ratchet.loop.transformers_backend import TransformersBackend
+    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.verifiers.reward import score_batch
 
     b = TransformersBackend(model_dir, batch_size=cfg.generation.batch_size)
@@ -95,8 +95,8 @@ def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
 
 def _samples(comps, prompts, render, cfg) -> list:
     """Scored GRPO samples of one step's completions (the same for the per-step and the persistent mode)."""
-    from ratchet.loop.grpo import GRPOSample
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.train.grpo import GRPOSample
+    from ratchet.loop.train.sft import SFTExample
 
     rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
     return [
@@ -107,9 +107,9 @@ def _samples(comps, prompts, render, cfg) -> list:
 
 def run_ours(args, out: Path) -> dict:
     from ratchet.loop.config import GRPOConfig
-    from ratchet.loop.generation import SamplingParams
-    from ratchet.loop.grpo import GRPORun, train_grpo
-    from ratchet.loop.transformers_backend import TransformersBackend
+    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.transformers_backend import TransformersBackend
+    from ratchet.loop.train.grpo import GRPORun, train_grpo
 
     base, train, heldout, render, cfg = _setup(args)
     st = GRPOConfig(
@@ -159,7 +159,7 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
 
     from ratchet.flows.compute.rollout import RolloutWorker
     from ratchet.loop.config import ComputeConfig
-    from ratchet.loop.generation import SamplingParams
+    from ratchet.loop.generation.base import SamplingParams
 
     base, train, heldout, render, cfg = _setup(args)
     log = logging.getLogger("grpo_vs_trl")

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from math_recall_corpus import rows  # noqa: E402
 
 from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch  # noqa: E402
-from ratchet.verifiers.math_sympy import _WARMUP  # noqa: E402
+from ratchet.verifiers.math.symbolic import _WARMUP  # noqa: E402
 
 Row = tuple[str, str, str, str, bool]
 

@@ -6,7 +6,7 @@ import logging
 import os
 from pathlib import Path
 
-from ratchet.loop.models import ratchet_home
+from ratchet.loop.checkpoints import ratchet_home
 
 
 def configure_prefect(quiet_console: bool = True) -> None:

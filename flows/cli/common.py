@@ -67,9 +67,9 @@ def fail(msg: str, code: int = 2) -> None:
 def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.flows.compute.pool import StageTimeout, WorkerFailed
     from ratchet.flows.rounds.campaign import CampaignConflict
+    from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.config import ConfigError
-    from ratchet.loop.models import ModelError
-    from ratchet.loop.tasks import TaskDataError
+    from ratchet.loop.tasks.sources import TaskDataError
     from ratchet.store.db import StoreError
     from ratchet.store.retention import DiskSpaceError
 

@@ -95,7 +95,7 @@ def init(
 ) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), or a recipe."""
     from ratchet.common.files import atomic_write_text
-    from ratchet.loop.config_toml import RECIPES, render_default_toml, render_recipe
+    from ratchet.loop.config.template import RECIPES, render_default_toml, render_recipe
 
     if recipe is not None and recipe not in RECIPES:
         fail(f"--recipe {recipe!r} is unknown; recipes: {', '.join(RECIPES)}")

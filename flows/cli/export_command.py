@@ -25,8 +25,8 @@ def export(
     import pyarrow as pa
 
     from ratchet.common.files import atomic_path, atomic_write_parquet, atomic_write_text
-    from ratchet.loop.chat_render import chats
-    from ratchet.loop.models import ModelError
+    from ratchet.loop.checkpoints import ModelError
+    from ratchet.loop.tasks.chat import chats
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.export import campaign_config_json, export_table
 

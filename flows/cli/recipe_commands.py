@@ -87,8 +87,8 @@ def sweep(
     """
     configure_prefect(quiet_console=not verbose)
     from ratchet.flows.report.sweep import write_comparison
+    from ratchet.loop.campaign.sweep import parse_grid, sweep_configs
     from ratchet.loop.config import ConfigError, load_config
-    from ratchet.loop.sweep import parse_grid, sweep_configs
 
     try:
         base = load_config(config, db=str(db) if db else None, campaign=campaign)
@@ -115,7 +115,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     from ratchet.flows.cli.commands import RichReporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
-    from ratchet.loop.round_context import save_config
+    from ratchet.loop.campaign.context import save_config
 
     console.print(Text(safe(f"({i}/{n}) campaign {cfg.campaign}"), style="bold"))
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]

@@ -43,7 +43,7 @@ from ratchet.flows.compute import ray_engine
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed, backend_spec, merge_shards, shard_file
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
 
 LEVELS = {
     "DEBUG": logging.DEBUG,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ratchet.common.files import atomic_write_parquet
-from ratchet.loop.generation import Completion
+from ratchet.loop.generation.base import Completion
 
 
 class StageTimeout(TimeoutError):
@@ -91,7 +91,7 @@ def response_file(directory: Path, seq: int) -> Path:
 
 
 def write_samples(path: Path, samples) -> None:
-    """GRPO samples (``ratchet.loop.grpo.GRPOSample``) as a Parquet file for a rollout worker's "train_pass"."""
+    """GRPO samples (``ratchet.loop.train.grpo.GRPOSample``) as a Parquet file for a rollout worker's "train_pass"."""
     import json
 
     import pyarrow as pa
@@ -115,8 +115,8 @@ def read_samples(path: Path) -> list:
 
     import pyarrow.parquet as pq
 
-    from ratchet.loop.grpo import GRPOSample
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.train.grpo import GRPOSample
+    from ratchet.loop.train.sft import SFTExample
 
     return [
         GRPOSample(r["group"], SFTExample(json.loads(r["messages"]), r["completion"]), float(r["reward"]), bool(r["truncated"]))

@@ -32,8 +32,8 @@ from ratchet.flows.compute.pool import TAIL_LINES, ProgressCb, StageTimeout, Wor
 from ratchet.flows.compute.protocol import backend_spec, request_file, response_file, write_samples
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig, GRPOConfig
-from ratchet.loop.generation import Completion, SamplingParams
-from ratchet.loop.grpo import GRPORun, GRPOSample
+from ratchet.loop.generation.base import Completion, SamplingParams
+from ratchet.loop.train.grpo import GRPORun, GRPOSample
 
 
 class RolloutWorker:

@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
-from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.lengths import round_max_new_tokens
-from ratchet.loop.models import verify_checkpoint
-from ratchet.loop.round_context import Ctx
-from ratchet.loop.sft import SFTExample, train_sft
-from ratchet.loop.tasks import Prompt
+from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.checkpoints import verify_checkpoint
+from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
+from ratchet.loop.train.lengths import round_max_new_tokens
+from ratchet.loop.train.sft import SFTExample, train_sft
 from ratchet.store.db import connect
 from ratchet.store.queries import checkpoint_dir, last_rollout_p90
 

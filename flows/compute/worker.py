@@ -63,8 +63,8 @@ def progress_printer(bar: str, every_s: float = 0.5):
 def run_generate(request_path: Path, shard: int) -> None:
     """Run shard ``shard`` of every call in the request; skip calls whose shard file exists."""
     from ratchet.flows.compute.protocol import shard_file, write_shard
-    from ratchet.loop.backends import make_backend
-    from ratchet.loop.generation import SamplingParams
+    from ratchet.loop.generation.backends import make_backend
+    from ratchet.loop.generation.base import SamplingParams
 
     req = json.loads(request_path.read_text())
     key = request_path.stem
@@ -117,7 +117,7 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
     (``protocol.request_file``: generate into a shard file, update weights in place, stop) in sequence order until
     "stop". A request that fails is answered with its error and the worker stays up; the parent decides."""
     from ratchet.flows.compute.protocol import request_file, response_file
-    from ratchet.loop.backends import make_backend
+    from ratchet.loop.generation.backends import make_backend
 
     spec = json.loads((directory / "engine.json").read_text())
     log = logging.getLogger("ratchet.flows.compute.worker")
@@ -151,7 +151,7 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
 def _serve_one(backend, req: dict, learner: dict) -> dict:
     """One request. ``learner`` holds the co-located ``GRPOLearner`` (key "grpo") once "learner_init" made it."""
     from ratchet.flows.compute.protocol import read_samples, write_shard
-    from ratchet.loop.generation import SamplingParams
+    from ratchet.loop.generation.base import SamplingParams
 
     t0 = time.perf_counter()
     op = req["op"]
@@ -160,7 +160,7 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
         return {"ok": True, "seconds": time.perf_counter() - t0}
     if op == "learner_init":
         from ratchet.loop.config import GRPOConfig
-        from ratchet.loop.grpo import GRPOLearner
+        from ratchet.loop.train.grpo import GRPOLearner
 
         s = GRPOConfig(**req["grpo"])
         learner["grpo"] = GRPOLearner(req["init_dir"], s, ref_dir=req.get("ref_dir"), dtype=req["dtype"])
@@ -171,7 +171,7 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
     if op in ("train_pass", "save") and "grpo" not in learner:
         raise ValueError(f"rollout request {op!r} before 'learner_init'; initialise the learner first")
     if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
-        from ratchet.loop.grpo import GRPORun
+        from ratchet.loop.train.grpo import GRPORun
 
         report = progress_printer("train")
         res = learner["grpo"].train_pass(
@@ -199,7 +199,7 @@ def run_train(config: str, round_index: int, init_id: str, ref_id: str | None, o
     import pyarrow.parquet as pq
 
     from ratchet.flows.compute.training import train_compute
-    from ratchet.loop.round_context import load_ctx
+    from ratchet.loop.campaign.context import load_ctx
 
     ctx = load_ctx(config, round_index, step)
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()

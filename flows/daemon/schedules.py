@@ -66,7 +66,7 @@ def describe(schedule) -> str:
 
 
 def state_path() -> Path:
-    from ratchet.loop.models import ratchet_home
+    from ratchet.loop.checkpoints import ratchet_home
 
     return Path(os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect").expanduser() / STATE_FILE
 

@@ -111,7 +111,7 @@ def prefect_server(
         yield external.rstrip("/")
         return
     if home is None:
-        from ratchet.loop.models import ratchet_home
+        from ratchet.loop.checkpoints import ratchet_home
 
         home = os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect"
     home = Path(home).expanduser()

@@ -16,12 +16,12 @@ from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stage_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
+from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
+from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
-from ratchet.loop.manifest import chat_template_of, round_manifest
-from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
-from ratchet.loop.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
-from ratchet.loop.tasks import Prompt
+from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
 from ratchet.store.ingest import insert_rows
@@ -55,7 +55,7 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
         ConfigError: sequence limits that would truncate training (``sft.max_seq_len`` vs the longest prompt +
-            ``max_new_tokens``; see ``ratchet.loop.lengths``).
+            ``max_new_tokens``; see ``ratchet.loop.train.lengths``).
     """
     ctx = Ctx(cfg)
     model_dir = resolve_model(cfg.model.name_or_path)
@@ -427,7 +427,7 @@ def _events_md(events: list[dict]) -> str:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 
-    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.stages.stage_of``). An sft round
+    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.campaign.curriculum.stage_of``). An sft round
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the

@@ -34,12 +34,12 @@ from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
 from ratchet.flows.compute.training import checkpoint_path, grpo_inputs
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.progress import bar
-from ratchet.flows.rounds.sft_data import filter_sft_data, uses_sft_data
 from ratchet.flows.rounds.stage_setup import teacher_checkpoint
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
+from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
+from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, now, read_marker, write_marker
+from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_manifest
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.models import unsaved_checkpoint_id, write_manifest
-from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, write_marker
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state
 

@@ -10,8 +10,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ratchet.loop.round_context import now, short_hash
-from ratchet.loop.scoring import score_items, scoring_settings, verdict_row
+from ratchet.loop.campaign.context import now, short_hash
+from ratchet.loop.evaluation.scoring import score_items, scoring_settings, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify

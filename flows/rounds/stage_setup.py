@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ratchet.loop.campaign.context import Ctx, now
+from ratchet.loop.campaign.curriculum import stage_bounds
+from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import ConfigError, RatchetConfig
-from ratchet.loop.lengths import check_no_truncation
-from ratchet.loop.models import check_loadable, read_checkpoint_id, resolve_model
-from ratchet.loop.round_context import Ctx, now
-from ratchet.loop.sft_data import fit_error, load_general_data, reference_examples
-from ratchet.loop.stages import stage_bounds
-from ratchet.loop.tasks import Prompt, TaskDataError
+from ratchet.loop.tasks.sources import Prompt, TaskDataError
+from ratchet.loop.tasks.supervised import fit_error, load_general_data, reference_examples
+from ratchet.loop.train.lengths import check_no_truncation
 from ratchet.store.ingest import insert_rows
 
 
@@ -82,7 +82,7 @@ def check_tasks(ctx: Ctx) -> None:
     Raises:
         TaskDataError: what is wrong with the task data or counts, and the fix.
     """
-    from ratchet.loop.task_sets import ngram_overlap
+    from ratchet.loop.tasks.sets import ngram_overlap
 
     evals = ctx.heldout()
     if not ctx.train_prompts():

@@ -23,13 +23,13 @@ from ratchet.flows.compute.rollout import live_worker
 from ratchet.flows.compute.training import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.progress import bar
-from ratchet.loop.evaluation import PromptOutcome, sampled_metrics, summarize
-from ratchet.loop.generation import Completion, SamplingParams
-from ratchet.loop.models import write_manifest
-from ratchet.loop.round_context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
-from ratchet.loop.scoring import score_items, scoring_settings, verdict_row
-from ratchet.loop.sft_data import training_example_rows
-from ratchet.loop.tasks import Prompt
+from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
+from ratchet.loop.checkpoints import write_manifest
+from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
+from ratchet.loop.evaluation.scoring import score_items, scoring_settings, verdict_row
+from ratchet.loop.generation.base import Completion, SamplingParams
+from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.tasks.supervised import training_example_rows
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
 from ratchet.store.queries import (

@@ -1,4 +1,4 @@
-"""The filter stage of rounds that fine-tune on more than verified rollouts (``ratchet.loop.sft_data``).
+"""The filter stage of rounds that fine-tune on more than verified rollouts (``ratchet.loop.tasks.supervised``).
 
 ``algorithm = "sft"`` (a cold start): the round's train prompts' reference solutions, no rollouts.
 ``sft.general_data``: general SFT records mixed into an sft or rft round's training set at ``sft.general_ratio``.
@@ -13,9 +13,9 @@ from prefect.cache_policies import NONE
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.stages import prompt_rows
-from ratchet.loop.round_context import Ctx, Timer, load_ctx, read_marker, write_marker
-from ratchet.loop.sft_data import draw_general, general_count, general_examples, load_general_data, reference_examples
-from ratchet.loop.tasks import TaskDataError
+from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, read_marker, write_marker
+from ratchet.loop.tasks.sources import TaskDataError
+from ratchet.loop.tasks.supervised import draw_general, general_count, general_examples, load_general_data, reference_examples
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import insert_rows, write_parquet
 from ratchet.store.queries import training_set

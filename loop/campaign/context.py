@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
 from ratchet.common.seeds import derive_seed
+from ratchet.loop.campaign.curriculum import stage_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
-from ratchet.loop.evaluation import eval_set_id
-from ratchet.loop.stages import stage_of
-from ratchet.loop.task_sets import TaskSet
-from ratchet.loop.tasks import Prompt
+from ratchet.loop.evaluation.metrics import eval_set_id
+from ratchet.loop.tasks.sets import TaskSet
+from ratchet.loop.tasks.sources import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 PINNED_EVAL_FILE = "eval_set.json"

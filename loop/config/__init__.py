@@ -13,12 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from ratchet.loop.config_base import _Frozen
-from ratchet.loop.config_tasks import EvalSetConfig as EvalSetConfig  # re-exported: the task sections live there
-from ratchet.loop.config_tasks import RecordFields as RecordFields
-from ratchet.loop.config_tasks import TaskConfig as TaskConfig
-from ratchet.loop.config_tasks import TaskFormat as TaskFormat
-from ratchet.loop.config_tasks import TaskSourceConfig as TaskSourceConfig
+from ratchet.loop.config.base import _Frozen
+from ratchet.loop.config.tasks import EvalSetConfig as EvalSetConfig  # re-exported: the task sections live there
+from ratchet.loop.config.tasks import RecordFields as RecordFields
+from ratchet.loop.config.tasks import TaskConfig as TaskConfig
+from ratchet.loop.config.tasks import TaskFormat as TaskFormat
+from ratchet.loop.config.tasks import TaskSourceConfig as TaskSourceConfig
 from ratchet.verifiers.language import LANGUAGES
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -271,7 +271,7 @@ class VerifierConfig(_Frozen):
 
 
 class _LoRA(_Frozen):
-    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/grpo.py``)."""
+    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo.py``)."""
 
     lora_r: int = Field(
         0,

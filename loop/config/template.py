@@ -222,14 +222,14 @@ def render_recipe(name: str) -> str:
     """A complete campaign config for a named recipe (``RECIPES``), every key commented with its description.
 
     ``r1``: the DeepSeek-R1 pipeline in four ``[[stages]]`` (see ``R1_HEADER``) on the built-in arithmetic tasks,
-    with the shipped general SFT sample (``loop/data/general_sft.jsonl``) in stage 3.
+    with the shipped general SFT sample (``loop/tasks/data/general_sft.jsonl``) in stage 3.
 
     Raises:
         ValueError: an unknown recipe name (the message lists the known ones).
     """
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)}")
-    general = str(Path(__file__).resolve().parent / "data" / "general_sft.jsonl")
+    general = str(Path(__file__).resolve().parents[1] / "tasks" / "data" / "general_sft.jsonl")
     stages = r1_stages(general)
     cfg = RatchetConfig(campaign="r1", stages=[StageConfig(**t) for _, t in stages])  # validates the recipe itself
     body = _render(cfg.model_copy(update={"stages": ()}), R1_HEADER)

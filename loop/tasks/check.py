@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.loop.config import RecordFields, TaskFormat
-from ratchet.loop.scoring import score_items
-from ratchet.loop.task_formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
-from ratchet.loop.tasks import make_prompt
+from ratchet.loop.evaluation.scoring import score_items
+from ratchet.loop.tasks.formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
+from ratchet.loop.tasks.sources import make_prompt
 
 
 @dataclass(frozen=True)

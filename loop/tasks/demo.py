@@ -17,8 +17,8 @@ class DemoTasksError(ValueError):
 
 
 def data_path(name: str) -> Path:
-    """Path of a task file shipped in ``ratchet.loop.data``."""
-    return Path(str(files("ratchet.loop") / "data" / name))
+    """Path of a task file shipped in ``ratchet.loop.tasks``' ``data/`` folder."""
+    return Path(str(files("ratchet.loop.tasks") / "data" / name))
 
 
 def demo_overrides(tasks: str) -> dict:

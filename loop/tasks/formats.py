@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.loop.config import RecordFields, TaskFormat
-from ratchet.verifiers.math_extract import find_boxed
-from ratchet.verifiers.math_parse import ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.extract import find_boxed
+from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
 
 FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio")
 

@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass
 
 from ratchet.loop.config import EvalSetConfig, RatchetConfig, TaskConfig
-from ratchet.loop.task_formats import DEFAULT_SYSTEM_PROMPTS
-from ratchet.loop.tasks import (
+from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS
+from ratchet.loop.tasks.sources import (
     FileTasks,
     Prompt,
     Split,

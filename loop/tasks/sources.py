@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import sympy
 
-from ratchet.loop.task_formats import TaskDataError
+from ratchet.loop.tasks.formats import TaskDataError
 
 Split = Literal["train", "heldout"]
 
@@ -274,14 +274,14 @@ def _check_golds(prompts: list[Prompt], where: str) -> None:
 
 
 class FileTasks:
-    """Prompts from a task file of any format (``ratchet.loop.task_formats``), one per normalized question.
+    """Prompts from a task file of any format (``ratchet.loop.tasks.formats``), one per normalized question.
 
     Records that repeat a question (same gold by the math verifier) are kept once, the first; a
     repeated question with a different gold raises ``TaskDataError``.
     """
 
     def __init__(self, spec, name: str, heldout_fraction: float = 0.2, *, split: Split | None = None) -> None:
-        from ratchet.loop.task_formats import load_records
+        from ratchet.loop.tasks.formats import load_records
 
         self.spec, self.name, self.heldout_fraction = spec, name, heldout_fraction
         self.path = spec.path

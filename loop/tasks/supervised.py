@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.loop.config import ConfigError
-from ratchet.loop.generation import render_prompt
-from ratchet.loop.tasks import Prompt
+from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.tasks.sources import Prompt
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_path
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.data_parallel import global_count, make_accelerator, micro_batches, rank_slice
-from ratchet.loop.generation import render_prompt
-from ratchet.loop.sft import SFTExample
+from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.train.data_parallel import global_count, make_accelerator, micro_batches, rank_slice
+from ratchet.loop.train.sft import SFTExample
 
 StepFn = Callable[[int, int, dict], None]  # (step, total_steps, metrics)
 
@@ -163,7 +163,7 @@ def completion_logprobs(model, input_ids, attention_mask, P: int, temperature: f
     Returns:
         logprobs (B, C) float32 and entropy (B, C) float32 or None.
     """
-    from ratchet.loop.losses import entropy_from_logits, token_logprobs
+    from ratchet.loop.train.losses import entropy_from_logits, token_logprobs
 
     C = input_ids.shape[1] - P
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + C)
@@ -193,7 +193,7 @@ def rollout_logprobs(
     """
     import torch
 
-    from ratchet.loop.losses import entropy_from_logits, token_logprobs
+    from ratchet.loop.train.losses import entropy_from_logits, token_logprobs
 
     dev = next(model.parameters()).device
     if not shared:
@@ -241,7 +241,7 @@ def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_samp
     """
     import torch
 
-    from ratchet.loop.advantages import compute_advantages, zero_variance_mask
+    from ratchet.loop.train.advantages import compute_advantages, zero_variance_mask
 
     groups: dict[int, list[int]] = {}
     for i, s in enumerate(samples):
@@ -286,7 +286,7 @@ def _load_policy(init_dir, s: GRPOConfig, dtype: str):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ratchet.loop.sft import with_lora
+    from ratchet.loop.train.sft import with_lora
 
     policy = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
     return with_lora(policy, s.lora_r, s.lora_alpha, s.lora_target_modules, s.gradient_checkpointing, key="grpo.lora_r")
@@ -464,7 +464,7 @@ class GRPOLearner:
 def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORun, on_step: StepFn | None) -> GRPOResult:
     import torch
 
-    from ratchet.loop.losses import PolicyLossConfig, mask_truncated
+    from ratchet.loop.train.losses import PolicyLossConfig, mask_truncated
 
     s, accelerator, wrapped = learner.s, learner.accelerator, learner.wrapped
     t0 = time.perf_counter()
@@ -563,7 +563,7 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
     """
     import torch
 
-    from ratchet.loop.losses import policy_loss
+    from ratchet.loop.train.losses import policy_loss
 
     dev = accelerator.device
     rank, world = accelerator.process_index, accelerator.num_processes

@@ -8,7 +8,7 @@ are zeroed first), so padding can hold anything finite or not.
 
 ``policy_loss`` is the entry point; with ``PolicyLossConfig.from_trl(loss_type, ...)`` it reproduces
 TRL 1.16 ``GRPOTrainer._compute_loss`` for ``loss_type`` "grpo", "dapo" and "dr_grpo" and for
-``importance_sampling_level`` "token" and "sequence" (tests/loop/test_trl_parity.py checks loss and
+``importance_sampling_level`` "token" and "sequence" (tests/loop/train/test_trl_parity.py checks loss and
 gradient against TRL's own code path).
 """
 

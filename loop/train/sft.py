@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ratchet.loop.config import SFTConfig
-from ratchet.loop.data_parallel import global_count, make_accelerator, rank_slice
-from ratchet.loop.generation import render_prompt
+from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.train.data_parallel import global_count, make_accelerator, rank_slice
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from ratchet.flows.rounds.campaign import CampaignConflict, _check_same_settings, prepare_campaign
+from ratchet.loop.campaign.context import load_ctx, save_config
 from ratchet.loop.config import load_config
-from ratchet.loop.round_context import load_ctx, save_config
 from ratchet.store.db import connect, query
 
 

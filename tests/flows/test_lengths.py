@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from ratchet.loop.campaign.context import load_ctx, save_config
 from ratchet.loop.config import ConfigError, RatchetConfig
-from ratchet.loop.lengths import auto_max_new_tokens
-from ratchet.loop.round_context import load_ctx, save_config
+from ratchet.loop.train.lengths import auto_max_new_tokens
 from ratchet.store.db import query
 from tests.flows.test_round import tiny_config  # noqa: F401 - the fixture
 

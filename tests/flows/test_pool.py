@@ -17,11 +17,11 @@ import pytest
 from ratchet.flows.compute.pool import Child, StageTimeout, WorkerFailed, run_children, worker_groups
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX
 from ratchet.flows.compute.slots import slot_names
+from ratchet.loop.campaign.context import load_ctx, save_config
 from ratchet.loop.config import ConfigError, load_config
-from ratchet.loop.generation import SamplingParams, shard_jobs
-from ratchet.loop.round_context import load_ctx, save_config
-from ratchet.loop.tasks import chat_messages
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.base import SamplingParams, shard_jobs
+from ratchet.loop.generation.transformers_backend import TransformersBackend
+from ratchet.loop.tasks.sources import chat_messages
 from tests.flows.test_round import tiny_config  # noqa: F401 - fixture
 
 PY = sys.executable

@@ -16,8 +16,8 @@ import pytest
 from ratchet.common.procs import kill_tree
 from ratchet.flows.compute.pool import GenCall, generate
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation import SamplingParams
-from ratchet.loop.tasks import chat_messages
+from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.tasks.sources import chat_messages
 
 LOG = logging.getLogger("test-ray")
 

@@ -108,10 +108,10 @@ def test_r1_recipe_runs_its_stages_from_the_cli(prefect_harness, tiny_model_dir,
 def test_teacher_rollouts_and_general_data_in_an_rft_stage(prefect_harness, tiny_model_dir, tmp_path):
     """The teacher (the tiny model, right on golds of 7) generates; the random base it was made from trains."""
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.loop.demo_tasks import data_path
-    from ratchet.loop.models import read_checkpoint_id
-    from ratchet.loop.round_context import save_config
-    from ratchet.loop.sft_data import general_count
+    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.checkpoints import read_checkpoint_id
+    from ratchet.loop.tasks.demo import data_path
+    from ratchet.loop.tasks.supervised import general_count
 
     tasks = tmp_path / "t.jsonl"
     recs = [{"question": f"What is {i} + {7 - i}? (variant {k})", "answer": "7"} for i in range(1, 7) for k in range(8)]

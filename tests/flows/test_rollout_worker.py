@@ -10,9 +10,9 @@ from ratchet.common.procs import alive
 from ratchet.flows.compute.pool import StageTimeout, WorkerFailed
 from ratchet.flows.compute.rollout import RolloutWorker
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation import SamplingParams
-from ratchet.loop.tasks import chat_messages
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.transformers_backend import TransformersBackend
+from ratchet.loop.tasks.sources import chat_messages
 
 MSGS = [chat_messages("sys", [], f"What is {i} + {2 * i}?") for i in range(5)]
 GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=8)
@@ -74,8 +74,8 @@ def test_train_launcher_ddp_fsdp_or_one_process():
 
 def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_dir, tmp_path):
     from ratchet.loop.config import GRPOConfig
-    from ratchet.loop.grpo import GRPORun, GRPOSample
-    from ratchet.loop.sft import SFTExample
+    from ratchet.loop.train.grpo import GRPORun, GRPOSample
+    from ratchet.loop.train.sft import SFTExample
 
     samples = [
         GRPOSample(i, SFTExample(MSGS[i], text), reward, False)
@@ -125,7 +125,7 @@ def test_shared_module_generates_the_learners_current_policy(tiny_model_dir, tmp
 def test_adamw_fused_kernel_computes_the_foreach_update():
     import torch
 
-    from ratchet.loop.grpo import adamw
+    from ratchet.loop.train.grpo import adamw
 
     torch.manual_seed(0)
     start = [torch.randn(64, 33), torch.randn(7)]

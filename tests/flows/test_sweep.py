@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
 from ratchet.loop.config import load_config
-from ratchet.loop.config_toml import toml_value
+from ratchet.loop.config.template import toml_value
 from ratchet.store.db import query
 
 

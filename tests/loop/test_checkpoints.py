@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ratchet.loop.models import MANIFEST, ModelError, check_loadable, checkpoint_id, read_checkpoint_id, verify_checkpoint
+from ratchet.loop.checkpoints import MANIFEST, ModelError, check_loadable, checkpoint_id, read_checkpoint_id, verify_checkpoint
 
 
 @pytest.fixture

@@ -110,7 +110,7 @@ def test_cli_bad_input_is_one_line(db, tmp_path):
 
 
 def test_eval_sample_verdicts_feed_sampled_metrics(tmp_path):
-    from ratchet.loop.evaluation import sampled_metrics
+    from ratchet.loop.evaluation.metrics import sampled_metrics
     from ratchet.store.queries import eval_sample_verdicts
 
     path = tmp_path / "e.duckdb"

@@ -13,7 +13,7 @@ Tests (the ``tests`` field of a task) are a list of
       process with ``candidate`` a proxy; its calls' arguments come back as plain data, the program
       answers them as probes in its own run, and the next check run replays the answers.
 
-How an assert is judged without trusting the program (see ``_code_harness``): the parent splits
+How an assert is judged without trusting the program (see ``ratchet.verifiers.code._harness``): the parent splits
 each assert into *probes*, the maximal sub-expressions rooted at a name the program defines
 (``add(1, 2)``), and a judge expression (``__p[0] == 3``). Setup never shares a process with the
 program: setup statements that do not use the program's names (expected values ``want = 'olleh'``,
@@ -22,7 +22,7 @@ model code; a probe's arguments that use setup names (``rev(want)``) are evaluat
 and reach the program as plain data (``__a[k]``), so nothing the program can find with
 ``inspect.stack()``, ``sys._getframe()`` or ``gc.get_objects()`` holds an expected value. Only setup
 lines that use the program's names (``s = Solution()``) run beside it. Probe values come back as
-plain data (one codec, ``_code_harness.make_codec``); the parent validates every record (kind,
+plain data (one codec, ``ratchet.verifiers.code._harness.make_codec``); the parent validates every record (kind,
 field count, index in range and seen once, size, nesting depth) and anything malformed is a
 ``sandbox_violation``. The parent compares ``probe == literal`` itself; other judge expressions are
 evaluated in the judge run. So ``sys.exit(0)``/``os._exit`` before the asserts (probes missing),
@@ -57,15 +57,15 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ratchet.verifiers._code_harness import make_codec
-from ratchet.verifiers.code_plan import BadTests, Plan, check_function, defined_names, plan_tests
-from ratchet.verifiers.sandbox import Isolation, Limits, RunResult, check_isolation, default_isolation, run_job
+from ratchet.verifiers.code._harness import make_codec
+from ratchet.verifiers.code.plan import BadTests, Plan, check_function, defined_names, plan_tests
+from ratchet.verifiers.code.sandbox import Isolation, Limits, RunResult, check_isolation, default_isolation, run_job
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = "code-1.3.0"
 
 
-# The one value codec, shared with the sandbox side (``_code_harness.make_codec``): probe values come back
+# The one value codec, shared with the sandbox side (``ratchet.verifiers.code._harness.make_codec``): probe values come back
 # encoded by it, judge jobs get them encoded by it.
 _ENCODE, _DECODE, _ = make_codec(set())
 

@@ -1,7 +1,7 @@
-"""Child side of the code sandbox. Run as ``python -S -s -B -P _code_harness.py JOBFILE RESULT_FD``.
+"""Child side of the code sandbox. Run as ``python -S -s -B -P _harness.py JOBFILE RESULT_FD``.
 
 Standalone on purpose (stdlib only, no ``verifiers`` import). In kernel mode it already runs inside
-bubblewrap's namespaces (``verifiers/sandbox.py``); in weak mode it starts as root (or the caller's
+bubblewrap's namespaces (``verifiers/code/sandbox.py``); in weak mode it starts as root (or the caller's
 user). Before any untrusted code it:
 
 1. reads the job file (JSON) and deletes it, closes every inherited descriptor but the result fd;

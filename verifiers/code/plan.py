@@ -1,5 +1,5 @@
 """Reading a code task's tests: which names a program defines, and how each test splits into trusted
-setup, candidate-side setup, plain-data arguments, probes and judge expressions (``verifiers/code.py``
+setup, candidate-side setup, plain-data arguments, probes and judge expressions (``verifiers/code/__init__.py``
 has the policy; this module only parses, it runs nothing).
 """
 

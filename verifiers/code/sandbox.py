@@ -1,4 +1,4 @@
-"""Run one sandboxed Python job (``verifiers/_code_harness.py``) and collect its output safely.
+"""Run one sandboxed Python job (``verifiers/code/_harness.py``) and collect its output safely.
 
 Two isolation modes (``Isolation``; config ``verifier.code_isolation``, env ``RATCHET_CODE_ISOLATION``):
 
@@ -54,7 +54,7 @@ from ratchet.common.procs import kill_tree
 
 Isolation = Literal["kernel", "weak"]
 ISOLATIONS: tuple[str, ...] = get_args(Isolation)
-HARNESS = str(Path(__file__).with_name("_code_harness.py"))
+HARNESS = str(Path(__file__).with_name("_harness.py"))
 SANDBOX_DIR = "/sandbox"  # the work dir as the program sees it (kernel mode)
 UID_BASE = 200_000  # per-run uids 200000..249999: not in /etc/passwd, owned by nobody else
 _uid_counter = itertools.count(secrets.randbelow(50_000))
@@ -372,7 +372,7 @@ def kill_uid(uid: int, rounds: int = 50) -> int:
 
 
 def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None = None) -> RunResult:
-    """Run the harness on ``job`` (see ``_code_harness.main``) inside the sandbox.
+    """Run the harness on ``job`` (see ``ratchet.verifiers.code._harness.main``) inside the sandbox.
 
     Args:
         job: JSON-able dict with ``mode`` and mode-specific fields; ``secret``, ``workdir``,

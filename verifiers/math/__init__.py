@@ -1,7 +1,7 @@
 """Math answer verification: extract -> parse -> compare, with a killable sympy worker pool.
 
-Two stages like Math-Verify: ``extract_answer``/``parse_answer`` (``verifiers.math_parse``) and a
-comparison (``verifiers.math_compare``). Integers, rationals, decimals, percents, choices, text,
+Two stages like Math-Verify: ``extract_answer``/``parse_answer`` (``ratchet.verifiers.math.parse``) and a
+comparison (``ratchet.verifiers.math.compare``). Integers, rationals, decimals, percents, choices, text,
 and sets/tuples/intervals of those are compared exactly in the caller's process; only pairs that
 involve a real expression (``\\sqrt{2}``, ``2\\pi``, ``x^2+1``) go to sympy, in worker processes
 that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``exec`` of model text).
@@ -158,9 +158,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ratchet.verifiers.math_compare import NeedsCAS, compare
-from ratchet.verifiers.math_extract import _HEDGE, Extraction, extract_answer, find_boxes
-from ratchet.verifiers.math_parse import Answer, ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.compare import NeedsCAS, compare
+from ratchet.verifiers.math.extract import _HEDGE, Extraction, extract_answer, find_boxes
+from ratchet.verifiers.math.parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.verdict import Verdict
 
 __all__ = [
@@ -186,7 +186,7 @@ def _get_pool():  # type: ignore[no-untyped-def]
     if _pool is None:
         from ratchet.verifiers._pool import WorkerPool
 
-        _pool = WorkerPool("ratchet.verifiers.math_sympy", POOL_SIZE)
+        _pool = WorkerPool("ratchet.verifiers.math.symbolic", POOL_SIZE)
         atexit.register(_pool.close)
     return _pool
 

@@ -38,16 +38,16 @@ import re
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ratchet.verifiers.math_normalize import ParseError
-from ratchet.verifiers.math_parse import MAX_ANSWER_CHARS, parse_answer
-from ratchet.verifiers.math_prose import (
+from ratchet.verifiers.math.normalize import ParseError
+from ratchet.verifiers.math.parse import MAX_ANSWER_CHARS, parse_answer
+from ratchet.verifiers.math.prose import (
     _HEDGE,
     _LINE_BREAK,
     _final_sentence,
     _sole_math_span,
     _sole_number,
 )
-from ratchet.verifiers.math_tail import HYPOTHETICAL, tail_problem
+from ratchet.verifiers.math.tail import HYPOTHETICAL, tail_problem
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
 MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them

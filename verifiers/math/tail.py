@@ -4,7 +4,7 @@ Used by ``math_extract``: the last explicit final answer wins, so text after it 
 credit away, never move it to an earlier answer. Pure string work in linear time (one scan of the
 tail with patterns whose whitespace runs are bounded; the dangling-label check reads a bounded end).
 
-Red-team classes (``tests/verifiers/test_math_redteam.py``):
+Red-team classes (``tests/verifiers/math/test_redteam.py``):
     * **retracted**: ``\\boxed{5}`` followed by a self-correction (``Wait, ...``, ``Actually the answer
       should be 6``, ``Hmm, that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``;
       not "mistake" or "wrong" alone, which also explain right answers), or a contrast in the answer's own sentence (``\\boxed{5}, but that

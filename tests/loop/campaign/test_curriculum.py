@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from ratchet.loop.campaign.context import Ctx, load_ctx, save_config
+from ratchet.loop.campaign.curriculum import stage_bounds, stage_label, stage_of
 from ratchet.loop.config import ConfigError, RatchetConfig, load_config
-from ratchet.loop.round_context import Ctx, load_ctx, save_config
-from ratchet.loop.stages import stage_bounds, stage_label, stage_of
 
 STAGES = [
     {"name": "cold", "algorithm": "sft", "rounds": 1, "sft": {"lr": 1e-4}},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ratchet.loop.campaign.sweep import expand, parse_grid, point_name, sweep_configs
 from ratchet.loop.config import ConfigError, load_config
-from ratchet.loop.config_toml import render_default_toml
-from ratchet.loop.sweep import expand, parse_grid, point_name, sweep_configs
+from ratchet.loop.config.template import render_default_toml
 
 
 def test_parse_grid_reads_toml_values():

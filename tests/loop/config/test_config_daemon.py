@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
 from ratchet.loop.config import ConfigError, PrefectConfig, RatchetConfig, ScheduleConfig, load_config, load_daemon_config
-from ratchet.loop.config_toml import render_default_toml
+from ratchet.loop.config.template import render_default_toml
 
 runner = CliRunner()
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ratchet.loop.evaluation import PromptOutcome, pass_at_k, summarize
+from ratchet.loop.evaluation.metrics import PromptOutcome, pass_at_k, summarize
 
 
 def test_pass_at_k_hand_values():

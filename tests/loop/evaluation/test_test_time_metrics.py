@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ratchet.loop.evaluation import Sample, best_of_n_correct, majority_correct, pass_at_k_curve, sampled_metrics
+from ratchet.loop.evaluation.metrics import Sample, best_of_n_correct, majority_correct, pass_at_k_curve, sampled_metrics
 
 R, W = True, False
 

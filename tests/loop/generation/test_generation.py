@@ -1,9 +1,9 @@
 import pytest
 
-from ratchet.loop.backends import make_backend
-from ratchet.loop.generation import SamplingParams
-from ratchet.loop.tasks import chat_messages
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.backends import make_backend
+from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.transformers_backend import TransformersBackend
+from ratchet.loop.tasks.sources import chat_messages
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_bad_params_and_backend_names():
 
 def test_shared_prefix_cache_gives_the_same_greedy_tokens(smollm2_dir):
     """Prefilling the shared system/few-shot prefix once must not change what the model generates."""
-    from ratchet.loop.tasks import ArithmeticTasks
+    from ratchet.loop.tasks.sources import ArithmeticTasks
 
     src = ArithmeticTasks(("sum_small", "sum_2digit", "product_1digit", "linear_equation"))
     msgs = [

@@ -18,10 +18,10 @@ else:
         "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
     )
 
-from ratchet.loop.generation import SamplingParams  # noqa: E402
-from ratchet.loop.tasks import ArithmeticTasks, chat_messages  # noqa: E402
-from ratchet.loop.transformers_backend import TransformersBackend  # noqa: E402
-from ratchet.loop.vllm_backend import VLLMBackend  # noqa: E402
+from ratchet.loop.generation.base import SamplingParams  # noqa: E402
+from ratchet.loop.generation.transformers_backend import TransformersBackend  # noqa: E402
+from ratchet.loop.generation.vllm_backend import VLLMBackend  # noqa: E402
+from ratchet.loop.tasks.sources import ArithmeticTasks, chat_messages  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,7 @@ def test_greedy_tokens_match_transformers_backend(vllm_backend, smollm2_dir):
 
 def test_a_shard_of_the_jobs_keeps_global_indices_and_greedy_outputs(vllm_backend):
     """Data-parallel workers each run ``jobs=`` of whole prompts; their outputs merge into the whole call's."""
-    from ratchet.loop.generation import shard_jobs
+    from ratchet.loop.generation.base import shard_jobs
 
     msgs = arithmetic_chats(9)
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet.loop.generation import SamplingParams, read_weights
-from ratchet.loop.tasks import chat_messages
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.base import SamplingParams, read_weights
+from ratchet.loop.generation.transformers_backend import TransformersBackend
+from ratchet.loop.tasks.sources import chat_messages
 
 GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=10)
 MSGS = [chat_messages("sys", [], f"What is {i} + {2 * i}?") for i in range(6)]
@@ -58,7 +58,7 @@ def test_update_rejects_weights_of_another_model(tiny_model_dir, moved_dir):
 
 
 def test_unsaved_checkpoint_id_is_derived_from_parent_and_training_run():
-    from ratchet.loop.models import unsaved_checkpoint_id
+    from ratchet.loop.checkpoints import unsaved_checkpoint_id
 
     a = unsaved_checkpoint_id("p1", "run1")
     assert a == unsaved_checkpoint_id("p1", "run1") and len(a) == 16 and int(a, 16) >= 0

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from ratchet.loop.config import RecordFields, TaskSourceConfig, load_config
-from ratchet.loop.task_formats import humaneval_tests, load_records
-from ratchet.loop.task_sets import TaskSet, apportion, ngram_overlap
-from ratchet.loop.tasks import FileTasks, TaskDataError, split_of
+from ratchet.loop.tasks.formats import humaneval_tests, load_records
+from ratchet.loop.tasks.sets import TaskSet, apportion, ngram_overlap
+from ratchet.loop.tasks.sources import FileTasks, TaskDataError, split_of
 from ratchet.verifiers.code import verify_code
 
 HE = {
@@ -144,7 +144,7 @@ def test_huge_heldout_count_is_refused_by_config():
 
 
 def test_arithmetic_with_too_few_questions_fails_fast():
-    from ratchet.loop.tasks import ArithmeticTasks
+    from ratchet.loop.tasks.sources import ArithmeticTasks
 
     with pytest.raises(TaskDataError, match="hold only .* distinct heldout questions"):
         ArithmeticTasks(("product_1digit",)).draw(100, "heldout", seed=0)
@@ -185,7 +185,7 @@ def test_source_names_must_be_unique(tmp_path):
 
 
 def test_ngram_overlap_report():
-    from ratchet.loop.tasks import make_prompt
+    from ratchet.loop.tasks.sources import make_prompt
 
     words = "one two three four five six seven eight nine ten eleven twelve thirteen"
     ev = make_prompt("e", "t", f"{words} fourteen?", "1", 0.2)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ratchet.loop.tasks import ArithmeticTasks, JsonlTasks, TaskDataError, make_prompt_id, split_of
+from ratchet.loop.tasks.sources import ArithmeticTasks, JsonlTasks, TaskDataError, make_prompt_id, split_of
 
 
 def test_draw_is_deterministic_and_split_pure():
@@ -21,7 +21,7 @@ def test_heldout_prompt_never_drawn_for_training_in_any_round():
 
 
 def test_split_depends_only_on_the_normalized_question():
-    from ratchet.loop.tasks import make_prompt
+    from ratchet.loop.tasks.sources import make_prompt
 
     a, b = make_prompt("s", "t", "What is  2+2?", "4", 0.5), make_prompt("other", "t", "what is 2+2? ", "4.0", 0.5)
     assert a.prompt_id != b.prompt_id and a.split == b.split == split_of("WHAT IS 2+2?", 0.5)

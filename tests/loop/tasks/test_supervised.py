@@ -5,8 +5,9 @@ import json
 import pytest
 
 from ratchet.loop.config import ConfigError, RatchetConfig
-from ratchet.loop.demo_tasks import data_path
-from ratchet.loop.sft_data import (
+from ratchet.loop.tasks.demo import data_path
+from ratchet.loop.tasks.sources import ArithmeticTasks, make_prompt
+from ratchet.loop.tasks.supervised import (
     draw_general,
     general_count,
     general_examples,
@@ -14,7 +15,6 @@ from ratchet.loop.sft_data import (
     reference_examples,
     training_example_rows,
 )
-from ratchet.loop.tasks import ArithmeticTasks, make_prompt
 
 
 def write(tmp_path, *lines: str):
@@ -93,7 +93,7 @@ def test_examples_name_their_origin():
 def test_fit_error_names_the_longest_example_and_the_limit(smollm2_dir):
     from transformers import AutoTokenizer
 
-    from ratchet.loop.sft_data import fit_error
+    from ratchet.loop.tasks.supervised import fit_error
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     recs = load_general_data(data_path("general_sft.jsonl"))

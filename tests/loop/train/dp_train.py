@@ -1,6 +1,6 @@
-"""Data-parallel training run for ``tests/loop/test_data_parallel.py`` and ``benchmarks/data_parallel.py``.
+"""Data-parallel training run for ``tests/loop/train/test_data_parallel.py`` and ``benchmarks/data_parallel.py``.
 
-``accelerate launch --cpu --num_processes R tests/loop/dp_train.py MODEL OUT`` (or plain ``python`` for one
+``accelerate launch --cpu --num_processes R tests/loop/train/dp_train.py MODEL OUT`` (or plain ``python`` for one
 process) trains GRPO once per loss type and SFT once on a fixed tiny batch from ``MODEL``, saving each result
 under ``OUT/<name>/`` and writing ``OUT/<name>/rank-<r>.json`` = {"rows": rows this rank trained on,
 "grad_norms": per-step pre-clip gradient norms (GRPO), "seconds": wall time of the pass}.
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from ratchet.loop.config import GRPOConfig, SFTConfig
-from ratchet.loop.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.sft import SFTExample, train_sft
+from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
+from ratchet.loop.train.sft import SFTExample, train_sft
 
 COMPLETIONS = ["Answer: 7", "3 + 4 = 7, so the result is 7.\nAnswer: 7", "Answer: 12", "I think it is 5 + 9 = 14.\nAnswer: 14"]
 LOSSES = ("grpo", "dapo", "dr_grpo")

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratchet.loop.advantages import (
+from ratchet.loop.train.advantages import (
     ADVANTAGE_ESTIMATORS,
     compute_advantages,
     dr_grpo,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.loop.data_parallel import max_rel_param_diff, micro_batches, rank_slice
+from ratchet.loop.train.data_parallel import max_rel_param_diff, micro_batches, rank_slice
 
 SCRIPT = Path(__file__).with_name("dp_train.py")
 

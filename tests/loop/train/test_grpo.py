@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.grpo import (
+from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.grpo import (
     GRPOLearner,
     GRPORun,
     GRPOSample,
@@ -16,8 +17,7 @@ from ratchet.loop.grpo import (
     rollout_logprobs,
     train_grpo,
 )
-from ratchet.loop.sft import SFTExample
-from ratchet.loop.tasks import chat_messages
+from ratchet.loop.train.sft import SFTExample
 
 
 def samples(rewards_by_group):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.data_parallel import max_rel_param_diff
-from ratchet.loop.grpo import GRPOLearner, GRPORun, train_grpo
-from ratchet.loop.transformers_backend import TransformersBackend
+from ratchet.loop.generation.transformers_backend import TransformersBackend
+from ratchet.loop.train.data_parallel import max_rel_param_diff
+from ratchet.loop.train.grpo import GRPOLearner, GRPORun, train_grpo
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dp_train import samples  # noqa: E402

@@ -4,10 +4,10 @@ import pytest
 from transformers import AutoTokenizer
 
 from ratchet.loop.config import ConfigError, load_config
-from ratchet.loop.grpo import GRPOSample, pack_rollouts
-from ratchet.loop.lengths import auto_max_new_tokens, check_no_truncation, round_max_new_tokens, truncation_error
-from ratchet.loop.sft import SFTExample, truncation_counts
-from ratchet.loop.tasks import chat_messages
+from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.grpo import GRPOSample, pack_rollouts
+from ratchet.loop.train.lengths import auto_max_new_tokens, check_no_truncation, round_max_new_tokens, truncation_error
+from ratchet.loop.train.sft import SFTExample, truncation_counts
 
 
 @pytest.mark.parametrize(

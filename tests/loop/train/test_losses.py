@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratchet.loop.losses import (
+from ratchet.loop.train.losses import (
     PolicyLossConfig,
     aggregate_loss,
     clip_fractions,

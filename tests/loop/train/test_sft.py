@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from ratchet.loop.config import SFTConfig
-from ratchet.loop.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
-from ratchet.loop.tasks import chat_messages
+from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
 
 
 def test_completion_nll_hand_computed():

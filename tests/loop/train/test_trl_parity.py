@@ -14,8 +14,8 @@ import torch
 
 trl = pytest.importorskip("trl")
 
-from ratchet.loop.advantages import compute_advantages  # noqa: E402
-from ratchet.loop.losses import PolicyLossConfig, entropy_from_logits, policy_loss, token_logprobs  # noqa: E402
+from ratchet.loop.train.advantages import compute_advantages  # noqa: E402
+from ratchet.loop.train.losses import PolicyLossConfig, entropy_from_logits, policy_loss, token_logprobs  # noqa: E402
 
 TEMPERATURE = 0.7  # != 1 so both sides must apply the sampling temperature
 MAX_COMPLETION_LENGTH = 6

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.verifiers.code import verify_code
-from ratchet.verifiers.sandbox import Limits, run_job
+from ratchet.verifiers.code.sandbox import Limits, run_job
 
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 CANARY = "ratchet-hostile-canary-31337"

@@ -7,10 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratchet.verifiers import sandbox
-from ratchet.verifiers._code_harness import make_codec
 from ratchet.verifiers.audit import audit_json, run_audit
-from ratchet.verifiers.code import extract_code, verify_code
+from ratchet.verifiers.code import extract_code, sandbox, verify_code
+from ratchet.verifiers.code._harness import make_codec
 
 
 def prog(body: str) -> str:
@@ -101,7 +100,7 @@ def test_stdout_uses_the_same_hash_seed_for_reference_and_program() -> None:
 
 
 def test_stdout_comparison_is_textual_050_is_not_05() -> None:
-    """Policy (module docstring of verifiers/code.py): a printed number's format is part of the answer."""
+    """Policy (module docstring of verifiers/code/__init__.py): a printed number's format is part of the answer."""
     assert not verify_code(None, prog("print(0.5)"), ["stdin '' -> expected stdout '0.50'"], timeout_s=5).correct
     assert verify_code(None, prog("print(f'{0.5:.2f}')"), ["stdin '' -> expected stdout '0.50'"], timeout_s=5).correct
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.verifiers.code import extract_code, verify_code, verify_code_batch
-from ratchet.verifiers.sandbox import Limits, run_job
+from ratchet.verifiers.code.sandbox import Limits, run_job
 
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 GOOD = "```python\ndef add(a, b):\n    return a + b\n```"

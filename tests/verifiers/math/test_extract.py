@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.format import TEMPLATES, check_format
-from ratchet.verifiers.math_extract import MAX_BOXES, extract_answer, find_boxes
+from ratchet.verifiers.math.extract import MAX_BOXES, extract_answer, find_boxes
 
 BOUND_S = 1.0
 MB = 1_000_000

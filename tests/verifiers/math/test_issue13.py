@@ -1,7 +1,7 @@
 """Issue 13's failure classes: golden rows (hand-computed) and property tests, grouped by class.
 
 Each row is (gold, completion, expected). The policy each class checks is written in the policy
-docstring of ``verifiers/math.py``.
+docstring of ``verifiers/math/__init__.py``.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Recall classes of math-1.3.0 (issue 13, the rest): golden rows (hand-computed) and property tests per class.
 
 Each row is (gold, completion, expected); the policy each class checks is written in the policy
-docstring of ``verifiers/math.py``. Wrong rows sit next to the right ones: a recall fix must not
+docstring of ``verifiers/math/__init__.py``. Wrong rows sit next to the right ones: a recall fix must not
 credit a wrong answer.
 """
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.math import verify_math_batch
-from ratchet.verifiers.math_extract import extract_answer
-from ratchet.verifiers.math_parse import parse_answer
+from ratchet.verifiers.math.extract import extract_answer
+from ratchet.verifiers.math.parse import parse_answer
 
 CHAINS = [
     ("x = 11", r"\boxed{x = 5+5+1 = 7 =11}", True),  # the last link is the value

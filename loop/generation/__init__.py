@@ -1,0 +1,1 @@
+"""Generation: sampling settings and completion records, and the backends that produce them (transformers, vLLM)."""
