@@ -148,7 +148,7 @@ def layout_page() -> str:
         "",
         "Layers (`[tool.importlinter]` in `pyproject.toml`, checked by `lint-imports` in CI; `tests/test_layers.py`",
         "shows an import against them failing): CLI > daemon > rounds > report > compute > loop | store > verifiers > common,",
-        "and inside `loop/` campaign > train | evaluation > generation > tasks > config. `verifiers` imports",
+        "and inside `loop/` campaign | train > tasks > evaluation | generation | checkpoints | gate > config. `verifiers` imports",
         "neither torch, Prefect nor the store; below the flows only `flows/compute/slots.py` imports Prefect.",
         "",
         "| module | holds |",
