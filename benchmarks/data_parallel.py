@@ -31,8 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 TEXTS = ["Answer: 7", "3 + 4 = 7, so the result is 7.\nAnswer: 7", "Answer: 12", "Let me add: 5 + 9 = 14.\nAnswer: 14"]
 
 

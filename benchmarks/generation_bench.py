@@ -19,7 +19,7 @@ completion once with the HF tokenizer), which on 2 CPU cores makes it faster tha
 overhead). "engine only" (pre-tokenized ids, no detokenizing, outputs untouched) isolates the
 adapter's own cost.
 
-Run (vLLM lives in its own environment): ``/work/vllm-venv/bin/python benchmarks/generation_bench.py``.
+Run (vLLM lives in its own environment): ``.venv-vllm/bin/python benchmarks/generation_bench.py`` (a venv set up as docs/devices.md says).
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")  # the reference machines have 2 cores
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SYSTEM = "Solve the arithmetic problem. Show the calculation, then give the final line as 'Answer: <number>'."
 

@@ -17,9 +17,6 @@ import json
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ratchet.flows.settings import configure_prefect  # noqa: E402
 

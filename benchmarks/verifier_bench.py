@@ -1,6 +1,6 @@
 """Ratchet's math verifier vs math-verify, side by side on the same labelled pairs.
 
-Pairs: the handed math cases (``/work/shared/cases/verifier_cases.jsonl`` or ``--cases``) plus
+Pairs: the math rows of a labelled cases file (``--cases FILE``, e.g. a handed ``verifier_cases.jsonl``) plus
 ``--n`` (default 6000) generated gold/prediction pairs with known labels: integers (with
 thousands separators), fractions in several forms, terminating decimals, percents, sets,
 intervals, tuples, a few radicals, wrong values, hedges, and boxed / ``Answer:`` / answer-tag
@@ -23,11 +23,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from ratchet.verifiers.math import shutdown_pool, verify_math_batch  # noqa: E402
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "cases" / "verifier_cases.jsonl"
 WRAPPERS = [r"So the result is $\boxed{%s}$.", "Reasoning...\nAnswer: %s", "<think>tried 1</think><answer>%s</answer>"]
 
 
@@ -145,10 +142,10 @@ def summarize(got: list[bool], pairs: list[tuple[str, str, bool]], seconds: floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=6000, help="generated pairs (>= 5000 for the reported numbers)")
-    ap.add_argument("--cases", type=Path, default=CASES, help="handed cases file (math rows are used)")
+    ap.add_argument("--cases", type=Path, default=None, help="labelled cases file (its math rows are added to the pairs)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    pairs = handed(args.cases) + generate(args.n, args.seed)
+    pairs = (handed(args.cases) if args.cases else []) + generate(args.n, args.seed)
     print(f"{len(pairs)} pairs ({sum(e for *_, e in pairs)} labelled correct)", file=sys.stderr)
     ours, t_ours = run_ratchet(pairs)
     print(f"ratchet: {t_ours:.2f} s", file=sys.stderr)

@@ -29,3 +29,12 @@ def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) ->
     if purpose == "general_data":  # which sft.general_data records a round mixes in
         return base * 1_000_033 + 104_729 * round_index
     raise ValueError(f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft, general_data")
+
+
+def batch_seed(call_seed: int, index: int) -> int:
+    """The seed of one generation batch (transformers) or request (vLLM on GPU): ``call_seed * 100_003 + index``.
+
+    ``index`` is the batch index in the call's (prompt, sample) job list, or the global prompt index, so a
+    shard of a call's jobs samples exactly what the whole call would.
+    """
+    return call_seed * 100_003 + index

@@ -51,14 +51,14 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def build_manifest(ckpt_dir: Path) -> dict[str, str]:
+def build_checkpoint_manifest(ckpt_dir: Path) -> dict[str, str]:
     """Map every file of a checkpoint (except the manifest) to its sha256."""
     return {
         p.relative_to(ckpt_dir).as_posix(): _sha256(p) for p in sorted(ckpt_dir.rglob("*")) if p.is_file() and p.name != MANIFEST
     }
 
 
-def manifest_id(manifest: dict[str, str]) -> str:
+def checkpoint_manifest_id(manifest: dict[str, str]) -> str:
     """Deterministic checkpoint id: the first 16 hex digits of sha256 over the sorted manifest."""
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -80,10 +80,10 @@ def unsaved_checkpoint_id(parent_id: str, training_run_id: str) -> str:
     return hashlib.sha256(json.dumps(["unsaved-checkpoint", parent_id, training_run_id]).encode()).hexdigest()[:16]
 
 
-def write_manifest(ckpt_dir: Path) -> str:
+def write_checkpoint_manifest(ckpt_dir: Path) -> str:
     """Hash the checkpoint's files, write ``ratchet_manifest.json`` and return the checkpoint id."""
-    manifest = build_manifest(ckpt_dir)
-    cid = manifest_id(manifest)
+    manifest = build_checkpoint_manifest(ckpt_dir)
+    cid = checkpoint_manifest_id(manifest)
     (ckpt_dir / MANIFEST).write_text(json.dumps({"checkpoint_id": cid, "files": manifest}, indent=1))
     return cid
 
@@ -104,7 +104,7 @@ def _id_cache_path(ckpt_dir: Path) -> Path:
 
 
 def checkpoint_id(ckpt_dir: str | Path) -> str:
-    """The checkpoint id of the files as they are now: :func:`manifest_id` of their sha256s.
+    """The checkpoint id of the files as they are now: :func:`checkpoint_manifest_id` of their sha256s.
 
     The hashes are cached under ``$RATCHET_HOME/cache/checkpoint-ids`` (never in the model folder),
     keyed by the folder's path and every file's size, mtime, ctime and inode, so an unchanged folder
@@ -126,7 +126,7 @@ def checkpoint_id(ckpt_dir: str | Path) -> str:
             return cached["checkpoint_id"]
     except (OSError, ValueError, AttributeError):
         pass  # no usable cache entry: hash the files
-    cid = manifest_id(build_manifest(ckpt_dir))
+    cid = checkpoint_manifest_id(build_checkpoint_manifest(ckpt_dir))
     try:
         entry = {"path": str(ckpt_dir.resolve()), "stats": stats, "checkpoint_id": cid}
         atomic_write_text(cache, json.dumps(entry))
@@ -149,7 +149,7 @@ def read_checkpoint_id(ckpt_dir: Path, *, verify: bool = False) -> str:
     if verify and mpath.is_file():
         stored = json.loads(mpath.read_text())
         if stored.get("checkpoint_id") != cid:
-            actual = build_manifest(ckpt_dir)
+            actual = build_checkpoint_manifest(ckpt_dir)
             bad = sorted(k for k in set(actual) | set(stored["files"]) if actual.get(k) != stored["files"].get(k))
             raise ModelError(
                 f"checkpoint {ckpt_dir} is damaged: {bad} differ from its manifest; delete the directory and "
@@ -269,7 +269,7 @@ def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:
             raise ModelError(f"{SMOLLM2_GGUF} sha256 {digest} != pinned {SMOLLM2_GGUF_SHA256}; refusing a changed file")
         out = tmpd / "checkpoint"
         _convert_gguf(gguf_path, out)
-        write_manifest(out)
+        write_checkpoint_manifest(out)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from ratchet.loop.checkpoints import write_manifest
+    from ratchet.loop.checkpoints import write_checkpoint_manifest
     from ratchet.loop.config import SFTConfig
     from ratchet.loop.tasks.sources import chat_messages
     from ratchet.loop.train.sft import SFTExample, train_sft
@@ -74,7 +74,7 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
             seed=0,
         ),
     )
-    write_manifest(trained)
+    write_checkpoint_manifest(trained)
     return trained
 
 

@@ -2,7 +2,7 @@
 
 ``verify(kind, gold, completion, ...)`` dispatches to the math, code or Lean verifier; ``score`` is the
 composite reward; ``as_trl_reward`` adapts any of them to TRL. Must not import torch, Prefect or
-the store (see DESIGN.md).
+the store (the import contracts in pyproject.toml; docs/layout.md).
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
-from ratchet.flows.rounds.stage_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
@@ -211,7 +211,7 @@ def start_round(config_path: str, round_index: int) -> str:
                     started_at=now(),
                     finished_at=None,
                     stage_seconds_json=None,
-                    stage=ctx.stage_name,
+                    stage=ctx.curriculum_stage,
                 )
             ],
         )

@@ -33,12 +33,13 @@ from ratchet.common.files import publish_dir
 from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
 from ratchet.flows.compute.training import checkpoint_path, grpo_inputs
 from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.curriculum_setup import teacher_checkpoint
+from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
-from ratchet.flows.rounds.stage_setup import teacher_checkpoint
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
 from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
-from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, now, read_marker, write_marker
-from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_manifest
+from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
+from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state
@@ -154,10 +155,15 @@ def train_live(config_path: str, round_index: int, step: int, policy: str) -> st
     Raises:
         RuntimeError: no rollout worker serves the round in this process (call it inside ``persistent_steps``).
     """
-    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
-    out = ctx.stage_dir("train")
-    if (marker := read_marker(out)) is not None:
-        return marker["checkpoint_id"]
+    with stage_frame(config_path, round_index, "train", step=step) as s:
+        if s.done:
+            return s.marker["checkpoint_id"]
+        return _train_step(s, policy)
+
+
+def _train_step(s: StageRun, policy: str) -> str | None:
+    """The work of ``train_step`` inside its frame: one GRPO pass on the live worker, then the policy's rows."""
+    ctx, log, timer, step = s.ctx, s.log, s.timer, s.ctx.step
     worker = live_worker(ctx.round_id)
     if worker is None:
         raise RuntimeError(
@@ -165,7 +171,7 @@ def train_live(config_path: str, round_index: int, step: int, policy: str) -> st
         )
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
     run_id, started = training_run_id(ctx, policy, examples), now()
-    progress = bar(f"{ctx.round_id}-train-{step}", f"round {round_index}: grpo (step {step + 1}/{ctx.steps})")
+    progress = bar(f"{ctx.round_id}-train-{step}", f"round {ctx.round_index}: grpo (step {step + 1}/{ctx.steps})")
     worker.progress = lambda _name, done, total: progress(done, total)
     with timer.compute():
         res = worker.train_pass(*grpo_inputs(ctx, examples)) if examples else {"steps": 0, "metrics": {}, "kept": []}
@@ -173,7 +179,7 @@ def train_live(config_path: str, round_index: int, step: int, policy: str) -> st
     trained, last = res["steps"] > 0, step == ctx.steps - 1
     if not trained and not (last and step > 0 and _moved(ctx, policy)):
         log.warning("nothing to train on at step %d (%d rows from the filter stage)", step, len(examples))
-        write_marker(out, {"checkpoint_id": None, "metrics": res["metrics"], **timer.summary()})
+        s.finish({"checkpoint_id": None, "metrics": res["metrics"]})
         return None
     if last:  # the round's candidate: the only policy of the round written to disk
         with timer.compute():
@@ -185,7 +191,7 @@ def train_live(config_path: str, round_index: int, step: int, policy: str) -> st
     with transaction(ctx.db) as con:
         row = dict(checkpoint_id=ckpt_id, parent_id=policy, training_run_id=run, path=path)
         record_training(con, ctx, row, run, started, res["metrics"], consumed, policy)
-    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run, "saved": path is not None, **timer.summary()})
+    s.finish({"checkpoint_id": ckpt_id, "training_run_id": run, "saved": path is not None})
     log.info("step %d: %s %s on %d trajectories", step, "saved" if path else "updated in place", ckpt_id, len(consumed))
     return ckpt_id
 
@@ -200,7 +206,7 @@ def save_candidate(worker: RolloutWorker, ctx: Ctx) -> tuple[str, str]:
     tmp = ctx.checkpoints_dir / f".tmp-{ctx.round_id}-candidate"
     shutil.rmtree(tmp, ignore_errors=True)
     worker.save(tmp)
-    ckpt_id = write_manifest(tmp)
+    ckpt_id = write_checkpoint_manifest(tmp)
     final = ctx.checkpoints_dir / ckpt_id
     publish_dir(tmp, final)  # same id: same weights, kept
     return ckpt_id, str(final.resolve())

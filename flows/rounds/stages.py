@@ -1,8 +1,9 @@
 """One Prefect task per stage of a round: generate, verify, filter, train, evaluate, gate.
 
-Each task takes the campaign's config path and the round index (plus a checkpoint id where needed),
-skips its work if its stage marker exists (crash-resume), writes immutable Parquet, and ingests it
-idempotently. Nothing heavier than an id or a path crosses a task boundary.
+Each task takes the campaign's config path and the round index (plus a checkpoint id where needed) and
+runs inside ``stage_frame`` (``ratchet.flows.rounds.frame``), which skips the work when the stage's marker
+exists (crash-resume) and ingests the stage's immutable Parquet idempotently; the task holds only its
+own work. Nothing heavier than an id or a path crosses a task boundary.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from ratchet.flows.compute import pool
 from ratchet.flows.compute.rollout import live_worker
 from ratchet.flows.compute.training import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
-from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, now, read_marker, short_hash, write_marker
-from ratchet.loop.checkpoints import write_manifest
+from ratchet.loop.campaign.context import Ctx, now, short_hash
+from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, scoring_settings, verdict_row
 from ratchet.loop.generation.base import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.tasks.supervised import training_example_rows
 from ratchet.store.db import connect, transaction
-from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
+from ratchet.store.ingest import insert_rows, write_parquet
 from ratchet.store.queries import (
     campaign_state,
     eval_outcomes,
@@ -192,66 +194,62 @@ def record_training(
 @task(name="generate", cache_policy=NONE)
 def generate(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str:
     """Sample this step's train prompts and G rollouts each from ``policy`` (default: the incumbent); ingest both."""
-    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
-    out = ctx.stage_dir("generate")
-    files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
-    if (marker := read_marker(out)) is None:
-        if policy is None:
-            with connect(ctx.db, read_only=True) as con:
-                policy = round_incumbent(con, ctx.round_id)
-        prompts = ctx.train_prompts()
-        g = ctx.cfg.generation
-        rows: list[dict] = []
-        comps: list[Completion] = []
-        by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
-        cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
-        for G, subset in sorted(by_g.items()):
-            params = SamplingParams(
-                n=G,
-                temperature=ctx.cfg.rollout_temperature,
-                top_p=g.top_p,
-                max_new_tokens=cap,
-                seed=derive_seed("rollouts", g.seed, round_index, step),
-            )
-            desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
-            desc += f", G={G}" if len(by_g) > 1 else ""
-            with timer.compute():
-                got = _rollouts(ctx, policy, subset, params, desc, out)
-            comps += got
-            rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
-        write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-        write_parquet(rows, files["trajectories"], "trajectories")
-        ntok = sum(c.completion_tokens for c in comps)
-        marker = write_marker(
-            out, {"n": len(comps), "tokens": ntok, **timer.summary(), "tokens_per_s": ntok / max(timer.compute_s, 1e-9)}
-        )
-        log.info("generated %d rollouts (%d tokens, %.1f tokens/s)", len(comps), ntok, marker["tokens_per_s"])
-    with transaction(ctx.db) as con:
-        ingest_parquet(con, "prompts", [files["prompts"]])
-        ingest_parquet(con, "trajectories", [files["trajectories"]])
+    with stage_frame(config_path, round_index, "generate", step=step) as s:
+        ctx, out = s.ctx, s.out
+        files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
+        s.ingest("prompts", files["prompts"])
+        s.ingest("trajectories", files["trajectories"])
+        if not s.done:
+            if policy is None:
+                with connect(ctx.db, read_only=True) as con:
+                    policy = round_incumbent(con, ctx.round_id)
+            prompts = ctx.train_prompts()
+            g = ctx.cfg.generation
+            rows: list[dict] = []
+            comps: list[Completion] = []
+            by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
+            cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
+            for G, subset in sorted(by_g.items()):
+                params = SamplingParams(
+                    n=G,
+                    temperature=ctx.cfg.rollout_temperature,
+                    top_p=g.top_p,
+                    max_new_tokens=cap,
+                    seed=derive_seed("rollouts", g.seed, round_index, step),
+                )
+                desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
+                desc += f", G={G}" if len(by_g) > 1 else ""
+                with s.timer.compute():
+                    got = _rollouts(ctx, policy, subset, params, desc, out)
+                comps += got
+                rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
+            write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
+            write_parquet(rows, files["trajectories"], "trajectories")
+            ntok = sum(c.completion_tokens for c in comps)
+            rate = ntok / max(s.timer.compute_s, 1e-9)
+            s.finish({"n": len(comps), "tokens": ntok, "tokens_per_s": rate})
+            s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s)", len(comps), ntok, rate)
     return str(files["trajectories"])
 
 
 @task(name="verify", cache_policy=NONE)
 def verify(config_path: str, round_index: int, step: int = 0) -> str:
     """Score every rollout of the round's step; ingest the verdicts."""
-    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
-    out = ctx.stage_dir("verify")
-    path = out / "part-0.parquet"
-    if read_marker(out) is None:
-        gen = ctx.stage_dir("generate")
-        trajs = pq.read_table(gen / "part-0.parquet").to_pylist()
-        prompts = {p["prompt_id"]: p for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
-        with timer.compute():
-            rows = verdict_rows(ctx, trajs, prompts)
-        write_parquet(rows, path, "verdicts")
-        reasons: dict[str, int] = {}
-        for r in rows:
-            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
-        write_marker(out, {"n": len(rows), "correct": sum(r["correct"] for r in rows), "reasons": reasons, **timer.summary()})
-        log.info("verified %d rollouts: %s", len(rows), reasons)
-    with transaction(ctx.db) as con:
-        ingest_parquet(con, "verdicts", [path])
+    with stage_frame(config_path, round_index, "verify", step=step) as s:
+        path = s.out / "part-0.parquet"
+        s.ingest("verdicts", path)
+        if not s.done:
+            gen = s.ctx.stage_dir("generate")
+            trajs = pq.read_table(gen / "part-0.parquet").to_pylist()
+            prompts = {p["prompt_id"]: p for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
+            with s.timer.compute():
+                rows = verdict_rows(s.ctx, trajs, prompts)
+            write_parquet(rows, path, "verdicts")
+            reasons: dict[str, int] = {}
+            for r in rows:
+                reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+            s.finish({"n": len(rows), "correct": sum(r["correct"] for r in rows), "reasons": reasons})
+            s.log.info("verified %d rollouts: %s", len(rows), reasons)
     return str(path)
 
 
@@ -259,17 +257,16 @@ def verify(config_path: str, round_index: int, step: int = 0) -> str:
 def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> str:
     """Select the training data with a store query: verified-correct, deduplicated, per-prompt-capped train
     trajectories (rft), or every train-split group of this step with its rewards (grpo)."""
-    ctx, timer = load_ctx(config_path, round_index, step), Timer()
-    out = ctx.stage_dir("filter")
-    path = out / "examples.parquet"
-    if read_marker(out) is None:
-        with connect(ctx.db, read_only=True) as con:
-            if ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
-                rows = rollout_groups(con, ctx.round_id, VERIFIER_VERSION, step)
-            else:
-                rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt)
-        write_parquet(rows or [], path)
-        write_marker(out, {"n": len(rows), **timer.summary()})
+    with stage_frame(config_path, round_index, "filter", step=step) as s:
+        path = s.out / "examples.parquet"
+        if not s.done:
+            with connect(s.ctx.db, read_only=True) as con:
+                if s.ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
+                    rows = rollout_groups(con, s.ctx.round_id, VERIFIER_VERSION, step)
+                else:
+                    rows = training_set(con, s.ctx.round_id, VERIFIER_VERSION, s.ctx.cfg.sft.max_per_prompt)
+            write_parquet(rows or [], path)
+            s.finish({"n": len(rows)})
     return str(path)
 
 
@@ -277,117 +274,129 @@ def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> st
 def train(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str | None:
     """Fine-tune (rft) or run a GRPO-family pass (grpo) from ``policy`` (default: the incumbent) on this step's
     groups; returns the new checkpoint id (None if nothing to learn)."""
-    ctx, log, timer = load_ctx(config_path, round_index, step), run_logger(), Timer()
-    out = ctx.stage_dir("train")
-    if (marker := read_marker(out)) is not None:
-        return marker["checkpoint_id"]
-    examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
-    cfg = ctx.cfg
-    with connect(ctx.db, read_only=True) as con:
-        state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-        incumbent = round_incumbent(con, ctx.round_id)
-    init_id = state.base_checkpoint_id if cfg.algorithm != "grpo" and cfg.sft.init == "base" else (policy or incumbent)
-    run_id = training_run_id(ctx, init_id, examples)
-    tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    started = now()
-    progress = bar(
-        f"{ctx.round_id}-train-{step}",
-        f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""),
-    )
-    ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
-    with timer.compute():
-        if not examples:
-            saved, metrics, consumed = None, {}, []
-        else:  # train_compute runs in a child process over compute.devices, killed after compute.train_timeout_s
-            res = pool.train(
-                config_path,
-                round_index,
-                init_id,
-                ref_id if cfg.algorithm == "grpo" else None,
-                tmp,
-                out / f"worker-result-{run_id}.json",
-                compute=cfg.compute,
-                log=log,
-                progress=lambda _bar, done, total: progress(done, total),
-                step=step,
-            )
-            saved, metrics, consumed = res["saved"], res["metrics"], res["consumed"]
-        ckpt_id = write_manifest(tmp) if saved else None
-    if ckpt_id is None:
-        log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
-        write_marker(out, {"checkpoint_id": None, "metrics": metrics, **timer.summary()})
-        return None
-    final = ctx.checkpoints_dir / ckpt_id
-    publish_dir(tmp, final)  # atomic: a half-written checkpoint is never under its id (same id: same weights, kept)
-    with transaction(ctx.db) as con:
+    with stage_frame(config_path, round_index, "train", step=step) as s:
+        if s.done:
+            return s.marker["checkpoint_id"]
+        ctx, out, log = s.ctx, s.out, s.log
+        examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
+        cfg = ctx.cfg
+        with connect(ctx.db, read_only=True) as con:
+            state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
+            incumbent = round_incumbent(con, ctx.round_id)
+        init_id = state.base_checkpoint_id if cfg.algorithm != "grpo" and cfg.sft.init == "base" else (policy or incumbent)
+        run_id = training_run_id(ctx, init_id, examples)
+        tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        started = now()
+        progress = bar(
+            f"{ctx.round_id}-train-{step}",
+            f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""),
+        )
+        ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
+        with s.timer.compute():
+            if not examples:
+                saved, metrics, consumed = None, {}, []
+            else:  # train_compute runs in a child process over compute.devices, killed after compute.train_timeout_s
+                res = pool.train(
+                    config_path,
+                    round_index,
+                    init_id,
+                    ref_id if cfg.algorithm == "grpo" else None,
+                    tmp,
+                    out / f"worker-result-{run_id}.json",
+                    compute=cfg.compute,
+                    log=log,
+                    progress=lambda _bar, done, total: progress(done, total),
+                    step=step,
+                )
+                saved, metrics, consumed = res["saved"], res["metrics"], res["consumed"]
+            ckpt_id = write_checkpoint_manifest(tmp) if saved else None
+        if ckpt_id is None:
+            log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
+            s.finish({"checkpoint_id": None, "metrics": metrics})
+            return None
+        final = ctx.checkpoints_dir / ckpt_id
+        publish_dir(tmp, final)  # atomic: a half-written checkpoint is never under its id (same id: same weights, kept)
         row = dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id, path=str(final.resolve()))
-        record_training(con, ctx, row, run_id, started, metrics, consumed, init_id, examples)
-    write_marker(out, {"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics, **timer.summary()})
-    log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
+        with transaction(ctx.db) as con:  # before the marker: a crash in between re-records the same rows (idempotent)
+            record_training(con, ctx, row, run_id, started, metrics, consumed, init_id, examples)
+        s.finish({"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics})
+        log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
     return ckpt_id
 
 
 @task(name="evaluate", cache_policy=NONE)
 def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
     """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists."""
-    ctx, log, timer = load_ctx(config_path, round_index), run_logger(), Timer()
+    with stage_frame(config_path, round_index, "evaluate", dir_name=f"evaluate-{checkpoint_id}") as s:
+        ctx, out = s.ctx, s.out
+        es = ctx.eval_set_id()
+        with connect(ctx.db, read_only=True) as con:
+            stored = stored_metrics(con, checkpoint_id, es)
+        if stored:
+            s.log.info("reusing stored evaluation of %s on eval set %s", checkpoint_id, es)
+            return stored
+        files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet"]
+        s.ingest("trajectories", *files[:2])
+        s.ingest("verdicts", files[2])
+        if not s.done:
+            _evaluate_work(s, checkpoint_id, files)
+        metrics: dict = {}
+        s.on_commit(lambda con: metrics.update(_record_evaluation(con, ctx, checkpoint_id)))
+    s.log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
+    return metrics
+
+
+def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path]) -> None:
+    """Generate the held-out completions (greedy, and the pass@k samples) of ``checkpoint_id`` and verify them."""
+    ctx, round_index = s.ctx, s.ctx.round_index
+    prompts, e, g, es = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation, ctx.eval_set_id()
+    greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens_cap)  # fixed under 'auto' too
+    sampled = (
+        SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens_cap, seed=g.seed)
+        if e.num_samples
+        else None
+    )
+    calls = {"greedy": (greedy, f"round {round_index}: eval {checkpoint_id[:8]}")}
+    if sampled:
+        calls["samples"] = (sampled, f"round {round_index}: eval samples")
+    with s.timer.compute():  # one worker process per device runs both calls on one loaded engine
+        got = _generate(ctx, checkpoint_path(ctx, checkpoint_id), prompts, calls, s.out, f"evaluate {checkpoint_id}")
+    comps, scomps = got["greedy"], got.get("samples", [])
+    trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
+    samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
+    with s.timer.compute():
+        verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: asdict(p) for p in prompts})
+    write_parquet(trajs, files[0], "trajectories")
+    write_parquet(samples, files[1], "trajectories" if samples else None)
+    write_parquet(verdicts, files[2], "verdicts")
+    s.finish({})
+
+
+def _record_evaluation(con, ctx: Ctx, checkpoint_id: str) -> dict:
+    """The ``evaluations`` rows of ``checkpoint_id`` on the campaign's eval set, from the stored verdicts; returns the metrics."""
     es = ctx.eval_set_id()
-    with connect(ctx.db, read_only=True) as con:
-        stored = stored_metrics(con, checkpoint_id, es)
-    if stored:
-        log.info("reusing stored evaluation of %s on eval set %s", checkpoint_id, es)
-        return stored
-    out = ctx.stage_dir(f"evaluate-{checkpoint_id}")
-    files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet"]
-    if read_marker(out) is None:
-        prompts, e, g = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation
-        ckpt_dir = checkpoint_path(ctx, checkpoint_id)
-        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens_cap)  # fixed under 'auto' too
-        sampled = (
-            SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens_cap, seed=g.seed)
-            if e.num_samples
-            else None
-        )
-        calls = {"greedy": (greedy, f"round {round_index}: eval {checkpoint_id[:8]}")}
-        if sampled:
-            calls["samples"] = (sampled, f"round {round_index}: eval samples")
-        with timer.compute():  # one worker process per device runs both calls on one loaded engine
-            got = _generate(ctx, ckpt_dir, prompts, calls, out, f"evaluate {checkpoint_id}")
-        comps, scomps = got["greedy"], got.get("samples", [])
-        trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
-        samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
-        with timer.compute():
-            verdicts = verdict_rows(ctx, trajs + samples, {p.prompt_id: asdict(p) for p in prompts})
-        write_parquet(trajs, files[0], "trajectories")
-        write_parquet(samples, files[1], "trajectories" if samples else None)
-        write_parquet(verdicts, files[2], "verdicts")
-        write_marker(out, timer.summary())
-    with transaction(ctx.db) as con:
-        ingest_parquet(con, "trajectories", files[:2])
-        ingest_parquet(con, "verdicts", [files[2]])
-        # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
-        outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
-        by_source = per_source_metrics(ctx, outcomes)
-        metrics = summarize(outcomes, ctx.cfg.eval.ks) | {k: v for k, (v, _) in by_source.items()}
-        if ctx.cfg.eval.num_samples:  # test-time compute: maj@k and best-of-n (by reward) over the same samples
-            metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, VERIFIER_VERSION), ctx.cfg.eval.ks)
-        insert_rows(
-            con,
-            "evaluations",
-            [
-                dict(
-                    evaluation_id=short_hash(checkpoint_id, es, k),
-                    round_id=ctx.round_id,
-                    checkpoint_id=checkpoint_id,
-                    eval_set_id=es,
-                    metric=k,
-                    value=float(v),
-                    num_prompts=by_source[k][1] if k in by_source else len(outcomes),
-                    created_at=now(),
-                )
-                for k, v in metrics.items()
-            ],
-        )
-    log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
+    # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
+    outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
+    by_source = per_source_metrics(ctx, outcomes)
+    metrics = summarize(outcomes, ctx.cfg.eval.ks) | {k: v for k, (v, _) in by_source.items()}
+    if ctx.cfg.eval.num_samples:  # test-time compute: maj@k and best-of-n (by reward) over the same samples
+        metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, VERIFIER_VERSION), ctx.cfg.eval.ks)
+    insert_rows(
+        con,
+        "evaluations",
+        [
+            dict(
+                evaluation_id=short_hash(checkpoint_id, es, k),
+                round_id=ctx.round_id,
+                checkpoint_id=checkpoint_id,
+                eval_set_id=es,
+                metric=k,
+                value=float(v),
+                num_prompts=by_source[k][1] if k in by_source else len(outcomes),
+                created_at=now(),
+            )
+            for k, v in metrics.items()
+        ],
+    )
     return metrics

@@ -12,8 +12,9 @@ from prefect.cache_policies import NONE
 
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.frame import stage_frame
 from ratchet.flows.rounds.stages import prompt_rows
-from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, read_marker, write_marker
+from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import TaskDataError
 from ratchet.loop.tasks.supervised import draw_general, general_count, general_examples, load_general_data, reference_examples
 from ratchet.store.db import connect, transaction
@@ -69,15 +70,14 @@ def sft_rows(ctx: Ctx) -> list[dict]:
 @task(name="filter", cache_policy=NONE)
 def filter_sft_data(config_path: str, round_index: int, step: int = 0) -> str:
     """Write the round's training examples (``sft_rows``) where the train stage reads them; returns the file's path."""
-    ctx, timer = load_ctx(config_path, round_index, step), Timer()
-    out = ctx.stage_dir("filter")
-    path = out / "examples.parquet"
-    if read_marker(out) is None:
-        rows = sft_rows(ctx)
-        write_parquet(rows, path)
-        origins: dict[str, int] = {}
-        for r in rows:
-            origins[r["origin"]] = origins.get(r["origin"], 0) + 1
-        write_marker(out, {"n": len(rows), "origins": origins, **timer.summary()})
-        run_logger().info("training examples by origin: %s", origins)
+    with stage_frame(config_path, round_index, "filter", step=step) as s:
+        path = s.out / "examples.parquet"
+        if not s.done:
+            rows = sft_rows(s.ctx)
+            write_parquet(rows, path)
+            origins: dict[str, int] = {}
+            for r in rows:
+                origins[r["origin"]] = origins.get(r["origin"], 0) + 1
+            s.finish({"n": len(rows), "origins": origins})
+            s.log.info("training examples by origin: %s", origins)
     return str(path)

@@ -46,7 +46,7 @@ class Ctx:
     """A round's (or, at round 0, the campaign's) derived values.
 
     ``cfg`` is what the round runs with: the campaign config, or under ``[[stages]]`` its stage's effective config
-    (``loop.stages.stage_of``), in which case ``campaign_cfg`` is the campaign's own. Evaluation (the held-out
+    (``ratchet.loop.campaign.curriculum.stage_of``), in which case ``campaign_cfg`` is the campaign's own. Evaluation (the held-out
     prompts, how they are rendered, the eval set id) always follows the campaign's config, so every stage's gate
     compares on the same eval set.
     """
@@ -55,7 +55,7 @@ class Ctx:
     round_index: int = 0
     step: int = 0  # on-policy step inside the round (grpo.steps_per_round); 0 for one-step rounds
     campaign_cfg: RatchetConfig | None = None
-    stage: int | None = None  # 0-based [[stages]] index of the round; None without stages
+    curriculum_index: int | None = None  # 0-based [[stages]] entry (curriculum stage) of the round; None without stages
 
     @property
     def eval_cfg(self) -> RatchetConfig:
@@ -63,9 +63,12 @@ class Ctx:
         return self.campaign_cfg or self.cfg
 
     @property
-    def stage_name(self) -> str | None:
-        """The round's stage name (stored in ``rounds.stage``); None without stages."""
-        return None if self.stage is None or self.campaign_cfg is None else self.campaign_cfg.stage_name(self.stage)
+    def curriculum_stage(self) -> str | None:
+        """The name of the round's curriculum stage (its ``[[stages]]`` entry, stored in ``rounds.stage``); None without
+        stages. Not a pipeline stage (generate, verify, ...: ``stage_dir``)."""
+        if self.curriculum_index is None or self.campaign_cfg is None:
+            return None
+        return self.campaign_cfg.stage_name(self.curriculum_index)
 
     @property
     def db(self) -> Path:
@@ -89,7 +92,7 @@ class Ctx:
         return round_dir / stage if self.step == 0 else round_dir / f"step-{self.step}" / stage
 
     def at_step(self, step: int) -> Ctx:
-        return Ctx(self.cfg, self.round_index, step, self.campaign_cfg, self.stage)
+        return Ctx(self.cfg, self.round_index, step, self.campaign_cfg, self.curriculum_index)
 
     @property
     def steps(self) -> int:
@@ -172,14 +175,14 @@ class Ctx:
 def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ctx:
     """The context of round ``round_index`` (0: the campaign) from a saved config (``save_config``).
 
-    Under ``[[stages]]``, a round's ``cfg`` is its stage's effective config (``loop.stages.stage_of``), derived
+    Under ``[[stages]]``, a round's ``cfg`` is its stage's effective config (``ratchet.loop.campaign.curriculum.stage_of``), derived
     from the saved campaign config and the round index alone, so a resumed round runs with the same settings.
     """
     cfg = RatchetConfig.model_validate_json(Path(config_path).read_text())
     if round_index < 1 or not cfg.stages:
         return Ctx(cfg, round_index, step)
     stage, effective = stage_of(cfg, round_index)
-    return Ctx(effective, round_index, step, campaign_cfg=cfg, stage=stage)
+    return Ctx(effective, round_index, step, campaign_cfg=cfg, curriculum_index=stage)
 
 
 def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:

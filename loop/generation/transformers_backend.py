@@ -6,6 +6,7 @@ import copy
 from collections.abc import Sequence
 from pathlib import Path
 
+from ratchet.common.seeds import batch_seed
 from ratchet.loop.generation.base import (
     Completion,
     ProgressFn,
@@ -23,7 +24,7 @@ class TransformersBackend:
     """Batched ``model.generate`` with left padding; ``batch_size`` sequences per forward pass.
 
     Sampling is reproducible: batch ``b`` of the (prompt, sample) job list seeds torch with
-    ``params.seed * 100_003 + b``, and a shard of the jobs (``jobs=``) runs exactly the batches the whole
+    ``batch_seed(params.seed, b)`` (``ratchet.common.seeds``), and a shard of the jobs (``jobs=``) runs exactly the batches the whole
     call would run, so shards generated in separate processes merge into the single call's output.
     """
 
@@ -115,7 +116,7 @@ class TransformersBackend:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(chunk))
                 kw["past_key_values"] = cache
-            torch.manual_seed(params.seed * 100_003 + b)
+            torch.manual_seed(batch_seed(params.seed, b))
             with torch.inference_mode():
                 seqs = self.model.generate(
                     input_ids=input_ids,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ratchet.common.seeds import batch_seed
 from ratchet.loop.generation.base import (
     Completion,
     ProgressFn,
@@ -44,7 +45,7 @@ CPU_DEFAULT_KV_CACHE_GIB = 1.0
 class VLLMBackend:
     """Continuous-batching generation on a ``vllm.LLM`` engine, returning the same records as ``TransformersBackend``.
 
-    Sampling seeds: on GPU every prompt gets its own request seed ``params.seed * 100_003 + prompt_index``,
+    Sampling seeds: on GPU every prompt gets its own request seed ``batch_seed(params.seed, prompt_index)`` (``ratchet.common.seeds``),
     so a call is reproducible. On CPU vLLM rejects per-request seeds ("CPU Generator does not use
     offset"), so only the engine is seeded (``seed`` at construction): the first call after loading is
     reproducible, later calls continue the engine's random stream and ``params.seed`` is ignored.
@@ -143,12 +144,12 @@ class VLLMBackend:
 
     def sampling_params(self, params: SamplingParams, prompt_indices: range) -> Any:
         """``vllm.SamplingParams`` for the prompts ``prompt_indices``: one shared object, or on GPU with sampling
-        one per prompt whose request seed ``params.seed * 100_003 + prompt_index`` uses the global prompt index
+        one per prompt whose request seed ``batch_seed(params.seed, prompt_index)`` (``ratchet.common.seeds``) uses the global prompt index
         (so a shard of the prompts samples what the whole call would)."""
         kw = self.sampling_kwargs(params)
         if self.on_cpu or params.temperature == 0:
             return self._vllm.SamplingParams(**kw)
-        return [self._vllm.SamplingParams(**kw, seed=params.seed * 100_003 + i) for i in prompt_indices]
+        return [self._vllm.SamplingParams(**kw, seed=batch_seed(params.seed, i)) for i in prompt_indices]
 
     def generate(
         self,

@@ -78,13 +78,13 @@ def test_load_ctx_gives_each_round_its_stage_and_one_eval_set(tmp_path):
     path = save_config(cfg(db=str(tmp_path / "s.duckdb"), tasks={"heldout_prompts": 4, "train_prompts_per_round": 4}))
     c1, c2, c4 = (load_ctx(path, r) for r in (1, 2, 4))
     assert (c1.cfg.algorithm, c2.cfg.algorithm, c4.cfg.algorithm) == ("sft", "grpo", "rft")
-    assert (c1.stage_name, c2.stage_name, c4.stage_name) == ("cold", "rl", "rs")
-    assert load_ctx(path).cfg.stages and load_ctx(path).stage_name is None  # round 0: the campaign itself
+    assert (c1.curriculum_stage, c2.curriculum_stage, c4.curriculum_stage) == ("cold", "rl", "rs")
+    assert load_ctx(path).cfg.stages and load_ctx(path).curriculum_stage is None  # round 0: the campaign itself
     # Stage 3 draws its training prompts from other levels, yet the eval set (prompts, rendering, id) is the campaign's.
     assert c4.eval_set_id() == c1.eval_set_id() == Ctx(json_cfg(path)).eval_set_id()
     assert [c4.messages(p) for p in c4.heldout()] == [c1.messages(p) for p in c1.heldout()]
     assert all(p.task == "multi_step" for p in c4.train_prompts())
-    assert c2.at_step(1).cfg == c2.cfg and c2.at_step(1).stage_name == "rl"
+    assert c2.at_step(1).cfg == c2.cfg and c2.at_step(1).curriculum_stage == "rl"
 
 
 def json_cfg(path) -> RatchetConfig:

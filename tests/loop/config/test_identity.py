@@ -28,7 +28,12 @@ def test_every_field_is_classified() -> None:
 
 def test_run_fields_never_change_the_identity() -> None:
     base = load_config(None).campaign_settings()
-    for key, value in {"db": "other.duckdb", "compute.devices": ["cpu", "cpu"], "schedule.interval_s": 60, "retention.keep_last_promoted": 5}.items():
+    for key, value in {
+        "db": "other.duckdb",
+        "compute.devices": ["cpu", "cpu"],
+        "schedule.interval_s": 60,
+        "retention.keep_last_promoted": 5,
+    }.items():
         assert load_config(None, **{key: value}).campaign_settings() == base, key
 
 

@@ -1,4 +1,4 @@
-"""What a round needs checked or registered beyond the plain loop: each stage's training data at preflight
+"""What a round needs checked or registered beyond the plain loop: each curriculum stage's training data at preflight
 (task files, reference solutions, general SFT data, sequence lengths, a teacher), and the teacher's checkpoint row."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def check_training_data(ctx: Ctx, model_dir: Path) -> None:
     Raises:
         TaskDataError, ConfigError, ModelError: one line naming the stage (if any), what is wrong and the fix.
     """
-    where = f"stage {ctx.stage_name!r}: " if ctx.stage_name else ""
+    where = f"stage {ctx.curriculum_stage!r}: " if ctx.curriculum_stage else ""
     try:
         check_tasks(ctx)
         train = ctx.train_prompts()
