@@ -19,7 +19,8 @@ both reward and evaluation (``correct`` is exactly the outcome verifier's verdic
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ratchet.verifiers import code as code_v
@@ -81,19 +82,75 @@ def _check(format_weight: float, kind: str, template: str, language_weight: floa
         raise ValueError(f"format_template {template!r} is unknown; use one of {format_v.TEMPLATES}")
 
 
+@dataclass(frozen=True)
+class RewardSpec:
+    """Every setting that decides a completion's composite reward: built once (a campaign's ``[verifier]``,
+    ``ratchet.loop.evaluation.scoring.reward_spec``) and passed to every scorer, so the verify stage,
+    evaluation, ``ratchet reverify`` and ``ratchet tasks check`` cannot score with different settings.
+
+    Attributes:
+        format_template: ``verifiers.format`` template of the format term; ``"none"``: no format term.
+        format_weight: weight of the format term in [0, 1]; the outcome is worth 1.0.
+        timeout_s: hard per-item limit of the outcome verifier (math: the sympy stage), seconds.
+        code_timeout_s: the code sandbox's wall-time budget per verification, seconds (None: ``max(timeout_s, 5)``).
+        format_prefix: text the chat template pre-fills in the assistant turn (``"<think>\\n"``), read before the completion.
+        language_weight: weight in [0, 1] of the language-consistency share (0 = off).
+        target_language: ``verifiers.language.LANGUAGES`` code or ``"none"``.
+        lean_url: the Lean server for ``kind="lean"`` (None: ``verifiers.lean.server_url``).
+        code_isolation: the code sandbox's mode, ``"kernel"`` or ``"weak"`` (None: ``RATCHET_CODE_ISOLATION`` or kernel).
+
+    Raises:
+        ValueError: (at construction) a weight out of range, an unknown template or language.
+    """
+
+    format_template: str = "none"
+    format_weight: float = 0.1
+    timeout_s: float = 2.0
+    code_timeout_s: float | None = None
+    format_prefix: str = ""
+    language_weight: float = 0.0
+    target_language: str = "none"
+    lean_url: str | None = None
+    code_isolation: str | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.format_weight, "math", self.format_template, self.language_weight, self.target_language)
+
+    @property
+    def code_budget_s(self) -> float:
+        """The code sandbox's time budget per verification, seconds."""
+        return self.code_timeout_s or max(self.timeout_s, 5.0)
+
+    def with_settings(self, **settings: Any) -> RewardSpec:
+        """This spec with some settings replaced (keyword names as the attributes).
+
+        Raises:
+            ValueError: an unknown setting (the message lists the valid ones), or a value the spec refuses.
+        """
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(settings) - names)
+        if unknown:
+            raise ValueError(f"unknown reward setting(s) {unknown}; valid: {', '.join(sorted(names))}")
+        return replace(self, **settings) if settings else self
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> RewardSpec:
+        """A spec from a mapping of its settings (unknown keys, e.g. other ``[verifier]`` fields, are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in settings.items() if k in names})
+
+
+DEFAULT_REWARD = RewardSpec()
+
+
 def score(
     completion: str,
     gold: str,
     *,
     kind: Kind = "math",
-    format_template: str = "none",
-    format_weight: float = 0.1,
-    timeout_s: float = 2.0,
     tests: Sequence[Any] | None = None,
-    format_prefix: str = "",
-    language_weight: float = 0.0,
-    target_language: str = "none",
-    lean_url: str | None = None,
+    spec: RewardSpec | None = None,
+    **settings: Any,
 ) -> Verdict:
     """Composite reward of one completion (see module docstring).
 
@@ -101,36 +158,18 @@ def score(
         completion: model output.
         gold: gold answer (math), reference solution (code) or formal statement (lean).
         kind: outcome verifier.
-        format_template: ``verifiers.format`` template, ``"none"`` for no format term.
-        format_weight: weight of the format term; the outcome is worth 1.0.
-        timeout_s: hard limit per item for the outcome verifier, seconds.
         tests: code tests (required for ``kind="code"``).
-        format_prefix: text the chat template pre-filled in the assistant turn (``"<think>\\n"`` for
-            thinking models); the format rule sees ``format_prefix + completion``.
-        language_weight: weight of the language-consistency share (0 = off).
-        target_language: ``verifiers.language.LANGUAGES`` code (``"en"``, ``"zh"``, ...) or ``"none"``.
-        lean_url: Lean server for ``kind="lean"`` (see ``verifiers.lean.server_url``).
+        spec: the reward's settings (default ``RewardSpec()``); ``settings`` (``RewardSpec`` attribute names,
+            e.g. ``format_template="answer_line"``) replace single settings of it.
 
     Returns:
         ``Verdict(verifier="composite")`` with ``reward`` in [0, 1 + format_weight + language_weight].
 
     Raises:
-        ValueError: bad kind/template/weight/language (the message says which).
+        ValueError: bad kind, an unknown setting, or a value the spec refuses (the message says which).
         LeanServerError: ``kind="lean"`` and the Lean server cannot be reached.
     """
-    return score_batch(
-        [completion],
-        [gold],
-        kind=kind,
-        format_template=format_template,
-        format_weight=format_weight,
-        timeout_s=timeout_s,
-        tests=[tests] if tests is not None else None,
-        format_prefix=format_prefix,
-        language_weight=language_weight,
-        target_language=target_language,
-        lean_url=lean_url,
-    )[0]
+    return score_batch([completion], [gold], kind=kind, tests=[tests] if tests is not None else None, spec=spec, **settings)[0]
 
 
 def score_batch(
@@ -138,49 +177,49 @@ def score_batch(
     golds: Sequence[str],
     *,
     kind: Kind = "math",
-    format_template: str = "none",
-    format_weight: float = 0.1,
-    timeout_s: float = 2.0,
     tests: Sequence[Sequence[Any] | None] | None = None,
-    format_prefix: str | Sequence[str] = "",
-    language_weight: float = 0.0,
-    target_language: str = "none",
-    lean_url: str | None = None,
-    isolation: str | None = None,
+    spec: RewardSpec | None = None,
+    format_prefix: str | Sequence[str] | None = None,
+    **settings: Any,
 ) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
 
-    ``isolation`` is the code sandbox's mode (``"kernel"`` or ``"weak"``; None: ``RATCHET_CODE_ISOLATION`` or kernel).
-
-    ``format_prefix`` is one prefix for all completions or one per completion (see ``score``).
+    ``spec`` (default ``RewardSpec()``) holds the settings, ``settings`` replace single ones of it;
+    ``format_prefix`` is one prefix for all completions or one per completion (default: the spec's).
 
     Raises:
-        ValueError: lengths differ, or bad kind/template/weight/language (the message says which).
+        ValueError: lengths differ, or bad kind, setting or value (the message says which).
         LeanServerError: ``kind="lean"`` and the Lean server cannot be reached.
     """
+    spec = (spec or DEFAULT_REWARD).with_settings(**settings)
+    format_prefix = spec.format_prefix if format_prefix is None else format_prefix
     prefixes = [format_prefix] * len(completions) if isinstance(format_prefix, str) else list(format_prefix)
     if len(prefixes) != len(completions):
         raise ValueError(
             f"{len(prefixes)} format prefixes but {len(completions)} completions; pass one prefix or one per completion"
         )
-    _check(format_weight, kind, format_template, language_weight, target_language)
+    _check(spec.format_weight, kind, spec.format_template, spec.language_weight, spec.target_language)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds; pass one gold per completion")
     t0 = time.perf_counter()
     if kind == "math":
-        outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=timeout_s)
+        outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=spec.timeout_s)
     elif kind == "lean":
-        outcomes = lean_v.verify_lean_batch(list(zip(golds, completions)), url=lean_url, timeout_s=timeout_s)
+        outcomes = lean_v.verify_lean_batch(list(zip(golds, completions)), url=spec.lean_url, timeout_s=spec.timeout_s)
     else:
         if tests is None or len(tests) != len(completions):
             raise ValueError("kind='code' needs tests: one list of tests per completion")
         outcomes = code_v.verify_code_batch(
-            [(g, c, t or []) for g, c, t in zip(golds, completions, tests)], timeout_s=timeout_s, isolation=isolation
+            [(g, c, t or []) for g, c, t in zip(golds, completions, tests)],
+            timeout_s=spec.timeout_s,
+            isolation=spec.code_isolation,
         )
-    fmts = [format_v.check_format(c, format_template, prefix=p) for c, p in zip(completions, prefixes)]
-    langs = [language_v.language_share(c, target_language) if target_language != "none" else None for c in completions]
+    fmts = [format_v.check_format(c, spec.format_template, prefix=p) for c, p in zip(completions, prefixes)]
+    target = spec.target_language
+    langs = [language_v.language_share(c, target) if target != "none" else None for c in completions]
     return [
-        _compose(o, f, format_template, format_weight, t0, lang, language_weight) for o, f, lang in zip(outcomes, fmts, langs)
+        _compose(o, f, spec.format_template, spec.format_weight, t0, lang, spec.language_weight)
+        for o, f, lang in zip(outcomes, fmts, langs)
     ]
 
 
@@ -231,6 +270,13 @@ def as_trl_reward(
     from an unclosed ``<think>``, ``verifiers.format.generation_prefix``); "" for chat-message prompts.
     """
     _check(format_weight, kind, format_template if verifier != "format" else "none", language_weight, target_language)
+    spec = RewardSpec(
+        format_template=format_template,
+        format_weight=format_weight,
+        timeout_s=timeout_s,
+        language_weight=language_weight,
+        target_language=target_language,
+    )
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]
@@ -248,21 +294,7 @@ def as_trl_reward(
         if verifier == "code":
             items = [(g, t, ts or []) for g, t, ts in zip(golds, texts, tests or [None] * len(texts))]
             return [v.reward for v in code_v.verify_code_batch(items, timeout_s=timeout_s)]
-        return [
-            v.reward
-            for v in score_batch(
-                texts,
-                golds,
-                kind=kind,
-                format_template=format_template,
-                format_weight=format_weight,
-                timeout_s=timeout_s,
-                tests=tests,
-                format_prefix=prefixes,
-                language_weight=language_weight,
-                target_language=target_language,
-            )
-        ]
+        return [v.reward for v in score_batch(texts, golds, kind=kind, tests=tests, spec=spec, format_prefix=prefixes)]
 
     reward.__name__ = f"ratchet_{verifier}"
     return reward

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from ratchet.loop.campaign.context import now, short_hash
-from ratchet.loop.evaluation.scoring import score_items, scoring_settings, verdict_row
+from ratchet.loop.evaluation.scoring import reward_spec, score_items, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, write_parquet
 from ratchet.store.queries import trajectories_to_reverify
@@ -45,11 +45,7 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         by_config.setdefault(t["config_json"], []).append(t)
     for config_json, items in by_config.items():
         v = json.loads(config_json).get("verifier", {})
-        scored = score_items(
-            [t["completion"] for t in items],
-            items,
-            **scoring_settings(v),
-        )
+        scored = score_items([t["completion"] for t in items], items, reward_spec(v))
         ts = now()
         for t, (kind, vd) in zip(items, scored):
             prev = t["prev_correct"]

@@ -28,7 +28,7 @@ from ratchet.flows.rounds.progress import bar
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
-from ratchet.loop.evaluation.scoring import score_items, scoring_settings, verdict_row
+from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.base import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.tasks.supervised import training_example_rows
@@ -98,11 +98,7 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
     ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite.
     """
-    scored = score_items(
-        [t["completion"] for t in trajs],
-        [prompt_by_id[t["prompt_id"]] for t in trajs],
-        **scoring_settings(ctx.cfg.verifier.model_dump()),
-    )
+    scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward)
     ts = now()
     return [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
 

@@ -22,9 +22,11 @@ from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.curriculum import stage_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
+from ratchet.loop.evaluation.scoring import reward_spec
 from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
+from ratchet.verifiers.reward import RewardSpec
 
 PINNED_EVAL_FILE = "eval_set.json"
 
@@ -56,6 +58,11 @@ class Ctx:
     step: int = 0  # on-policy step inside the round (grpo.steps_per_round); 0 for one-step rounds
     campaign_cfg: RatchetConfig | None = None
     curriculum_index: int | None = None  # 0-based [[stages]] entry (curriculum stage) of the round; None without stages
+
+    @cached_property
+    def reward(self) -> RewardSpec:
+        """The round's ``RewardSpec``, built once from its ``[verifier]`` section; every scorer of the round takes it."""
+        return reward_spec(self.cfg.verifier.model_dump())
 
     @property
     def eval_cfg(self) -> RatchetConfig:

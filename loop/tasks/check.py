@@ -17,6 +17,7 @@ from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.loop.evaluation.scoring import score_items
 from ratchet.loop.tasks.formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
 from ratchet.loop.tasks.sources import make_prompt
+from ratchet.verifiers.reward import RewardSpec
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,8 @@ def check_task_file(
             )
             continue
         jobs += [(tid, _program(fmt, rec, c) if wanted is not None else c, row) for c in completions]
-    scored = score_items(
-        [p for _, p, _ in jobs], [r for _, _, r in jobs], format_template="none", format_weight=0.0, timeout_s=timeout_s
-    )
+    spec = RewardSpec(format_template="none", format_weight=0.0, timeout_s=timeout_s)
+    scored = score_items([p for _, p, _ in jobs], [r for _, _, r in jobs], spec)
     per_task: dict[str, list[tuple[bool, str]]] = defaultdict(list)
     for (tid, _, _), (_, v) in zip(jobs, scored):
         per_task[tid].append((v.correct, v.reason + (f": {v.details['error']}" if v.details.get("error") else "")))
