@@ -344,17 +344,21 @@ def train_argv(compute: ComputeConfig, args: list[str]) -> list[str]:
 def train(
     config_path: str,
     round_index: int,
-    init_id: str,
-    ref_id: str | None,
+    init_dir: Path,
+    ref_dir: Path | None,
     out_dir: Path,
     result_path: Path,
     *,
+    max_completion_length: int,
     compute: ComputeConfig,
     log: logging.Logger | logging.LoggerAdapter,
     progress: ProgressCb | None = None,
     step: int = 0,
 ) -> dict:
     """Run the round's (or its on-policy ``step``'s) training pass (``ratchet.flows.compute.training.train_compute``) in a child process over the pool.
+
+    The caller resolves what the pass needs from the store: ``init_dir`` (the verified folder of the policy to start
+    from), ``ref_dir`` (GRPO's reference, else None) and ``max_completion_length`` (the round's rollout cap, tokens).
 
     One device: ``python -m ratchet.flows.compute.worker train`` pinned to it. Several GPUs: the same module under
     ``accelerate launch`` (``train_argv``: DDP, or FSDP with ``compute.fsdp``), each rank training on its own
@@ -377,13 +381,15 @@ def train(
         str(round_index),
         "--step",
         str(step),
-        "--init",
-        init_id,
+        "--init-dir",
+        str(init_dir),
+        "--max-completion-length",
+        str(max_completion_length),
         "--out",
         str(out_dir),
         "--result",
         str(result_path),
-    ] + (["--ref", ref_id] if ref_id else [])
+    ] + (["--ref-dir", str(ref_dir)] if ref_dir else [])
     gpus = [d for d in compute.devices if d != "cpu"]
     argv = train_argv(compute, args)
     env = device_env(tuple(gpus) if gpus else ("cpu",), 0, 1, compute.cpu_threads_per_worker)

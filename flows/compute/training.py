@@ -1,7 +1,9 @@
 """The round's training pass as it runs inside the training worker process (``ratchet.flows.compute.worker``).
 
 Rejection-sampling fine-tuning (``algorithm = "rft"``) or a GRPO-family pass (``"grpo"``) from the
-stage's filtered examples; no Prefect here (worker processes never import it).
+stage's filtered examples. The parent resolved everything the pass needs from the store (checkpoint
+folders, the rollout cap; ``ratchet.flows.compute.resolve``): the worker opens neither the store nor
+Prefect (import contracts in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -12,52 +14,36 @@ from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.context import Ctx
-from ratchet.loop.checkpoints import verify_checkpoint
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.train.lengths import round_max_new_tokens
 from ratchet.loop.train.sft import SFTExample, train_sft
-from ratchet.store.db import connect
-from ratchet.store.queries import checkpoint_dir, last_rollout_p90
-
-
-def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
-    """The verified folder of a saved checkpoint.
-
-    Raises:
-        LookupError: not in the store, or never saved (``ratchet.store.queries.checkpoint_dir``).
-    """
-    with connect(ctx.db, read_only=True) as con:
-        path = checkpoint_dir(con, checkpoint_id)
-    return verify_checkpoint(path, checkpoint_id)  # the files a round loads are the ones the id names
-
-
-def rollout_cap(ctx: Ctx) -> int:
-    """This round's rollout completion cap, tokens: ``generation.max_new_tokens``, or under 'auto' 1.2 x the P90
-    of the campaign's last round's rollout lengths within [max_new_tokens_min, max_new_tokens_max]."""
-    if isinstance(ctx.cfg.generation.max_new_tokens, int):
-        return ctx.cfg.generation.max_new_tokens
-    with connect(ctx.db, read_only=True) as con:
-        p90 = last_rollout_p90(con, ctx.campaign_id, ctx.round_index)
-    return round_max_new_tokens(ctx.cfg, p90)
 
 
 def train_compute(
-    ctx: Ctx, init_id: str, ref_id: str | None, examples: list[dict], out: Path, progress
+    ctx: Ctx,
+    init_dir: Path,
+    ref_dir: Path | None,
+    examples: list[dict],
+    out: Path,
+    progress,
+    *,
+    max_completion_length: int,
 ) -> tuple[Path | None, dict, list[str]]:
     """The round's training pass into ``out``: (saved checkpoint dir or None, metrics, consumed trajectory ids).
 
-    Runs inside the training worker process (``python -m ratchet.flows.compute.worker train``, started by the train stage via ``ratchet.flows.compute.pool``).
+    Runs inside the training worker process (``python -m ratchet.flows.compute.worker train``, started by the train
+    stage via ``ratchet.flows.compute.pool``). ``init_dir``/``ref_dir`` are verified checkpoint folders (the policy to
+    start from, GRPO's reference); ``max_completion_length`` is the round's rollout cap in tokens.
     """
     if ctx.cfg.algorithm != "grpo":  # rft, or sft on reference solutions (a cold start)
-        return _train_rft(ctx, init_id, examples, out, progress)
-    return _train_grpo(ctx, init_id, ref_id, examples, out, progress)
+        return _train_rft(ctx, init_dir, examples, out, progress)
+    return _train_grpo(ctx, init_dir, ref_dir, examples, out, progress, max_completion_length)
 
 
-def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
+def _train_rft(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
     sft = ctx.cfg.sft
     res = train_sft(
-        checkpoint_path(ctx, init_id),
+        init_dir,
         [
             SFTExample(json.loads(e["messages_json"]) if e.get("messages_json") else ctx.messages(_as_prompt(e)), e["completion"])
             for e in examples
@@ -71,10 +57,10 @@ def _train_rft(ctx: Ctx, init_id: str, examples: list[dict], out: Path, progress
     return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
 
 
-def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
+def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple[list[GRPOSample], GRPORun]:
     """A step's filtered groups (``rows`` of ``rollout_groups``) as learner samples, and the pass's run settings
-    (the step's seed; the KL guard measured on the round's last step): the same for a per-step training process and
-    a persistent round's learner."""
+    (the step's seed, the round's rollout cap in tokens; the KL guard measured on the round's last step): the same
+    for a per-step training process and a persistent round's learner."""
     gen = ctx.cfg.generation
     group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
     samples = [
@@ -88,7 +74,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
     ]
     run = GRPORun(
         temperature=ctx.cfg.rollout_temperature,
-        max_completion_length=rollout_cap(ctx),
+        max_completion_length=max_completion_length,
         max_seq_len=ctx.cfg.sft.max_seq_len,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
         measure_kl=ctx.step == ctx.steps - 1,  # the KL guard judges the candidate; with beta > 0 every step evaluates it
@@ -97,10 +83,10 @@ def grpo_inputs(ctx: Ctx, rows: list[dict]) -> tuple[list[GRPOSample], GRPORun]:
 
 
 def _train_grpo(
-    ctx: Ctx, init_id: str, ref_id: str, rows: list[dict], out: Path, progress
+    ctx: Ctx, init_dir: Path, ref_dir: Path, rows: list[dict], out: Path, progress, max_completion_length: int
 ) -> tuple[Path | None, dict, list[str]]:
     g = ctx.cfg.grpo
-    samples, run = grpo_inputs(ctx, rows)
+    samples, run = grpo_inputs(ctx, rows, max_completion_length)
     # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
     # step that trained left behind (copied, so a re-run of this step starts from the same state).
     opt_state = ctx.stage_dir("train") / "optimizer.pt"
@@ -111,12 +97,12 @@ def _train_grpo(
     else:
         opt_state.unlink(missing_ok=True)
     res = train_grpo(
-        checkpoint_path(ctx, init_id),
+        init_dir,
         samples,
         out,
         g,
         run,
-        ref_dir=checkpoint_path(ctx, ref_id),
+        ref_dir=ref_dir,
         dtype=ctx.cfg.model.dtype,
         on_step=lambda s, n, _m: progress(s, n),
         optimizer_state=opt_state,

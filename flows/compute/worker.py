@@ -4,7 +4,7 @@
 process's device (pinned by the parent through ``CUDA_VISIBLE_DEVICES``), runs shard ``K`` of each call
 and writes each call's completions to its shard file. ``serve --dir D`` is a persistent rollout worker: one engine for a whole round, serving
 generate and update-weights requests written into ``D`` (``ratchet.flows.compute.rollout``). ``train --config C
---round N --init ID [--ref ID] --out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
+--round N --init-dir DIR [--ref-dir DIR] --max-completion-length N --out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
 and writes ``{"saved", "metrics", "consumed"}`` to ``R.json`` (on rank 0 under ``accelerate launch``).
 
 Output: log records go to stdout as ``LEVEL name: message``; progress as ``ratchet.flows.compute.protocol.PROGRESS_PREFIX``
@@ -194,8 +194,19 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
     return {"ok": True, "seconds": time.perf_counter() - t0, "tokens": sum(c.completion_tokens for c in comps)}
 
 
-def run_train(config: str, round_index: int, init_id: str, ref_id: str | None, out: Path, result: Path, step: int = 0) -> None:
-    """The round's training pass into ``out``; rank 0 writes the result file atomically."""
+def run_train(
+    config: str,
+    round_index: int,
+    init_dir: Path,
+    ref_dir: Path | None,
+    out: Path,
+    result: Path,
+    step: int = 0,
+    *,
+    max_completion_length: int,
+) -> None:
+    """The round's training pass into ``out`` from the checkpoint folders the parent resolved; rank 0 writes the
+    result file atomically. Opens no store."""
     import pyarrow.parquet as pq
 
     from ratchet.flows.compute.training import train_compute
@@ -203,7 +214,9 @@ def run_train(config: str, round_index: int, init_id: str, ref_id: str | None, o
 
     ctx = load_ctx(config, round_index, step)
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
-    saved, metrics, consumed = train_compute(ctx, init_id, ref_id, examples, out, progress_printer("train"))
+    saved, metrics, consumed = train_compute(
+        ctx, init_dir, ref_dir, examples, out, progress_printer("train"), max_completion_length=max_completion_length
+    )
     if int(os.environ.get("RANK", "0")) == 0:
         atomic_write_text(result, json.dumps({"saved": str(saved) if saved else None, "metrics": metrics, "consumed": consumed}))
 
@@ -227,8 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--config", required=True)
     t.add_argument("--round", type=int, required=True)
     t.add_argument("--step", type=int, default=0)
-    t.add_argument("--init", required=True)
-    t.add_argument("--ref", default=None)
+    t.add_argument("--init-dir", type=Path, required=True, help="verified folder of the policy to start from")
+    t.add_argument("--ref-dir", type=Path, default=None, help="verified folder of GRPO's reference model")
+    t.add_argument("--max-completion-length", type=int, required=True, help="the round's rollout cap, tokens")
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--result", type=Path, required=True)
     v = sub.add_parser("serve")
@@ -242,7 +256,16 @@ def main(argv: list[str] | None = None) -> None:
     elif args.cmd == "serve":
         run_serve(args.dir)
     else:
-        run_train(args.config, args.round, args.init, args.ref, args.out, args.result, args.step)
+        run_train(
+            args.config,
+            args.round,
+            args.init_dir,
+            args.ref_dir,
+            args.out,
+            args.result,
+            args.step,
+            max_completion_length=args.max_completion_length,
+        )
 
 
 if __name__ == "__main__":

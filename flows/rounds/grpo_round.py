@@ -30,8 +30,9 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import publish_dir
+from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
 from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
-from ratchet.flows.compute.training import checkpoint_path, grpo_inputs
+from ratchet.flows.compute.training import grpo_inputs
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.curriculum_setup import teacher_checkpoint
 from ratchet.flows.rounds.frame import StageRun, stage_frame
@@ -142,7 +143,7 @@ def replay_step(worker: RolloutWorker, ctx: Ctx) -> None:
     """Re-run a done step's training pass on its stored groups (same samples and seed); nothing is written."""
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
     if examples:
-        worker.train_pass(*grpo_inputs(ctx, examples))
+        worker.train_pass(*grpo_inputs(ctx, examples, rollout_cap(ctx)))
 
 
 @task(name="train", cache_policy=NONE)
@@ -174,7 +175,11 @@ def _train_step(s: StageRun, policy: str) -> str | None:
     progress = bar(f"{ctx.round_id}-train-{step}", f"round {ctx.round_index}: grpo (step {step + 1}/{ctx.steps})")
     worker.progress = lambda _name, done, total: progress(done, total)
     with timer.compute():
-        res = worker.train_pass(*grpo_inputs(ctx, examples)) if examples else {"steps": 0, "metrics": {}, "kept": []}
+        res = (
+            worker.train_pass(*grpo_inputs(ctx, examples, rollout_cap(ctx)))
+            if examples
+            else {"steps": 0, "metrics": {}, "kept": []}
+        )
     progress(max(res["steps"], 1), max(res["steps"], 1))  # finished (also when no group carried signal)
     trained, last = res["steps"] > 0, step == ctx.steps - 1
     if not trained and not (last and step > 0 and _moved(ctx, policy)):

@@ -20,8 +20,8 @@ from prefect.cache_policies import NONE
 from ratchet.common.files import publish_dir
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
+from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
 from ratchet.flows.compute.rollout import live_worker
-from ratchet.flows.compute.training import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
@@ -296,10 +296,11 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
                 res = pool.train(
                     config_path,
                     round_index,
-                    init_id,
-                    ref_id if cfg.algorithm == "grpo" else None,
+                    checkpoint_path(ctx, init_id),
+                    checkpoint_path(ctx, ref_id) if cfg.algorithm == "grpo" else None,
                     tmp,
                     out / f"worker-result-{run_id}.json",
+                    max_completion_length=rollout_cap(ctx),
                     compute=cfg.compute,
                     log=log,
                     progress=lambda _bar, done, total: progress(done, total),

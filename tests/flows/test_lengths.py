@@ -29,7 +29,7 @@ def test_preflight_refuses_limits_that_would_truncate_training(tiny_config):  # 
 
 
 def test_auto_max_new_tokens_changes_the_next_rounds_limit(prefect_harness, tiny_config):  # noqa: F811
-    from ratchet.flows.compute.training import rollout_cap
+    from ratchet.flows.compute.resolve import rollout_cap
     from ratchet.flows.rounds.campaign import prepare_campaign, start_round
     from ratchet.flows.rounds.stages import generate
 
