@@ -74,8 +74,13 @@ def check_task_file(
     results: list[TaskResult] = []
     jobs: list[tuple[str, str, dict]] = []  # (task_id, program, prompt row)
     fmt: str | None = task_format
+    seen: dict[str, str] = {}
     for where, raw in read_records(spec):
         tid = str(raw.get("task_id", where))
+        if tid in seen:  # one id, one result: a second record would merge into the first's verdicts
+            results.append(TaskResult(f"{tid} ({where})", "error", f"duplicate task_id {tid!r} (first at {seen[tid]}); make ids unique"))
+            continue
+        seen[tid] = where
         try:
             fmt = fmt or detect_format(raw, where)
             rec = to_record(raw, where, fmt, spec, Path(path).name)

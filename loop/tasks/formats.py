@@ -7,11 +7,12 @@ a folder written by ``datasets.save_to_disk`` (HF ``datasets``, local only). For
   worked ``solution`` whose last ``\\boxed{}`` is the gold.
 * ``humaneval``: ``prompt`` (signature + docstring), ``test`` defining ``check(candidate)``,
   ``entry_point``, optional ``canonical_solution``. The test is converted here into the shape the code
-  verifier reads today (setup statements plus ``assert`` lines calling the entry point): module-level
-  statements of the test become setup, the body of ``check`` becomes asserts with ``candidate``
+  verifier reads today (setup statements plus ``assert`` lines calling the entry point): the prompt's
+  helpers (imports, ``def poly``) and module-level statements of the test become setup, the body of ``check`` becomes asserts with ``candidate``
   renamed to the entry point. A ``check`` body holding other statements (loops, prints) is refused
   with ``TaskDataError`` naming the task (``ratchet tasks check`` counts these).
-* ``mbpp``: ``text``, ``test_list`` (assert lines), ``test_setup_code``, optional ``code``.
+* ``mbpp``: ``text``, ``test_list`` (assert lines), ``test_setup_code``, ``test_imports`` (import lines the
+  tests need, MBPP sanitized), optional ``code``.
 * ``stdio``: a statement (``question``/``problem``/``description``) and ``inputs``/``outputs`` lists
   (APPS/CodeContests style; APPS' ``input_output`` JSON string is read too).
 """
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import ast
 import gzip
+import itertools
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,17 +70,50 @@ class TaskRecord:
     task_id: str
 
 
-def _open_jsonl(path: Path) -> Iterator[tuple[int, str]]:
-    raw = gzip.open(path, "rb").read() if path.name.endswith(".gz") else path.read_bytes()
+# Bounds on a task file as read (issue 22, class 3): a small gzip can expand without limit. Real task
+# files are far below them (HumanEval 0.2 MB, MBPP 1 MB, APPS' largest split ~1.3 GB with test data).
+MAX_TASK_FILE_BYTES = 4 * 1024**3  # decompressed bytes of one JSONL file
+MAX_TASK_LINE_BYTES = 256 * 1024**2  # bytes of one line (one record)
+
+
+def _open_jsonl(
+    path: Path, *, max_bytes: int = MAX_TASK_FILE_BYTES, max_line_bytes: int = MAX_TASK_LINE_BYTES
+) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a ``.jsonl``/``.jsonl.gz`` file, streamed (one line in memory at a time).
+
+    Raises:
+        TaskDataError: the file decompresses past ``max_bytes``, a line is longer than ``max_line_bytes``,
+            a line is not UTF-8, or the gzip stream is damaged (each in one line naming the file and line).
+    """
+    total = 0
+    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise TaskDataError(
-            f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); re-save the file as UTF-8, "
-            f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.jsonl`"
-        ) from None
-    yield from enumerate(text.splitlines(), 1)
+        with opener(path, "rb") as f:
+            for lineno in itertools.count(1):
+                raw = f.readline(max_line_bytes + 1)
+                if not raw:
+                    return
+                total += len(raw)
+                if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                    raise TaskDataError(
+                        f"{path}:{lineno}: line longer than {max_line_bytes // 1024**2} MiB; a task record must be smaller "
+                        "(split its test data or shorten it)"
+                    )
+                if total > max_bytes:
+                    raise TaskDataError(
+                        f"{path}: more than {max_bytes // 1024**2} MiB of text (decompressed) at line {lineno}; "
+                        "split the task file into several smaller ones"
+                    )
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise TaskDataError(
+                        f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}); re-save the file as UTF-8, "
+                        f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.jsonl`"
+                    ) from None
+                yield lineno, text.rstrip("\r\n")
+    except (OSError, EOFError, zlib.error) as e:
+        raise TaskDataError(f"{path}: cannot read it ({type(e).__name__}: {e}); re-download or re-compress the file") from None
 
 
 def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
@@ -250,6 +286,14 @@ def _prompt_helpers(prompt: str, entry_point: str) -> str:
     return "".join(ast.unparse(n) + "\n" for n in keep)
 
 
+def _helper_statements(prompt: str, entry_point: str) -> list[str]:
+    helpers = _prompt_helpers(prompt, entry_point)
+    if not helpers:
+        return []
+    keep = (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)
+    return [ast.unparse(n) for n in ast.parse(helpers).body if isinstance(n, keep)]
+
+
 def humaneval_tests(test: str, entry_point: str, where: str, prompt: str = "") -> tuple[str, ...]:
     """HumanEval's ``check(candidate)`` test as setup lines plus ``assert`` lines on ``entry_point``.
 
@@ -264,7 +308,9 @@ def humaneval_tests(test: str, entry_point: str, where: str, prompt: str = "") -
         mod = ast.parse(test)
     except SyntaxError as e:
         raise TaskDataError(f"{where}: test is not valid Python ({e.msg} at line {e.lineno}); fix the test") from None
-    setup, asserts, check = [], [], None
+    # The prompt's helpers (``poly``, its imports) are the task's own bindings: trusted setup, so a program's
+    # redefinition of them is never what the tests call (issue 22, class 1).
+    setup, asserts, check = _helper_statements(prompt, entry_point), [], None
     for node in mod.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
             check = node
@@ -345,6 +391,10 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
         if not isinstance(lines, list) or not lines or not all(isinstance(t, str) for t in lines):
             raise TaskDataError(f'{where}: mbpp tasks need "test_list", a non-empty list of assert lines')
         setup = _mbpp_setup(str(rec.get("test_setup_code") or ""), where)
+        imports = rec.get("test_imports") or []
+        if not isinstance(imports, list) or not all(isinstance(t, str) for t in imports):
+            raise TaskDataError(f'{where}: "test_imports" must be a list of import lines, e.g. ["import math"]')
+        setup = _mbpp_setup("\n".join(imports), where) + setup  # the tests' own imports (MBPP sanitized)
         q = text.strip() + "\nYour code should pass these tests:\n" + "\n".join(lines)
         code = rec.get(spec.solution_field or "code")
         return TaskRecord(q, "", tuple(setup + lines), None, code if isinstance(code, str) else None, task, task_id)

@@ -50,6 +50,7 @@ EOS) runs to the end of the text.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import time
@@ -58,16 +59,27 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ratchet.verifiers.code._harness import make_codec
-from ratchet.verifiers.code.plan import BadTests, Plan, check_function, defined_names, plan_tests
-from ratchet.verifiers.code.sandbox import Isolation, Limits, RunResult, check_isolation, default_isolation, run_job
+from ratchet.verifiers.code.plan import BadTests, Plan, check_function, defined_names, entry_points, plan_tests
+from ratchet.verifiers.code.sandbox import (
+    Isolation,
+    Limits,
+    RunResult,
+    SandboxUnavailable,
+    check_isolation,
+    default_isolation,
+    run_job,
+)
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "code-1.3.0"
+VERSION = "code-1.4.0"
 
 
 # The one value codec, shared with the sandbox side (``ratchet.verifiers.code._harness.make_codec``): probe values come back
-# encoded by it, judge jobs get them encoded by it.
-_ENCODE, _DECODE, _ = make_codec(set())
+# encoded by it, judge jobs get them encoded by it. The parent decodes a value only when it is small
+# (``_shape``): then every operation on it is bounded; a larger one is judged in the sandboxed judge run.
+_ENCODE, _DECODE = make_codec()
+PARENT_DECODE_CHARS = 64 * 1024  # encoded size up to which the parent decodes a value to judge it itself
+PARENT_HASHED_ITEMS = 256  # set items / dict keys up to which it does (equal-hash keys cost quadratic time)
 
 
 def _drop_think(text: str) -> str:
@@ -116,11 +128,22 @@ def extract_code(completion: str) -> str:
 
 
 def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
-    """Decide ``__p[k] == literal``, ``__p[k]`` and ``not __p[k]`` here; None when the judge run is needed."""
+    """Decide ``__p[k] == literal``, ``__p[k]`` and ``not __p[k]`` here; None when the judge run is needed.
 
+    Never raises: a value that compares by raising (a signalling-NaN ``Decimal``) or that was not decoded
+    here (too large) leaves the decision to the sandboxed judge run.
+    """
+    try:
+        return _fast_judge_unguarded(expr, values)
+    except Exception:  # a program value whose comparison raises: the judge run decides (and records the error)
+        return None
+
+
+def _fast_judge_unguarded(expr: ast.expr, values: list[Any]) -> bool | None:
     def probe(n: ast.expr) -> int | None:
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
-            return n.slice.value  # type: ignore[attr-defined,no-any-return]
+            k = n.slice.value  # type: ignore[attr-defined]
+            return None if values[k] is _UNDECIDED else k  # type: ignore[no-any-return]
         return None
 
     if probe(expr) is not None:
@@ -136,7 +159,7 @@ def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
             expected = ast.literal_eval(lit)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
-        same = bool(values[k] == expected)  # both sides are plain builtins rebuilt here: == is safe
+        same = bool(values[k] == expected)  # both sides are plain builtins rebuilt here, small (``_decode``)
         return same if isinstance(expr.ops[0], ast.Eq) else not same
     return None
 
@@ -147,7 +170,6 @@ _RECORD_FIELDS = {
     "loaded": (0, 1),
     "exit": (1, 1),
     "load_error": (1, 2),
-    "unguarded": (2, 2),
     "setup_error": (1, 1),
     "value": (2, 2),
     "error": (2, 3),  # index, exception type, message (a prep/judge error has no message)
@@ -194,16 +216,81 @@ def _indexed(res: RunResult, kinds: tuple[str, ...], n: int) -> dict[int, list[s
     return out
 
 
-def _decode(raw: str) -> Any:
-    """One encoded value from a record, decoded with bounded size and nesting.
+_SCALAR_TAGS = {"none": 1, "bool": 2, "int": 2, "float": 2, "decimal": 2, "str": 2, "complex": 3, "bytes": 2,
+                "bytearray": 2, "range": 4, "fraction": 3}
+_HASHABLE_TAGS = {"none", "bool", "int", "float", "decimal", "str", "complex", "bytes", "range", "fraction", "tuple", "frozenset"}
+_MAPPING_TAGS = {"dict", "counter", "ordereddict", "defaultdict", "items"}
+_SEQUENCE_TAGS = {"list", "tuple", "set", "frozenset", "deque", "keys", "values", "iter"}
+
+
+def _shape(raw: str, max_nodes: int = 1_000_000, max_depth: int = 200) -> tuple[Any, int]:
+    """One encoded value from a record, checked for shape without building it: ``(json, hashed items)``.
+
+    Linear in the record's size: nothing is hashed or compared (a program's set of equal-hash ints costs
+    nothing here). Checks every tag and field, the nesting depth and that dict keys and set items are
+    hashable kinds; ``hashed items`` counts set items and dict keys (how costly a decode would be).
 
     Raises:
-        _Malformed: not JSON, nested too deep, or not a well-formed tagged value.
+        _Malformed: not JSON, nested too deep, too many nodes, or not a well-formed tagged value.
     """
     try:
-        return _DECODE(json.loads(raw))
+        top = json.loads(raw)
     except (ValueError, RecursionError, MemoryError) as exc:
         raise _Malformed(f"malformed value record: {str(exc)[:120]}") from None
+    hashed, nodes = 0, 0
+    stack: list[tuple[Any, int, bool]] = [(top, 0, False)]
+    while stack:
+        x, depth, need_hash = stack.pop()
+        nodes += 1
+        if depth > max_depth or nodes > max_nodes:
+            raise _Malformed(f"malformed value record: nested deeper than {max_depth} levels or over {max_nodes} nodes")
+        if type(x) is not list or not x or type(x[0]) is not str:
+            raise _Malformed(f"malformed value record: {str(x)[:60]!r} is not a tagged list")
+        tag, n = x[0], len(x)
+        if need_hash and tag not in _HASHABLE_TAGS:
+            raise _Malformed(f"malformed value record: an unhashable {tag[:20]!r} as a dict key or set item")
+        if tag in _SCALAR_TAGS:
+            ok = n == _SCALAR_TAGS[tag] and (tag == "none" or all(type(f) is (bool if tag == "bool" else str) for f in x[1:]))
+            if not ok or any(type(f) is str and len(f) > 1_000_000 for f in x[1:]):
+                raise _Malformed(f"malformed value record: bad {tag!r} value")
+            continue
+        if n < 2 or type(x[1]) is not list:
+            raise _Malformed(f"malformed value record: unknown tag {tag[:20]!r} or wrong shape")
+        if tag in _MAPPING_TAGS:
+            if n != (3 if tag == "defaultdict" else 2) or (tag == "defaultdict" and x[2] is not None and type(x[2]) is not str):
+                raise _Malformed(f"malformed value record: bad {tag!r} value")
+            for pair in x[1]:
+                if type(pair) is not list or len(pair) != 2:
+                    raise _Malformed("malformed value record: a mapping entry that is not [key, value]")
+                stack += [(pair[0], depth + 1, True), (pair[1], depth + 1, False)]
+            hashed += len(x[1])
+        elif tag in _SEQUENCE_TAGS:
+            if n != (3 if tag == "deque" else 2) or (tag == "deque" and x[2] is not None and type(x[2]) is not int):
+                raise _Malformed(f"malformed value record: bad {tag!r} value")
+            items_hash = tag in ("set", "frozenset", "keys")
+            stack += [(y, depth + 1, items_hash or (need_hash and tag == "tuple")) for y in x[1]]
+            hashed += len(x[1]) if items_hash else 0
+        else:
+            raise _Malformed(f"malformed value record: unknown tag {tag[:20]!r}")
+    return top, hashed
+
+
+def _decode(raw: str) -> Any:
+    """One encoded value, decoded here when that is cheap; ``_UNDECIDED`` when it is not (the judge run decodes it).
+
+    Raises:
+        _Malformed: as :func:`_shape`, or the value does not decode.
+    """
+    top, hashed = _shape(raw)
+    if len(raw) > PARENT_DECODE_CHARS or hashed > PARENT_HASHED_ITEMS:
+        return _UNDECIDED
+    try:
+        return _DECODE(top)
+    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError) as exc:
+        raise _Malformed(f"malformed value record: {str(exc)[:120]}") from None
+
+
+_UNDECIDED = object()  # a value the parent does not decode itself (see ``_decode``)
 
 
 def _failure(res: RunResult) -> tuple[str, dict[str, Any]] | None:
@@ -238,14 +325,47 @@ def _verdict(reason: str, t0: float, **details: Any) -> Verdict:
     return Verdict.outcome("code", VERSION, reason, t0, **details)
 
 
-def _prep_args(plan: Plan, limits: Limits, isolation: str) -> tuple[list[Any], tuple[str, dict[str, Any]] | None]:
+class _Runs:
+    """Every sandboxed run of one verification, under one wall-time budget (issue 22, class 3).
+
+    Each run gets ``limits.timeout_s`` or what is left of ``limits.total_s`` (default twice
+    ``timeout_s``), whichever is less; once the budget is spent no run starts and the verification's
+    verdict is ``timeout``, so a task with many cases costs at most ``total_s``, not cases x timeout.
+    """
+
+    def __init__(self, limits: Limits, isolation: str) -> None:
+        self.limits, self.isolation = limits, isolation
+        self.total_s = limits.total_s if limits.total_s is not None else 2 * limits.timeout_s
+        self.deadline = time.monotonic() + self.total_s
+        self.spent = False
+
+    def run(self, job: dict, stdin: bytes = b"") -> RunResult:
+        left = self.deadline - time.monotonic()
+        if left <= 0.05:
+            self.spent = True
+            return RunResult(timed_out=True, isolation=self.isolation)
+        timeout = min(self.limits.timeout_s, left)
+        res = run_job(job, dataclasses.replace(self.limits, timeout_s=timeout, cpu_s=None), stdin, isolation=self.isolation)
+        if res.timed_out and timeout < self.limits.timeout_s:
+            self.spent = True
+        return res
+
+
+def _trusted_failure(runs: _Runs, what: str, bad: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A trusted run (no model code) failed: the task's fault, unless the verification's budget ran out."""
+    if runs.spent:
+        return "timeout", {"timeout": True, "budget_s": runs.total_s}
+    return "bad_gold", {"error": f"{what} failed in a run without the program: {bad[0]} {bad[1]}"[:300]}
+
+
+def _prep_args(plan: Plan, runs: _Runs) -> tuple[list[Any], tuple[str, dict[str, Any]] | None]:
     """Evaluate the setup-defined argument expressions in a trusted run (no model code); encoded values."""
     if not plan.args:
         return [], None
-    res = run_job({"mode": "prep", "setup": plan.setup, "exprs": plan.args}, limits, isolation=isolation)
+    res = runs.run({"mode": "prep", "setup": plan.setup, "exprs": plan.args})
     bad = _failure(res)
     if bad:
-        return [], ("bad_gold", {"error": f"test setup failed in a run without the program: {bad[0]} {bad[1]}"[:300]})
+        return [], _trusted_failure(runs, "test setup", bad)
     try:
         recs = _indexed(res, ("value", "error"), len(plan.args))
     except _Malformed as exc:
@@ -257,14 +377,14 @@ def _prep_args(plan: Plan, limits: Limits, isolation: str) -> tuple[list[Any], t
             why = "raised " + " ".join(r[2:]) if r else "did not run"
             return [], ("bad_gold", {"error": f"test argument {expr!r} {why}; arguments must be plain data (no objects)"[:300]})
         try:
-            out.append(_ENCODE(_decode(r[2]), [1_000_000]))  # re-encoded here: only well-formed data goes on
-        except (_Malformed, TypeError, ValueError) as exc:
+            out.append(_shape(r[2])[0])  # checked here: only well-formed data goes on
+        except _Malformed as exc:
             return [], ("bad_gold", {"error": f"test argument {expr!r} is not plain data: {exc}"[:300]})
     return out, None
 
 
-def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isolation: str) -> tuple[str, dict[str, Any]]:
-    args, bad = _prep_args(plan, limits, isolation)
+def _run_asserts(program: str, plan: Plan, runs: _Runs, names: set[str]) -> tuple[str, dict[str, Any]]:
+    args, bad = _prep_args(plan, runs)
     if bad:
         return bad
     job = {
@@ -275,7 +395,7 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
         "probes": plan.probes,
         "candidate_names": sorted(names),
     }
-    res = run_job(job, limits, isolation=isolation)
+    res = runs.run(job)
     bad = _failure(res)
     if bad:
         return bad
@@ -300,7 +420,9 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
             "args": args,  # an unrolled comprehension's loop bindings (from the prep run)
             "audit": False,
         }
-        jr = run_job(judge, limits, isolation=isolation)
+        jr = runs.run(judge)
+        if runs.spent:
+            return "timeout", {"timeout": True, "budget_s": runs.total_s}
         try:
             got = {k: r[2] == "True" for k, r in _indexed(jr, ("judged", "judged_error"), len(todo)).items() if r[0] == "judged"}
         except _Malformed:
@@ -314,25 +436,32 @@ def _run_asserts(program: str, plan: Plan, limits: Limits, names: set[str], isol
 CHECK_ROUNDS = 4  # trusted check runs per verdict; a test whose later calls depend on results needs more
 
 
-def _run_check(program: str, test: str, entry: str, limits: Limits, isolation: str) -> tuple[str, dict[str, Any]]:
+def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, dict[str, Any]]:
     """HumanEval's ``check(candidate)``, run in a trusted process with ``candidate`` a proxy.
 
     Each round runs ``check`` with the answers known so far; the calls it makes past them come
     back as plain-data arguments, which the program answers in its own sandboxed run (one probe
     per call), and the next round replays them. Expected values never reach the program's process.
+    Once the program has answered, a check run that fails (a timeout, a crash) is the program's
+    verdict (its answers made it fail), never ``bad_gold``.
     """
     answers: list[list[Any]] = []
     for _ in range(CHECK_ROUNDS):
-        res = run_job({"mode": "check", "test": test, "check": "check", "answers": answers}, limits, isolation=isolation)
+        res = runs.run({"mode": "check", "test": test, "check": "check", "answers": answers})
         bad = _failure(res)
+        if bad and answers:
+            reason = "timeout" if bad[0] == "timeout" else "runtime_error"
+            return reason, {**bad[1], "calls": len(answers), "error": f"check() failed on the program's answers: {bad[0]}"}
         if bad:
-            return "bad_gold", {"error": f"check() failed in a run without the program: {bad[0]} {bad[1]}"[:300]}
+            return _trusted_failure(runs, "check()", bad)
         try:
             calls = _indexed(res, ("call",), 1_000_000)
             if sorted(calls) != list(range(len(answers), len(answers) + len(calls))):
                 raise _Malformed(f"check() calls numbered {sorted(calls)[:5]}, expected from {len(answers)}")
-            args = [_ENCODE(_decode(calls[k][2]), [1_000_000]) for k in sorted(calls) if k >= len(answers)]
-        except (_Malformed, TypeError, ValueError) as exc:
+            args = [_shape(calls[k][2])[0] for k in sorted(calls) if k >= len(answers)]
+        except _Malformed as exc:
+            if answers:  # the arguments are built from the program's answers
+                return "runtime_error", {"calls": len(answers), "error": f"check() passed on a value that is not plain data: {exc}"[:300]}
             return "bad_gold", {"error": f"check() passed a value that is not plain data: {exc}"[:300]}
         outcome = next((r[1] for r in res.records if r[0] == "checked"), "ended without a result")
         if outcome == "pass":
@@ -342,11 +471,13 @@ def _run_check(program: str, test: str, entry: str, limits: Limits, isolation: s
             return "runtime_error", {"passed": 0, "total": 1, "calls": len(answers), "error": f"the program raised {raised}"}
         if outcome.startswith("fail:"):
             return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": outcome[5:]}
+        if outcome == "diverged" and answers:
+            return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": "check() diverged on the program's answers"}
         if outcome == "diverged" or not args:
             return "bad_gold", {"error": f"check() {outcome}: its calls to the candidate cannot be replayed"}
         probes = [f"{entry}(*__a[{k}][0], **__a[{k}][1])" for k in range(len(args))]
         job = {"mode": "assert", "program": program, "setup": [], "args": args, "probes": probes, "candidate_names": [entry]}
-        run = run_job(job, limits, isolation=isolation)
+        run = runs.run(job)
         bad = _failure(run)
         if bad:
             return bad
@@ -356,8 +487,8 @@ def _run_check(program: str, test: str, entry: str, limits: Limits, isolation: s
                 return "runtime_error", {"error": "some tests did not run"}
             for k in range(len(probes)):
                 r = recs[k]
-                _decode(r[2]) if r[0] == "value" else None  # validated here, decoded only by the check run
-                answers.append([args[k], r[0], json.loads(r[2]) if r[0] == "value" else " ".join(r[2:])[:200]])
+                value = _shape(r[2])[0] if r[0] == "value" else " ".join(r[2:])[:200]  # decoded only by the check run
+                answers.append([args[k], r[0], value])
         except _Malformed as exc:
             return "sandbox_violation", {"violation": str(exc)}
     return "bad_gold", {"error": f"check() still calling the candidate after {CHECK_ROUNDS} rounds"}
@@ -370,19 +501,19 @@ def _norm_out(s: str) -> list[str]:
     return lines
 
 
-def _run_stdio(
-    program: str, gold: str | None, cases: list[tuple[str, str | None]], limits: Limits, isolation: str
-) -> tuple[str, dict[str, Any]]:
+def _run_stdio(program: str, gold: str | None, cases: list[tuple[str, str | None]], runs: _Runs) -> tuple[str, dict[str, Any]]:
     passed = 0
     for i, (stdin, expected) in enumerate(cases):
         if expected is None:
             if not gold:
                 return "bad_gold", {"error": f"stdio test {i} has no expected stdout and no reference solution"}
-            ref = run_job({"mode": "stdio", "program": extract_code(gold)}, limits, stdin.encode(), isolation=isolation)
-            if _failure(ref):
-                return "bad_gold", {"error": f"reference solution failed on stdio test {i}: {_failure(ref)}"}
+            ref = runs.run({"mode": "stdio", "program": extract_code(gold)}, stdin.encode())
+            bad = _failure(ref)
+            if bad:
+                reason, details = _trusted_failure(runs, f"reference solution on stdio test {i}", bad)
+                return reason, {**details, "passed": passed, "total": len(cases)}
             expected = ref.stdout.decode("utf-8", "replace")
-        res = run_job({"mode": "stdio", "program": program}, limits, stdin.encode(), isolation=isolation)
+        res = runs.run({"mode": "stdio", "program": program}, stdin.encode())
         bad = _failure(res)
         if bad:
             return bad[0], {**bad[1], "passed": passed, "total": len(cases)}
@@ -404,17 +535,20 @@ def verify_code(
     """Run the program in ``completion`` against ``tests`` in the sandbox.
 
     Args:
-        gold: reference solution (used only to compute missing expected stdout); may be None.
+        gold: reference solution: tells the task's entry points (the names it defines that the tests use)
+            and computes missing expected stdout; may be None.
         completion: model output; the last fenced python block is the program.
         tests: assert/setup lines, unittest-style assert calls and stdio cases (module docstring).
-        timeout_s: wall-clock limit per sandboxed run, seconds (overrides ``limits.timeout_s``).
+        timeout_s: wall-clock limit per sandboxed run, seconds (overrides ``limits.timeout_s``); all runs of
+            the verification share ``limits.total_s`` (default ``2 * timeout_s``).
         limits: resource limits; defaults to ``Limits(timeout_s=timeout_s)``.
         isolation: ``"kernel"`` (bubblewrap) or ``"weak"``; None: ``sandbox.default_isolation()``.
 
     Returns:
         ``Verdict(verifier="code")``; reasons ok, wrong, no_answer, timeout, sandbox_violation,
         runtime_error, bad_gold (unreadable tests). ``details`` has passed/total and ``isolation``.
-        Nothing the program does makes this raise.
+        Nothing the program does makes this raise: an unexpected error while handling its output is this
+        item's ``runtime_error`` (``details.verifier_error``), never the batch's.
 
     Raises:
         SandboxUnavailable: ``isolation="kernel"`` where the kernel cannot give it (one line naming
@@ -424,6 +558,16 @@ def verify_code(
     mode = isolation or default_isolation()
     check_isolation(mode)
     limits = Limits(**{**(limits.__dict__ if limits else {}), "timeout_s": timeout_s})
+    try:
+        return _verify(gold, completion, tests, limits, mode, t0)
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one item's failure is that item's verdict (issue 22, class 2)
+        err = f"{type(exc).__name__} while handling the program's output: {str(exc)[:200]}"
+        return _verdict("runtime_error", t0, error=err, verifier_error=True, isolation=mode)
+
+
+def _verify(gold: str | None, completion: str, tests: Sequence[Any], limits: Limits, mode: str, t0: float) -> Verdict:
     program = extract_code(completion)
     if not program.strip():
         return _verdict("no_answer", t0, isolation=mode)
@@ -435,20 +579,22 @@ def verify_code(
         return _verdict("runtime_error", t0, error=f"SyntaxError: {exc}", isolation=mode)
     except (RecursionError, ValueError, MemoryError) as exc:
         return _verdict("runtime_error", t0, error=f"{type(exc).__name__} while parsing the program", isolation=mode)
+    runs = _Runs(limits, mode)
     try:
         native = check_function(tests)
         if native is not None:
-            reason, details = _run_check(program, native[0], native[1], limits, mode)
+            reason, details = _run_check(program, native[0], native[1], runs)
             return _verdict(reason, t0, **details, isolation=mode)
-        plan = plan_tests(tests, names)
+        entry = entry_points(tests, names, program, extract_code(gold) if gold else None)
+        plan = plan_tests(tests, set(entry.names), entry)
     except BadTests as exc:
         return _verdict("bad_gold", t0, error=str(exc), isolation=mode)
     details: dict[str, Any] = {}
     if plan.judges:
-        reason, details = _run_asserts(program, plan, limits, names, mode)
+        reason, details = _run_asserts(program, plan, runs, set(entry.names))
         if reason != "ok" or not plan.stdio:
             return _verdict(reason, t0, **details, isolation=mode)
-    reason, more = _run_stdio(program, gold, plan.stdio, limits, mode)
+    reason, more = _run_stdio(program, gold, plan.stdio, runs)
     return _verdict(reason, t0, **{**details, **more}, isolation=mode)
 
 

@@ -139,7 +139,7 @@ def _install_hook(secret, result_fd, workdir, read_roots):
 _ITER_SAMPLES = ("", (), [], {}, set(), frozenset(), range(0), b"", bytearray())
 
 
-def make_codec(candidate_classes, max_depth=200):
+def make_codec(max_depth=200):
     """The one value codec of the sandbox: plain builtin values <-> JSON-able tagged lists.
 
     Used by both sides: the harness encodes probe values (no candidate method is called: types are
@@ -150,11 +150,11 @@ def make_codec(candidate_classes, max_depth=200):
     ``set(gen) == {...}`` holds while ``gen == [...]`` stays False, as in plain Python.
 
     Returns:
-        ``(enc, dec, guard)``: ``enc(value, budget)`` -> tagged list (``budget = [n]`` nodes at most;
+        ``(enc, dec)``: ``enc(value, budget)`` -> tagged list (``budget = [n]`` nodes at most;
         ValueError past it, TypeError for a value that is not plain data); ``dec(tagged)`` -> value,
         raising ValueError for anything malformed (unknown tag, wrong shape, nesting deeper than
-        ``max_depth``, an unhashable dict key or set item); ``guard(v)`` -> what test code sees of a
-        candidate value (plain copies, guarded callables, proxied instances of candidate classes).
+        ``max_depth``, an unhashable dict key or set item). The program's process only encodes: what
+        it sends is decoded by the parent and the judge, never beside the program.
     """
     import collections
     import decimal
@@ -280,42 +280,14 @@ def make_codec(candidate_classes, max_depth=200):
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](elems)
         raise ValueError(f"malformed value: unknown tag {tag[:20]!r}")
 
-    def roundtrip(v):
-        return dec(enc(v, [1_000_000]))
-
-    def guard(v):
-        """Candidate values as seen by test code: plain copies, guarded callables, proxied instances."""
-        if callable(v):
-
-            def call(*a, **kw):
-                return guard(v(*a, **kw))
-
-            return call
-        if t(v) in candidate_classes:
-            return _Proxy(v, guard)
-        return roundtrip(v)
-
-    return enc, dec, guard
-
-
-class _Proxy:
-    """Wraps an instance of a candidate class: attribute reads are guarded, nothing else is allowed."""
-
-    __slots__ = ("_obj", "_guard")
-
-    def __init__(self, obj, guard):
-        object.__setattr__(self, "_obj", obj)
-        object.__setattr__(self, "_guard", guard)
-
-    def __getattr__(self, name):
-        return object.__getattribute__(self, "_guard")(getattr(object.__getattribute__(self, "_obj"), name))
+    return enc, dec
 
 
 def _trusted(job, emit):
     """``prep``/``judge``: run setup and evaluate expressions; no model code runs in this process."""
     import builtins
 
-    enc, dec, _ = make_codec(set())
+    enc, dec = make_codec()
     ns = {"__builtins__": builtins, "__p": [dec(v) for v in job.get("values", [])], "__a": [dec(v) for v in job.get("args", [])]}
     for stmt in job["setup"]:
         exec(compile(stmt, "<setup>", "exec"), ns)
@@ -350,7 +322,7 @@ def _check(job, emit):
     import random
 
     random.seed(0)  # an unseeded random test makes the same calls in every round, so answers replay
-    enc, dec, _ = make_codec(set())
+    enc, dec = make_codec()
     answers, calls, state = job["answers"], [0], {"spec": False}
 
     def candidate(*a, **kw):
@@ -410,7 +382,7 @@ def _candidate(job, emit, secret, result_fd, workdir):
     import traceback
 
     pristine = dict(vars(builtins))
-    enc, dec, _ = make_codec(set())
+    enc, dec = make_codec()
     args = [None if v is None else dec(v) for v in job.get("args", [])]  # None: an argument only the judge sees
     if job.get("audit", True):
         _install_hook(secret, result_fd, workdir, _read_roots())
@@ -428,15 +400,9 @@ def _candidate(job, emit, secret, result_fd, workdir):
         sys.stdout.flush()
         emit("done")
         return
-    classes = {v for v in g.values() if type(v) is type and getattr(v, "__module__", None) == "__main__"}
-    enc, dec, guard = make_codec(classes)
-    names = set(job["candidate_names"])
-    ns = {}
-    for k, v in g.items():
-        try:
-            ns[k] = guard(v) if k in names else v
-        except (TypeError, ValueError) as exc:  # e.g. a module bound by assignment: tests cannot see it
-            emit("unguarded", k, type(exc).__name__)
+    # Only the task's entry points are taken from the program; probes are entry-point calls whose values go
+    # back as plain data (methods and comparisons on them run in the judge, never here).
+    ns = {k: g[k] for k in job["candidate_names"] if k in g}
     ns["__builtins__"], ns["__a"] = pristine, args
     for stmt in job["setup"]:  # only setup lines that use the program's names; no expected values
         try:

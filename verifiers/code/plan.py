@@ -6,7 +6,9 @@ has the policy; this module only parses, it runs nothing).
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,85 @@ def defined_names(program: str) -> set[str]:
 
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _test_statements(tests: Sequence[Any]) -> list[ast.stmt]:
+    """The statements of the assert/setup tests (stdio cases and unparsable lines skipped: ``plan_tests`` reports those)."""
+    out: list[ast.stmt] = []
+    for t in tests:
+        if isinstance(t, str) and not _STDIO.match(t):
+            try:
+                out += ast.parse(t).body
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+    return out
+
+
+def _imported(stmts: list[ast.stmt]) -> set[str]:
+    return {(a.asname or a.name).split(".")[0] for s in stmts if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names}
+
+
+def _class_defs(program: str) -> set[str]:
+    try:
+        return {s.name for s in ast.parse(program).body if isinstance(s, ast.ClassDef)}
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+
+
+@dataclass(frozen=True)
+class EntryPoints:
+    """What a task takes from a program (issue 22, class 1: the program's own names never decide what the tests use).
+
+    Attributes:
+        names: the task's entry points the program defines: names the tests use that the tests do not bind
+            themselves, that the reference solution (``gold``) defines (a def, class, assignment or
+            ``from m import name``), or without a gold, that are neither builtins nor standard modules.
+            Every other name the program binds (``abs``, ``expected``, a helper, ``math``) is invisible to the tests.
+        classes: entry points that are classes (the gold's classes; without a gold, the program's classes
+            named in CapWords): ``Cls(...).method(x)`` runs on the program's object.
+        imports: standard modules the tests use without importing them (``math.isclose``): the task's own
+            binding of that name is the module, imported in the tests' trusted setup.
+    """
+
+    names: frozenset[str]
+    classes: frozenset[str]
+    imports: tuple[str, ...]
+
+
+def entry_points(tests: Sequence[Any], program_names: set[str], program: str, gold: str | None) -> EntryPoints:
+    """The task's entry points for one program (see :class:`EntryPoints`); parses only, runs nothing."""
+    stmts = _test_statements(tests)
+    used = set().union(*(_names(s) for s in stmts)) if stmts else set()
+    bound: set[str] = _imported(stmts)
+    for s in stmts:
+        if isinstance(s, _SETUP):
+            try:
+                bound |= defined_names(ast.unparse(s))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+    free = used - bound
+    gold_names: set[str] | None = None
+    if gold:
+        try:
+            gold_tree = ast.parse(gold)
+            gold_names = defined_names(gold) | {
+                a.asname or a.name for s in ast.walk(gold_tree) if isinstance(s, ast.ImportFrom) for a in s.names
+            }
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            gold_names = None
+        if gold_names is not None and not gold_names & free:
+            gold_names = None  # a gold that defines none of the tested names (a stdio program): no guidance from it
+    if gold_names is not None:
+        names = free & gold_names & program_names
+        classes = _class_defs(gold) & names
+    else:
+        names = (free - _BUILTIN_NAMES - set(sys.stdlib_module_names)) & program_names
+        classes = {c for c in _class_defs(program) & names if c[:1].isupper()}
+    imports = tuple(sorted(n for n in free - names - _BUILTIN_NAMES if n in sys.stdlib_module_names))
+    return EntryPoints(frozenset(names), frozenset(classes), imports)
 
 
 def _local_names(node: ast.AST) -> set[str]:
@@ -115,10 +196,30 @@ class _Splitter(ast.NodeTransformer):
     def _refs(self, node: ast.AST) -> bool:
         return bool(_names(node) & self.names)
 
-    def _rooted(self, node: ast.AST) -> bool:
+    def _cut(self, node: ast.AST) -> ast.expr | None:
+        """The part of a chain rooted at a program name that runs beside the program; None when ``node`` is no such chain.
+
+        A function (or value) entry point: the name and its calls, ``f(x)`` in ``f(x).startswith('a')[0]``;
+        the rest (``.startswith('a')``, ``[0]``) runs in the judge on the decoded, plain value, so no method
+        of a program-made object answers for the test. A class entry point or an object made from one in the
+        tests' setup: the constructor, then one attribute and its calls (``Solution().twice(3)``, ``s.push(1)``).
+        """
+        ops: list[ast.expr] = []
         while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+            ops.append(node)
             node = node.func if isinstance(node, ast.Call) else node.value
-        return isinstance(node, ast.Name) and node.id in self.names
+        if not (isinstance(node, ast.Name) and node.id in self.names):
+            return None
+        ops.reverse()
+        i = 0
+        if node.id in self.plan.classes or node.id in self.plan.objects:
+            if node.id in self.plan.classes and i < len(ops) and isinstance(ops[i], ast.Call):
+                i += 1
+            if i < len(ops) and isinstance(ops[i], ast.Attribute):
+                i += 1
+        while i < len(ops) and isinstance(ops[i], ast.Call):
+            i += 1
+        return ops[i - 1] if i else node
 
     def _unroll(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> ast.expr | None:
         gens = node.generators
@@ -157,7 +258,10 @@ class _Splitter(ast.NodeTransformer):
             out = self._unroll(node)
             if out is not None:
                 return ast.fix_missing_locations(out)
-        if isinstance(node, ast.expr) and self._refs(node) and (self._rooted(node) or isinstance(node, _SCOPED)):
+        cut = self._cut(node) if isinstance(node, ast.expr) else None
+        if cut is not None and cut is not node:
+            return self.generic_visit(node)  # the chain's outer part stays in the judge; its inner part is probed below
+        if isinstance(node, ast.expr) and self._refs(node) and (cut is not None or isinstance(node, _SCOPED)):
             if isinstance(node, _SCOPED) and _names(node) & self.trusted:
                 raise BadTests(
                     f"test expression {ast.unparse(node)!r} mixes the program's names with setup-defined names inside "
@@ -241,6 +345,8 @@ class Plan:
         probes: candidate-rooted expressions evaluated beside the program.
         judges: each assert with probes replaced by ``__p[k]``; decided by the parent or the judge run.
         stdio: (stdin, expected stdout or None) cases.
+        classes: entry points that are classes (``Cls(...).method(x)`` runs on the program's object).
+        objects: names the candidate-side setup binds to ``Cls(...)`` of such a class (``s.method(x)`` likewise).
     """
 
     setup: list[str] = field(default_factory=list)
@@ -250,6 +356,8 @@ class Plan:
     probes: list[str] = field(default_factory=list)
     judges: list[ast.expr] = field(default_factory=list)
     stdio: list[tuple[str, str | None]] = field(default_factory=list)
+    classes: set[str] = field(default_factory=set)
+    objects: set[str] = field(default_factory=set)
 
 
 def _stdio_case(t: Any) -> tuple[str, str | None] | None:
@@ -273,7 +381,7 @@ def _stdio_case(t: Any) -> tuple[str, str | None] | None:
 _SETUP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef)
 
 
-def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
+def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None = None) -> Plan:
     """Split tests into trusted setup, candidate-side setup, data arguments, probes and judges.
 
     A setup statement that uses none of the program's names is trusted (it may hold expected
@@ -285,6 +393,10 @@ def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
             stdio case, or mixes program and setup names inside a comprehension.
     """
     plan, cand, trusted = Plan(), set(names), set()
+    if entry is not None:
+        plan.classes = set(entry.classes)
+        plan.setup = [f"import {m}" for m in entry.imports]
+        trusted |= set(entry.imports)
     for t in tests:
         case = _stdio_case(t)
         if case is not None:
@@ -302,6 +414,10 @@ def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
                 bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}
                 if _names(s) & cand or (isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name in cand):
                     plan.cand_setup.append(ast.unparse(_ArgLifter(cand, trusted, set(), plan.args).visit(s)))
+                    if _constructs(s, plan.classes):
+                        plan.objects |= bound
+                    else:
+                        plan.objects -= bound
                     cand |= bound
                     trusted -= bound
                 else:
@@ -314,6 +430,14 @@ def plan_tests(tests: Sequence[Any], names: set[str]) -> Plan:
                     f"write tests as 'assert f(x) == y' lines"
                 )
     return plan
+
+
+def _constructs(s: ast.stmt, classes: set[str]) -> bool:
+    """``x = Cls(...)`` (or ``x: T = Cls(...)``) for a class entry point ``Cls``: ``x`` is the program's object."""
+    value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
+    return (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
+    )
 
 
 class _SoftAsserts(ast.NodeTransformer):

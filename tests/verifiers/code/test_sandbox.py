@@ -65,7 +65,9 @@ def test_memory_bomb_fails() -> None:
 
 def test_huge_output_is_capped() -> None:
     t0 = time.perf_counter()
-    v = verify_code(None, prog("def add(a, b):\n    print('x' * (200 * 1024 * 1024))\n    return a + b"), TESTS, timeout_s=2)
+    # 200 MiB in 1 MiB lines: past the stdout cap, within the sandbox's memory budget (256 MiB per process)
+    body = "def add(a, b):\n    line = 'x' * (1024 * 1024)\n    for _ in range(200):\n        print(line)\n    return a + b"
+    v = verify_code(None, prog(body), TESTS, timeout_s=2)
     assert v.reason == "sandbox_violation" and v.details.get("output_exceeded")
     assert time.perf_counter() - t0 < 3
 
