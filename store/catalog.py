@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -68,16 +69,40 @@ def _sql_str(s: str | Path) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
+_ROWS = re.compile(r"rows-(\d{12})-(\d{12})\.parquet")
+_VERSION = re.compile(r"v-(\d{12})\.parquet")
+_DIGITS = "[0-9]" * 12  # the views' globs match only the names the writer gives (a planted ``rows-x.parquet`` is not read)
+_warned: set[Path] = set()
+
+
+def _foreign(f: Path) -> None:
+    """Log (once per file and process) a file in the snapshot folder that Ratchet did not write; it is ignored."""
+    if f not in _warned:
+        _warned.add(f)
+        logger.warning("ignoring %s in the store's snapshot folder: not written by Ratchet (remove it)", f)
+
+
 def _range_files(folder: Path) -> list[tuple[int, int, Path]]:
+    """The row-range files of an insert-only table, ``(from, to, path)``; any other name is ignored and logged."""
     out = []
     for f in folder.glob("rows-*.parquet"):
-        a, b = f.stem.removeprefix("rows-").split("-")
-        out.append((int(a), int(b), f))
+        m = _ROWS.fullmatch(f.name)
+        if m and int(m[1]) < int(m[2]):
+            out.append((int(m[1]), int(m[2]), f))
+        else:
+            _foreign(f)
     return sorted(out)
 
 
 def _versions(folder: Path) -> list[Path]:
-    return sorted(folder.glob("v-*.parquet"))
+    """The version files of a table (``v-<12 digits>.parquet``), oldest first; any other name is ignored and logged."""
+    out = []
+    for f in folder.glob("v-*.parquet"):
+        if _VERSION.fullmatch(f.name):
+            out.append(f)
+        else:
+            _foreign(f)
+    return sorted(out)
 
 
 def _write(con: duckdb.DuckDBPyConnection, sql: str, target: Path) -> None:
@@ -142,20 +167,24 @@ def _prune(versions: list[Path]) -> None:
             pass
 
 
-def catalog_statements(db: str | Path) -> list[str]:
-    """The reader catalog's DDL: one view per table over its Parquet files (absolute paths), then the canned views.
+def catalog_statements(db: str | Path, *, absolute: bool = False) -> list[str]:
+    """The reader catalog's DDL, built from the schema: one view per table over its Parquet files, then the canned views.
 
     Insert-only tables: the union of their row-range files. Others: the newest version among the files
     the query listed (``filename`` is the version), so a version written mid-query is simply not seen.
+    The globs match only names the writer gives (12-digit numbers). Paths are relative to the folder holding ``db`` (``<db>.store/tables/...``), so the catalog file stays
+    right when the store's folder is copied or moved (DuckDB resolves them from its working directory:
+    open the catalog from that folder); ``absolute``: the store's current absolute paths (``ratchet sql``'s
+    in-memory views).
     """
-    tdir = tables_dir(db).resolve()
+    tdir = tables_dir(db).resolve() if absolute else Path(store_dir(db).name) / "tables"
     stmts = []
     for name in _table_names():
         if name in APPEND_ONLY:
-            src = _sql_str(tdir / name / "rows-*.parquet")
+            src = _sql_str(tdir / name / f"rows-{_DIGITS}-{_DIGITS}.parquet")
             stmts.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({src}, union_by_name = true)")
         else:
-            src = _sql_str(tdir / name / "v-*.parquet")
+            src = _sql_str(tdir / name / f"v-{_DIGITS}.parquet")
             stmts.append(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({src}, "
                 "union_by_name = true, filename = true) QUALIFY filename = max(filename) OVER ()"
@@ -173,6 +202,8 @@ def write_catalog(db: str | Path) -> Path:
     tmp.unlink(missing_ok=True)
     try:
         with duckdb.connect(str(tmp)) as con:
+            # The views name paths relative to the store's folder; they bind there now and wherever it is copied.
+            con.execute("SET file_search_path = ?", [str(db.resolve().parent)])
             for stmt in catalog_statements(db):
                 con.execute(stmt)
         os.replace(tmp, db)

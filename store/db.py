@@ -92,9 +92,39 @@ def _open(path: Path, *, read_only: bool, timeout_s: float, config: dict | None)
         except duckdb.Error as e:
             raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from e
     try:
+        _distrust(con, path)
         yield con
     finally:
         con.close()
+
+
+def _distrust(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Treat the store file as untrusted input (issue 22, class 6): never run SQL stored in it.
+
+    Ratchet writes no macros, so a file holding one (which would shadow a function, ``lower`` say, in
+    every query) is refused; the canned views are rebuilt from the schema as temporary views, which
+    shadow whatever view SQL the file holds.
+
+    Raises:
+        StoreError: the file holds macros.
+    """
+    try:
+        macros = [r[0] for r in con.execute("SELECT DISTINCT function_name FROM duckdb_functions() WHERE NOT internal").fetchall()]
+    except duckdb.Error:
+        return  # not a DuckDB catalog we can list: require_store refuses it
+    if macros:
+        raise StoreError(
+            f"{path} holds macro(s) {', '.join(sorted(macros)[:5])}, which Ratchet never writes: the store was changed outside "
+            "Ratchet; restore it from a copy you trust (or DROP MACRO them yourself after reading them)"
+        )
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    if "campaigns" not in have:
+        return
+    for name, sql in VIEWS.items():
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+        except (duckdb.CatalogException, duckdb.BinderException):
+            continue  # a store older than a table this view reads: migrations add it; Ratchet never reads the view first
 
 
 def _check_writable(path: Path) -> None:
@@ -114,6 +144,30 @@ def _check_writable(path: Path) -> None:
         probe.unlink()
     except OSError as e:
         raise StoreError(f"store directory {parent} is not writable ({e.strerror}); pass a writable --db PATH") from None
+
+
+def check_output_path(out: str | Path, *, force: bool = False) -> Path:
+    """Refuse an output path (``export``/``report --out``) that would replace part of a store or an existing file.
+
+    Inside a store is: a reader catalog (a file beside ``<name>.store/writer.duckdb``), its ``.wal``, or
+    anything under a ``<name>.store`` folder holding a writer file, whichever store it is.
+
+    Returns:
+        ``out`` as given, when it may be written.
+    Raises:
+        StoreError: ``out`` is inside a store (never allowed), or exists and ``force`` is False.
+    """
+    out = Path(out)
+    p = out.resolve()
+    base = p.name[: -len(".wal")] if p.name.endswith(".wal") else p.name
+    inside = (p.parent / f"{base}.store" / "writer.duckdb").exists() or any(
+        a.name.endswith(".store") and (a / "writer.duckdb").exists() for a in [p, *p.parents]
+    )
+    if inside:
+        raise StoreError(f"--out {out} is inside the store {p if base == p.name else p.with_name(base)}; write to a path outside it")
+    if p.exists() and not force:
+        raise StoreError(f"--out {out} exists; pass --force to replace it, or choose a new path")
+    return out
 
 
 def ddl_statements() -> list[str]:
@@ -199,33 +253,109 @@ def _lock_down(con: duckdb.DuckDBPyConnection, db: Path) -> None:
     con.execute("SET lock_configuration = true")
 
 
-# Statement kinds that only read: SELECT covers WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE; MULTI is PIVOT.
-QUERY_KINDS = ("SELECT", "EXPLAIN", "PRAGMA", "MULTI")
+# `ratchet sql` classifies the user's statement with DuckDB's own parser (``duckdb.extract_statements`` and
+# ``duckdb.tokenize``) against an allow-list of what reads (issue 22, class 4). Enumerated from
+# ``duckdb.StatementType``: SELECT (also WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, UNPIVOT and PIVOT ... IN)
+# reads; EXPLAIN reads only when what it explains is itself a SELECT (EXPLAIN ANALYZE executes it); PRAGMA
+# only for the named read pragmas below (IMPORT DATABASE parses as a PRAGMA). Every other kind is refused:
+# INSERT, UPDATE, DELETE, MERGE_INTO, CREATE, CREATE_FUNC, DROP, ALTER, COPY, COPY_DATABASE, EXPORT, ATTACH,
+# DETACH, LOAD (INSTALL/LOAD), SET (SET, RESET, USE, PRAGMA x = y), VARIABLE_SET, CALL (CHECKPOINT, CALL f()),
+# TRANSACTION, PREPARE, EXECUTE, VACUUM (VACUUM, ANALYZE), MULTI (a PIVOT without IN, which creates types),
+# EXTENSION, and the kinds the parser never yields (INVALID, RELATION, LOGICAL_PLAN; ANALYZE parses as VACUUM,
+# SET VARIABLE as SET, COPY FROM DATABASE as a PRAGMA, CREATE FUNCTION as CREATE: each refused as that kind).
+READ_STATEMENT_TYPES = frozenset({"SELECT", "EXPLAIN", "PRAGMA"})
+READ_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "show",
+        "show_tables",
+        "show_tables_expanded",
+        "show_databases",
+        "database_list",
+        "database_size",
+        "storage_info",
+        "metadata_info",
+        "version",
+        "platform",
+        "functions",
+        "collations",
+        "user_agent",
+    }
+)
 DEFAULT_QUERY_TIMEOUT_S = 60.0
+_HINT = "`ratchet sql` is read-only and runs one query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info)"
 
 
 class QueryRefused(StoreError):
     """The SQL is not exactly one read-only query, or it ran past its timeout; the message says what to change."""
 
 
-def one_query(sql: str) -> str:
-    """The single read-only statement of ``sql`` (trailing ``;`` allowed).
+def _tokens(sql: str) -> list[tuple[str, str]]:
+    """``(token type, text)`` of ``sql`` from DuckDB's tokenizer (comments dropped)."""
+    toks = duckdb.tokenize(sql)
+    out = []
+    for i, (start, kind) in enumerate(toks):
+        end = toks[i + 1][0] if i + 1 < len(toks) else len(sql)
+        out.append((kind.name, sql[start:end].strip()))
+    return out
 
-    Raises:
-        QueryRefused: ``sql`` is empty, holds several statements, or one that is not a query (COPY,
-            ATTACH, INSTALL, SET, CREATE, ...); duckdb.ParserException: it does not parse.
-    """
+
+def _explained(sql: str) -> str:
+    """What an ``EXPLAIN [ANALYZE] [(options)]`` statement explains (the text after its prefix)."""
+    toks = duckdb.tokenize(sql)
+    i = 1  # toks[0] is EXPLAIN
+    texts = _tokens(sql)
+    if i < len(toks) and texts[i][1].upper() == "ANALYZE":
+        i += 1
+    if i < len(toks) and texts[i][1].startswith("("):
+        depth = 0
+        while i < len(toks):
+            depth += texts[i][1].count("(") - texts[i][1].count(")")
+            i += 1
+            if depth <= 0:
+                break
+    return sql[toks[i][0] :] if i < len(toks) else ""
+
+
+def _classify(sql: str, depth: int = 0) -> None:
+    """Raise QueryRefused unless ``sql`` is one statement of a read kind (see :data:`READ_STATEMENT_TYPES`)."""
     stmts = duckdb.extract_statements(sql)
     if not stmts:
         raise QueryRefused('the query is empty; pass one SQL statement, e.g. "SELECT * FROM round_summary"')
     if len(stmts) > 1:
         raise QueryRefused(f"{len(stmts)} statements given; `ratchet sql` runs exactly one per call (run them one by one)")
     kind = stmts[0].type.name
-    if kind not in QUERY_KINDS:
-        raise QueryRefused(
-            f"{kind} statements are refused: `ratchet sql` is read-only and runs queries only "
-            "(SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info); to export rows use --format csv|json"
-        )
+    if kind == "SELECT":
+        return
+    if kind == "EXPLAIN" and depth == 0:
+        inner = _explained(stmts[0].query)
+        if not inner.strip():
+            raise QueryRefused(f"EXPLAIN of nothing; {_HINT}")
+        try:
+            _classify(inner, depth + 1)
+        except QueryRefused:
+            raise QueryRefused(f"EXPLAIN of a statement that is not a query is refused; {_HINT}") from None
+        return
+    if kind == "PRAGMA":
+        toks = _tokens(stmts[0].query)
+        name = toks[1][1].lower() if len(toks) > 1 and toks[0][1].upper() == "PRAGMA" else ""
+        if name in READ_PRAGMAS and not any(t[1] == "=" for t in toks):  # IMPORT DATABASE, COPY FROM DATABASE: no
+            return
+        raise QueryRefused(f"PRAGMA {name or '?'} is refused (only read pragmas: {', '.join(sorted(READ_PRAGMAS))}); {_HINT}")
+    if kind == "MULTI":
+        raise QueryRefused(f"PIVOT without an IN list is refused (it creates types); name the values: PIVOT t ON c IN (...); {_HINT}")
+    raise QueryRefused(f"{kind} statements are refused; {_HINT}; to export rows use --format csv|json")
+
+
+def one_query(sql: str) -> str:
+    """The single read-only statement of ``sql`` (trailing ``;`` allowed), classified by DuckDB's parser.
+
+    Raises:
+        QueryRefused: ``sql`` is empty, holds several statements, or one whose kind is not a read (COPY,
+            EXPLAIN ANALYZE of a write, IMPORT/EXPORT DATABASE, ATTACH, INSTALL/LOAD, SET, CREATE, ...);
+            duckdb.ParserException: it does not parse.
+    """
+    _classify(sql)
     return sql
 
 
@@ -239,22 +369,32 @@ def query(
 ):
     """Run one read-only query on the store (the user's SQL) and return ``(column names, rows)``.
 
-    The connection is read-only, to the reader catalog ``path`` (never the writer file, so a slow query
-    cannot delay a round), opened with :data:`READ_ONLY_CONFIG` and locked down; the statement is
-    interrupted (``con.interrupt()`` from a timer thread) after ``timeout_s`` seconds, so a slow or
-    hung reader never holds the file's lock longer than that. ``lock_timeout_s``: how long to wait
-    for a writer to let go of the file first.
+    The statement must pass :func:`one_query`. It runs on an in-memory DuckDB connection holding the
+    reader views rebuilt from the schema over the store's Parquet snapshots where the store is now (the
+    SQL stored in the catalog file is never executed, and a copied or moved store answers the same
+    queries), opened with :data:`READ_ONLY_CONFIG` and locked down (no file access outside the snapshot
+    folder). It opens no store file, so it never holds a lock a writer needs. The statement is
+    interrupted (``con.interrupt()`` from a timer thread) after ``timeout_s`` seconds.
+    ``lock_timeout_s``: kept for callers; no lock is taken.
 
     Raises:
         QueryRefused: as :func:`one_query`, or the query ran past ``timeout_s``.
-        StoreError: the store cannot be opened. duckdb.Error: the SQL itself is invalid or refused by DuckDB
+        StoreError: there is no store at ``path``. duckdb.Error: the SQL itself is invalid or refused by DuckDB
             (e.g. ``PermissionException`` for a file outside the store).
     """
+    from ratchet.store.catalog import catalog_statements
+
     one_query(sql)
     path = Path(path)
-    if not path.exists():
+    if not path.exists() or not tables_dir(path).is_dir():
         raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
-    with contextmanager(_open)(path, read_only=True, timeout_s=lock_timeout_s, config=READ_ONLY_CONFIG) as con:
+    con = duckdb.connect(":memory:", config=READ_ONLY_CONFIG)
+    try:
+        for stmt in catalog_statements(path, absolute=True):
+            try:
+                con.execute(stmt)
+            except (duckdb.IOException, duckdb.CatalogException, duckdb.BinderException):
+                continue  # a table without snapshots yet (a store being created): its view is simply absent
         _lock_down(con, path)
         timer = threading.Timer(timeout_s, con.interrupt)
         timer.daemon = True
@@ -270,6 +410,8 @@ def query(
             ) from None
         finally:
             timer.cancel()
+    finally:
+        con.close()
 
 
 @contextmanager

@@ -20,6 +20,7 @@ def export(
     what: str = typer.Option(..., "--what", help="training-set | rollouts | evals"),
     format: str = typer.Option("parquet", "--format", help="parquet | jsonl | hf (a `datasets` folder, load_from_disk)"),
     out: Path = typer.Option(..., "--out", "-o", help="Output file (parquet, jsonl) or folder (hf)."),
+    force: bool = typer.Option(False, "--force", help="Replace --out if it exists (never a file inside a store)."),
 ) -> None:
     """Export rows with the chat the model saw (``messages`` and the rendered ``text``); prints each file and its rows."""
     import pyarrow as pa
@@ -27,11 +28,15 @@ def export(
     from ratchet.common.files import atomic_path, atomic_write_parquet, atomic_write_text
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.tasks.chat import chats
-    from ratchet.store.db import StoreError, connect, require_store
+    from ratchet.store.db import StoreError, check_output_path, connect, require_store
     from ratchet.store.export import campaign_config_json, export_table
 
     if format not in FORMATS:
         fail(f"--format {format!r} is not one of {', '.join(FORMATS)}")
+    try:
+        check_output_path(out, force=force and format != "hf")  # a datasets folder is never replaced
+    except StoreError as e:
+        fail(str(e))
     try:
         with connect(db, read_only=True) as con:
             require_store(con, db)

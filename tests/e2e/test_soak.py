@@ -127,7 +127,8 @@ rounds_per_run = 1
     env.update(RATCHET_HOME=str(tmp_path / "home"), PREFECT_RUNNER_POLL_FREQUENCY="2", OMP_NUM_THREADS="1")
     run = lambda *a: subprocess.run([RATCHET, *a], env=env, capture_output=True, text=True, timeout=120)  # noqa: E731
     log, stop, out = tmp_path / "up.log", tmp_path / "stop", tmp_path / "reader.json"
-    reader = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(db), str(stop), str(out)])
+    # From the store's folder: the catalog's views name paths relative to it.
+    reader = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(Path(db).resolve()), str(stop), str(out)], cwd=Path(db).resolve().parent)
     ckpts = tmp_path / "store" / "r.runs" / "checkpoints"
     prefect_db = tmp_path / "home" / "prefect" / "prefect.db"
     peak, killed, halted, resumed = 0, False, False, False

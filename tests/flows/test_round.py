@@ -250,6 +250,7 @@ Path(out).write_text(json.dumps({"errors": errors, "seen": seen, "final": final}
 def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_path):
     import subprocess
     import sys
+    from pathlib import Path
 
     from ratchet.flows.rounds.campaign import run_campaign
     from ratchet.store.db import init_db
@@ -257,7 +258,9 @@ def test_reader_held_open_through_a_campaign(prefect_harness, tiny_config, tmp_p
     db = load_ctx(tiny_config).db
     init_db(db)
     stop, out = tmp_path / "stop", tmp_path / "reader.json"
-    p = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(db), str(stop), str(out)])
+    # From the store's folder: the catalog's views name paths relative to it.
+    dbp = Path(db).resolve()
+    p = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(dbp), str(stop), str(out)], cwd=dbp.parent)
     try:
         decisions = run_campaign(tiny_config)  # both rounds run while the reader holds the file
     finally:

@@ -12,9 +12,10 @@ def _prompt(i):
     return dict(prompt_id=f"p{i}", source="s", task="t", question=f"q{i}", answer="1", split="train")
 
 
-def test_held_reader_never_blocks_writes_and_sees_each_commit(tmp_path):
+def test_held_reader_never_blocks_writes_and_sees_each_commit(tmp_path, monkeypatch):
     db = tmp_path / "s.duckdb"
     init_db(db)
+    monkeypatch.chdir(tmp_path)  # the catalog's views name paths relative to the store's folder
     reader = duckdb.connect(str(db), read_only=True)  # a notebook left open on the store
     try:
         for i in range(3):
