@@ -21,6 +21,14 @@ Policy (a change to any of these bumps ``VERSION``):
       placeholder ``sorry`` (miniF2F) is dropped.
     * **No escape hatches**: code that declares an ``axiom``, uses ``sorry``/``admit``, sets
       ``debug.skipKernelTC``, or redefines the statement's name is ``wrong`` before any server call (``details["problem"]``).
+    * **The elaborated declaration decides, not the text** (issue 22): the snippet elaborates the gold's
+      statement first (``def __ratchet_goal_<tag> : Prop``), then the code, then
+      ``#check (@NAME : __ratchet_goal_<tag>)`` and ``#print axioms NAME``. A declaration whose type is not
+      the statement (the statement quoted in a comment and ``True`` proved, a hypothesis added with
+      ``variable`` + ``include``) fails the ``#check``: ``wrong``. Axioms other than ``propext``,
+      ``Classical.choice`` and ``Quot.sound`` (an ``@[simp] axiom``, ``sorryAx``): ``wrong``
+      (``lean_status = "axioms"``, ``details["axioms"]``). No axiom report at the ``#print`` line (the
+      code ends the file early, an open comment): ``wrong`` (``"unchecked"``).
     * **Verdicts**: proved (no error message, no sorry) -> ``ok``; a Lean error -> ``wrong``
       (``details["lean_status"] = "error"``, first error message); a sorry the server saw ->
       ``wrong`` (``"sorry"``); the server's "timed out" -> ``timeout``; a REPL or other server error
@@ -28,8 +36,9 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Unreachable server**: ``LeanServerError`` (one line naming the URL and the fix), never a
       verdict: a down server is an operations failure, not the model's.
 
-Not run against a real Lean toolchain here (none on the development machines): tested against a
-stub server that implements the shapes above (tests/verifiers/test_lean.py).
+Not run against a real Lean toolchain here (none on the development machines or the CI): tested against
+a stub server that implements the shapes above and answers the check commands with the messages Lean 4
+prints for them, at the lines it reports them (tests/verifiers/test_lean.py); not recorded from a real server.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from collections.abc import Sequence
 
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "lean-1.0.0"
+VERSION = "lean-1.1.0"
 DEFAULT_URL = "http://localhost:8000"
 _FENCE = re.compile(r"```[ \t]*lean4?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -54,6 +63,11 @@ _FORBIDDEN = [
     (re.compile(r"\bdebug\.skipKernelTC\b"), "switches off the kernel check"),
 ]
 _DECL_NAME = re.compile(r"\b(?:theorem|lemma|example|def)\s+([^\s(:{\[]+)")
+_HEAD = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+|protected\s+)?(theorem|lemma|example)\b\s*")
+# The axioms a proof may rest on (Lean's and Mathlib's standard three); anything else (an added ``axiom``,
+# ``sorryAx``) refuses the proof. Read from ``#print axioms`` on the elaborated declaration.
+STANDARD_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
+_AXIOMS_MSG = re.compile(r"depends on axioms:\s*\[(.*?)\]", re.DOTALL)
 
 
 class LeanServerError(RuntimeError):
@@ -103,7 +117,8 @@ def proof_code(statement: str, completion: str) -> str | None:
 
 
 def _refusal(statement: str, code: str) -> str | None:
-    """Why ``code`` may not be sent (an escape hatch), or None."""
+    """Why ``code`` may not be sent (an escape hatch seen in the text), or None; a first filter only: the
+    elaborated declaration's type and axioms decide (:func:`checked_snippet`)."""
     _, theorem = split_statement(statement)
     body = code.replace(theorem, "", 1)
     for pattern, why in _FORBIDDEN:
@@ -112,6 +127,88 @@ def _refusal(statement: str, code: str) -> str | None:
     names = _DECL_NAME.findall(theorem)
     if names and len(re.findall(rf"\b(?:theorem|lemma|def)\s+{re.escape(names[0])}(?![^\s(:{{\[])", code)) > 1:
         return f"redefines {names[0]}"
+    return None
+
+
+def _top_level(text: str, token: str, start: int = 0) -> int:
+    """Index of the first ``token`` outside brackets in ``text`` from ``start``, or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c in "([{⦃⟨":
+            depth += 1
+        elif c in ")]}⦄⟩":
+            depth -= 1
+        elif depth == 0 and text.startswith(token, i) and not (token == ":" and text.startswith(":=", i)):
+            return i
+    return -1
+
+
+def goal_parts(theorem: str) -> tuple[str | None, str, str] | None:
+    """``(name, binders, type)`` of a gold ``theorem name binders : type := ...`` (name None for ``example``), or None."""
+    m = _HEAD.match(theorem)
+    if not m:
+        return None
+    rest = theorem[m.end() :]
+    name = None
+    if m.group(1) != "example":
+        nm = re.match(r"([^\s(:{\[⦃]+)\s*", rest)
+        if not nm:
+            return None
+        name, rest = nm.group(1), rest[nm.end() :]
+    colon = _top_level(rest, ":")
+    if colon < 0:
+        return None
+    end = _top_level(rest, ":=", colon)
+    binders, typ = rest[:colon].strip(), (rest[colon + 1 : end] if end >= 0 else rest[colon + 1 :]).strip()
+    return (name, binders, typ) if typ else None
+
+
+def checked_snippet(statement: str, code: str, tag: str) -> tuple[str, str, int, int] | None:
+    """The snippet sent to Lean: ``code`` plus a check of the elaborated declaration (issue 22, class 8).
+
+    Lean elaborates the gold's statement first, right after the imports, as ``def __ratchet_goal_<tag> : Prop``
+    (so nothing the model's code declares changes what the statement means); after the code come
+    ``#check (@NAME : __ratchet_goal_<tag>)``, which fails unless the declaration proves exactly that
+    proposition (a ``True`` proved under the statement's name, an extra hypothesis from ``variable`` +
+    ``include``), and ``#print axioms NAME``, whose answer must list only :data:`STANDARD_AXIOMS`.
+    An ``example`` gold is given the name ``__ratchet_proof_<tag>``.
+
+    Returns:
+        ``(snippet, NAME, line of the #check, line of the #print axioms)`` (1-based, as Lean reports
+        positions), or None when the gold's statement cannot be split into binders and type.
+    """
+    preamble, theorem = split_statement(statement)
+    parts = goal_parts(theorem)
+    if parts is None:
+        return None
+    name, binders, typ = parts
+    if name is None:
+        name = f"__ratchet_proof_{tag}"
+        code = re.sub(r"(?m)^(\s*)example\b", rf"\1theorem {name}", code, count=1)
+    lines = code.splitlines()
+    imports = [ln for ln in lines if re.match(r"\s*import\b", ln)]
+    rest = [ln for ln in lines if not re.match(r"\s*import\b", ln)]
+    goal = f"∀ {binders}, {typ}" if binders else typ
+    head = imports + ["", f"def __ratchet_goal_{tag} : Prop :=", f"  {goal}", ""]
+    tail = ["", "", f"#check (@{name} : __ratchet_goal_{tag})", f"#print axioms {name}", ""]
+    check_line = len(head) + len(rest) + 3
+    return "\n".join(head + rest + tail), name, check_line, check_line + 1
+
+
+def _axioms(result: dict, line: int) -> list[str] | None:
+    """The axioms ``#print axioms`` reported at ``line`` (``[]``: none), or None when it reported nothing there."""
+    resp = result.get("response") or {}
+    for m in resp.get("messages") or []:
+        pos = m.get("pos") or {}
+        if pos.get("line") != line:
+            continue
+        data = str(m.get("data", ""))
+        if "does not depend on any axioms" in data:
+            return []
+        found = _AXIOMS_MSG.search(data)
+        if found:
+            return [a.strip() for a in found.group(1).split(",") if a.strip()]
     return None
 
 
@@ -186,15 +283,32 @@ def verify_lean_batch(
         if why:
             out[i] = Verdict.outcome("lean", VERSION, "wrong", t0, parsed=code, lean_status="refused", problem=why)
             continue
-        pending[uuid.uuid4().hex] = (i, code)
+        sid = uuid.uuid4().hex
+        checked = checked_snippet(statement, code, sid[:12])
+        if checked is None:
+            out[i] = Verdict.outcome(
+                "lean", VERSION, "bad_gold", t0, parsed=code, lean_status="refused",
+                problem="the gold statement is not 'theorem name binders : type := ...'; fix the task",
+            )  # fmt: skip
+            continue
+        pending[sid] = (i, code, checked)
     if pending:
-        results = _post(base, [{"id": k, "code": c} for k, (_, c) in pending.items()], timeout_s, key)
+        results = _post(base, [{"id": k, "code": c[0]} for k, (_, _, c) in pending.items()], timeout_s, key)
         by_id = {str(r.get("id")): r for r in results if isinstance(r, dict)}
-        for sid, (i, code) in pending.items():
+        for sid, (i, code, (_, name, _, axioms_line)) in pending.items():
             if sid not in by_id:
                 raise LeanServerError(f"Lean server at {base} returned no result for snippet {sid}; check the server's logs")
             reason, status, error = _classify(by_id[sid])
-            out[i] = Verdict.outcome("lean", VERSION, reason, t0, parsed=code, lean_status=status, error=error)
+            extra: dict = {}
+            if reason == "ok":
+                axioms = _axioms(by_id[sid], axioms_line)
+                if axioms is None:
+                    reason, status, error = "wrong", "unchecked", f"Lean reported no axioms for {name} (the code stops the check)"
+                elif not set(axioms) <= STANDARD_AXIOMS:
+                    bad = sorted(set(axioms) - STANDARD_AXIOMS)
+                    reason, status, error = "wrong", "axioms", f"{name} depends on non-standard axioms {bad}"
+                extra["axioms"] = axioms
+            out[i] = Verdict.outcome("lean", VERSION, reason, t0, parsed=code, lean_status=status, error=error, **extra)
     return [v for v in out if v is not None]
 
 

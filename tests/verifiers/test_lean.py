@@ -36,6 +36,45 @@ ANSWERS = {
 }
 
 
+def _line(code: str, prefix: str) -> int | None:
+    return next((i for i, ln in enumerate(code.splitlines(), 1) if ln.startswith(prefix)), None)
+
+
+def _lean_answer(code: str, answer: dict) -> dict:
+    """``answer`` plus what Lean 4 prints for the verifier's check commands, at the lines it reports them.
+
+    The model part of the snippet decides, as elaboration would: a declaration proving ``True`` (the statement
+    only quoted in a comment) or taking an ``include``d hypothesis fails ``#check (@name : goal)`` with Lean's
+    type-mismatch message; an ``axiom`` (however attributed) or a ``sorry`` shows in ``#print axioms``.
+    """
+    if "error" in answer or "message" in (answer.get("response") or {}):
+        return answer
+    messages = list(answer["response"].get("messages", []))
+    check, axioms = _line(code, "#check (@"), _line(code, "#print axioms")
+    name = code.splitlines()[axioms - 1].split()[-1] if axioms else "?"
+    lines = code.split("\n\n#check")[0].splitlines()
+    goal = next((i for i, ln in enumerate(lines) if ln.startswith("def __ratchet_goal_")), -2)
+    model = "\n".join(lines[:goal] + lines[goal + 2 :])  # the code without the verifier's goal definition
+    declared = any(ln.startswith(f"theorem {name} ") for ln in model.splitlines())
+    if "#exit" in model:  # Lean stops reading the file: the check commands never run
+        return {**answer, "response": {**answer["response"], "messages": messages}}
+    if check and not declared:
+        messages.append({"severity": "error", "pos": {"line": check, "column": 8}, "data": f"unknown identifier '{name}'"})
+    elif check and (": True := " in model or "include h" in model):
+        has = "True" if ": True := " in model else "False → ∀ (n : ℕ), n + 0 = n"
+        messages.append(
+            {"severity": "error", "pos": {"line": check, "column": 7},
+             "data": f"type mismatch\n  @{name}\nhas type\n  {has} : Prop\nbut is expected to have type\n  __ratchet_goal : Prop"}
+        )  # fmt: skip
+    elif check:
+        messages.append({"severity": "info", "pos": {"line": check, "column": 0}, "data": f"@{name} : __ratchet_goal"})
+    used = ["propext"] + (["cheat"] if "axiom cheat" in model else []) + (["sorryAx"] if "hidden_gap" in model else [])
+    if axioms:
+        data = f"'{name}' depends on axioms: [{', '.join(used)}]"
+        messages.append({"severity": "info", "pos": {"line": axioms, "column": 0}, "data": data})
+    return {**answer, "response": {**answer["response"], "messages": messages}}
+
+
 class _Stub(BaseHTTPRequestHandler):
     requests: list = []
 
@@ -49,7 +88,7 @@ class _Stub(BaseHTTPRequestHandler):
         results = []
         for snip in body["snippets"]:
             marker = next((m for m in ANSWERS if m in snip["code"]), "simp")
-            results.append({"id": snip["id"], "time": 0.01, **ANSWERS[marker]})
+            results.append({"id": snip["id"], "time": 0.01, **_lean_answer(snip["code"], ANSWERS[marker])})
         out = json.dumps({"results": results}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -94,7 +133,8 @@ def test_request_has_the_documented_shape(server, monkeypatch):
     assert req["path"] == "/api/check" and req["auth"] == "Bearer k3y"
     assert req["body"]["timeout"] == 7 and len(req["body"]["snippets"]) == 2
     assert all(set(s) == {"id", "code"} for s in req["body"]["snippets"])
-    assert req["body"]["snippets"][0]["code"].startswith("import Mathlib\n\ntheorem add_zero'")
+    assert req["body"]["snippets"][0]["code"].startswith("import Mathlib\n\ndef __ratchet_goal_")
+    assert "\ntheorem add_zero' (n : ℕ) : n + 0 = n := by\n  simp\n" in req["body"]["snippets"][0]["code"]
 
 
 def test_error_message_is_kept(server):
@@ -139,3 +179,42 @@ def test_unreachable_server_is_one_clear_error():
 def test_composite_reward_over_lean(server):
     v = score("simp", STATEMENT, kind="lean", lean_url=server)
     assert (v.reward, v.correct, v.details["outcome_verifier"]) == (1.0, True, "lean")
+
+
+# Issue 22, class 8: proofs that pass as text but not as elaborated declarations.
+TEXT_PASSES = {
+    # the statement quoted in a comment (so the code "restates" it) and True proved under its name
+    "statement_in_a_comment_proves_true": "-- theorem add_zero' (n : ℕ) : n + 0 = n := by\nexample : True := trivial",
+    # an attributed axiom slips past the text filter
+    "simp_attributed_axiom": "@[simp] axiom cheat : ∀ n : ℕ, n + 0 = n\ntheorem add_zero' (n : ℕ) : n + 0 = n := by\n  simp [cheat]",
+    # an inconsistent hypothesis added to every later declaration
+    "variable_false_with_include": "variable (h : False)\ninclude h\ntheorem add_zero' (n : ℕ) : n + 0 = n := by\n  exact h.elim",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_PASSES))
+def test_the_elaborated_declaration_decides(server, name):
+    v = verify("lean", STATEMENT, f"```lean\n{TEXT_PASSES[name]}\n```", lean_url=server, timeout_s=5)
+    assert v.reason == "wrong" and v.details["lean_status"] in ("error", "axioms"), (name, v.details)
+
+
+def test_the_check_commands_follow_the_code_and_the_goal_precedes_it(server):
+    _Stub.requests.clear()
+    verify("lean", STATEMENT, "  simp", lean_url=server, timeout_s=5)
+    code = _Stub.requests[-1]["body"]["snippets"][0]["code"]
+    lines = code.splitlines()
+    goal = next(i for i, ln in enumerate(lines) if ln.startswith("def __ratchet_goal_"))
+    assert lines[0] == "import Mathlib" and goal < next(i for i, ln in enumerate(lines) if ln.startswith("theorem add_zero'"))
+    assert lines[goal + 1].strip() == "∀ (n : ℕ), n + 0 = n"
+    assert lines[-2].startswith("#check (@add_zero' : __ratchet_goal_") and lines[-1] == "#print axioms add_zero'"
+
+
+def test_no_axiom_report_is_not_a_proof(server):
+    """Code that ends the file before the checks (``#exit``) leaves no report: wrong."""
+    v = verify("lean", STATEMENT, "  simp\n#exit", lean_url=server, timeout_s=5)
+    assert v.reason == "wrong" and v.details["lean_status"] in ("unchecked",), v.details
+
+
+def test_standard_axioms_pass(server):
+    v = verify("lean", STATEMENT, "  simp", lean_url=server, timeout_s=5)
+    assert v.correct and v.details["axioms"] == ["propext"]
