@@ -109,7 +109,9 @@ def _distrust(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         StoreError: the file holds macros.
     """
     try:
-        macros = [r[0] for r in con.execute("SELECT DISTINCT function_name FROM duckdb_functions() WHERE NOT internal").fetchall()]
+        macros = [
+            r[0] for r in con.execute("SELECT DISTINCT function_name FROM duckdb_functions() WHERE NOT internal").fetchall()
+        ]
     except duckdb.Error:
         return  # not a DuckDB catalog we can list: require_store refuses it
     if macros:
@@ -164,7 +166,9 @@ def check_output_path(out: str | Path, *, force: bool = False) -> Path:
         a.name.endswith(".store") and (a / "writer.duckdb").exists() for a in [p, *p.parents]
     )
     if inside:
-        raise StoreError(f"--out {out} is inside the store {p if base == p.name else p.with_name(base)}; write to a path outside it")
+        raise StoreError(
+            f"--out {out} is inside the store {p if base == p.name else p.with_name(base)}; write to a path outside it"
+        )
     if p.exists() and not p.is_file():
         raise StoreError(f"--out {out} exists and is not a regular file; pass a new file path")
     if p.exists() and not force:
@@ -285,7 +289,9 @@ READ_PRAGMAS = frozenset(
     }
 )
 DEFAULT_QUERY_TIMEOUT_S = 60.0
-_HINT = "`ratchet sql` is read-only and runs one query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info)"
+_HINT = (
+    "`ratchet sql` is read-only and runs one query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PRAGMA table_info)"
+)
 
 
 class QueryRefused(StoreError):
@@ -345,7 +351,9 @@ def _classify(sql: str, depth: int = 0) -> None:
             return
         raise QueryRefused(f"PRAGMA {name or '?'} is refused (only read pragmas: {', '.join(sorted(READ_PRAGMAS))}); {_HINT}")
     if kind == "MULTI":
-        raise QueryRefused(f"PIVOT without an IN list is refused (it creates types); name the values: PIVOT t ON c IN (...); {_HINT}")
+        raise QueryRefused(
+            f"PIVOT without an IN list is refused (it creates types); name the values: PIVOT t ON c IN (...); {_HINT}"
+        )
     raise QueryRefused(f"{kind} statements are refused; {_HINT}; to export rows use --format csv|json")
 
 

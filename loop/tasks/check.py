@@ -78,7 +78,9 @@ def check_task_file(
     for where, raw in read_records(spec):
         tid = str(raw.get("task_id", where))
         if tid in seen:  # one id, one result: a second record would merge into the first's verdicts
-            results.append(TaskResult(f"{tid} ({where})", "error", f"duplicate task_id {tid!r} (first at {seen[tid]}); make ids unique"))
+            results.append(
+                TaskResult(f"{tid} ({where})", "error", f"duplicate task_id {tid!r} (first at {seen[tid]}); make ids unique")
+            )
             continue
         seen[tid] = where
         try:

@@ -128,7 +128,9 @@ rounds_per_run = 1
     run = lambda *a: subprocess.run([RATCHET, *a], env=env, capture_output=True, text=True, timeout=120)  # noqa: E731
     log, stop, out = tmp_path / "up.log", tmp_path / "stop", tmp_path / "reader.json"
     # From the store's folder: the catalog's views name paths relative to it.
-    reader = subprocess.Popen([sys.executable, "-c", HOLD_READER, str(Path(db).resolve()), str(stop), str(out)], cwd=Path(db).resolve().parent)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", HOLD_READER, str(Path(db).resolve()), str(stop), str(out)], cwd=Path(db).resolve().parent
+    )
     ckpts = tmp_path / "store" / "r.runs" / "checkpoints"
     prefect_db = tmp_path / "home" / "prefect" / "prefect.db"
     peak, killed, halted, resumed = 0, False, False, False

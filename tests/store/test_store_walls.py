@@ -107,7 +107,9 @@ def test_every_statement_type_is_classified() -> None:
     # Each kind a statement can parse to outside the read kinds has a sample here. The parser never yields
     # INVALID, RELATION or LOGICAL_PLAN, and maps ANALYZE to VACUUM, SET VARIABLE to SET, COPY FROM DATABASE
     # to PRAGMA and CREATE FUNCTION to CREATE (sampled above); EXTENSION is a parser extension's statement.
-    assert refused_kinds - kinds <= {"EXTENSION", "CREATE_FUNC", "ANALYZE", "VARIABLE_SET", "COPY_DATABASE"}, refused_kinds - kinds
+    assert refused_kinds - kinds <= {"EXTENSION", "CREATE_FUNC", "ANALYZE", "VARIABLE_SET", "COPY_DATABASE"}, (
+        refused_kinds - kinds
+    )
 
 
 @pytest.mark.parametrize("name", sorted(WRITES))

@@ -216,8 +216,19 @@ def _indexed(res: RunResult, kinds: tuple[str, ...], n: int) -> dict[int, list[s
     return out
 
 
-_SCALAR_TAGS = {"none": 1, "bool": 2, "int": 2, "float": 2, "decimal": 2, "str": 2, "complex": 3, "bytes": 2,
-                "bytearray": 2, "range": 4, "fraction": 3}
+_SCALAR_TAGS = {
+    "none": 1,
+    "bool": 2,
+    "int": 2,
+    "float": 2,
+    "decimal": 2,
+    "str": 2,
+    "complex": 3,
+    "bytes": 2,
+    "bytearray": 2,
+    "range": 4,
+    "fraction": 3,
+}
 _HASHABLE_TAGS = {"none", "bool", "int", "float", "decimal", "str", "complex", "bytes", "range", "fraction", "tuple", "frozenset"}
 _MAPPING_TAGS = {"dict", "counter", "ordereddict", "defaultdict", "items"}
 _SEQUENCE_TAGS = {"list", "tuple", "set", "frozenset", "deque", "keys", "values", "iter"}
@@ -461,7 +472,10 @@ def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, d
             args = [_shape(calls[k][2])[0] for k in sorted(calls) if k >= len(answers)]
         except _Malformed as exc:
             if answers:  # the arguments are built from the program's answers
-                return "runtime_error", {"calls": len(answers), "error": f"check() passed on a value that is not plain data: {exc}"[:300]}
+                return "runtime_error", {
+                    "calls": len(answers),
+                    "error": f"check() passed on a value that is not plain data: {exc}"[:300],
+                }
             return "bad_gold", {"error": f"check() passed a value that is not plain data: {exc}"[:300]}
         outcome = next((r[1] for r in res.records if r[0] == "checked"), "ended without a result")
         if outcome == "pass":

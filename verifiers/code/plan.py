@@ -435,9 +435,7 @@ def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None 
 def _constructs(s: ast.stmt, classes: set[str]) -> bool:
     """``x = Cls(...)`` (or ``x: T = Cls(...)``) for a class entry point ``Cls``: ``x`` is the program's object."""
     value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
-    return (
-        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
-    )
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
 
 
 class _SoftAsserts(ast.NodeTransformer):

@@ -158,13 +158,13 @@ PARENT_SIDE = {
     ),
     "signalling_nan_truthiness": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", ["assert not f(1)"]),
     # A program need not build the set itself (quadratic in the sandbox too): it writes the record (gc finds the secret).
-    "forged_set_of_equal_hash_ints": (_forge_value('["set", [%s]]' % _EQUAL_HASH_INTS), ["assert f(1) == {1}"]),
+    "forged_set_of_equal_hash_ints": (_forge_value(f'["set", [{_EQUAL_HASH_INTS}]]'), ["assert f(1) == {1}"]),
     "forged_dict_of_equal_hash_keys": (
-        _forge_value('["dict", [%s]]' % ", ".join(f'[{x}, ["int", "0"]]' for x in _HASH0)),
+        _forge_value('["dict", [' + ", ".join(f'[{x}, ["int", "0"]]' for x in _HASH0) + "]]"),
         ["assert f(1) == {1: 0}"],
     ),
     "forged_frozenset_of_equal_hash_ints_in_check": (
-        _forge_value('["frozenset", [%s]]' % _EQUAL_HASH_INTS),
+        _forge_value(f'["frozenset", [{_EQUAL_HASH_INTS}]]'),
         [{"check": "def check(candidate):\n    assert candidate(1) == frozenset({1})\n", "entry_point": "f"}],
     ),
     "signalling_nan_in_check": (
@@ -323,7 +323,7 @@ def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) ->
 
 def test_userns_refusal_names_the_fix() -> None:
     """Where bwrap cannot make namespaces the refusal names the sysctl (or AppArmor profile) that fixes it."""
-    from ratchet.verifiers.sandbox import _userns_hint
+    from ratchet.verifiers.code.sandbox import _userns_hint
 
     hint = _userns_hint("/x/bwrap")
     assert "sysctl" in hint
