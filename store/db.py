@@ -167,7 +167,8 @@ def check_output_path(out: str | Path, *, force: bool = False) -> Path:
     )
     if inside:
         raise StoreError(
-            f"--out {out} is inside the store {p if base == p.name else p.with_name(base)}; write to a path outside it"
+            f"--out {out} is inside the store {p if base == p.name else p.with_name(base)} (the store itself, its WAL or a "
+            "file under its .store folder); write to a path outside it"
         )
     if p.exists() and not p.is_file():
         raise StoreError(f"--out {out} exists and is not a regular file; pass a new file path")
@@ -396,8 +397,13 @@ def query(
 
     one_query(sql)
     path = Path(path)
-    if not path.exists() or not tables_dir(path).is_dir():
+    if not path.exists():
         raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
+    if not tables_dir(path).is_dir():
+        raise StoreError(
+            f"{path} has no snapshot folder {tables_dir(path)}: not a Ratchet store, or one an older Ratchet wrote "
+            "directly (run `ratchet run` on it once to convert it); pass the --db of a Ratchet store"
+        )
     con = duckdb.connect(":memory:", config=READ_ONLY_CONFIG)
     try:
         for stmt in catalog_statements(path, absolute=True):
