@@ -246,52 +246,15 @@ def generate(
         WorkerFailed: a worker exited non-zero.
     """
     groups = worker_groups(compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1)
-    request = {
-        **backend_spec(model_path, gen, dtype),
-        "messages": messages,
-        "calls": [
-            {
-                "name": c.name,
-                "params": asdict(c.params),
-                "shards": [
-                    [r.start, r.stop]
-                    for r in shard_jobs(
-                        len(messages), c.params.n, len(groups), job_alignment(gen.backend, c.params, gen.batch_size)
-                    )
-                ],
-            }
-            for c in calls
-        ],
-    }
-    blob = json.dumps(request, sort_keys=True)
-    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    req_path = shard_dir / f"{key}.json"
-    if not req_path.exists():
-        atomic_write_text(req_path, blob)
-    children, todo = [], []
+    request, key, req_path = _write_request(model_path, messages, calls, shard_dir, gen, dtype, len(groups))
     envs = [device_env(group, k, len(groups), compute.cpu_threads_per_worker) for k, group in enumerate(groups)]
-    for k, group in enumerate(groups):
-        mine = [c for c in request["calls"] if k < len(c["shards"])]
-        if mine and not all(shard_file(shard_dir, key, c["name"], k).exists() for c in mine):
-            todo.append(k)
-            jobs = ", ".join(f"{c['name']} jobs {c['shards'][k][0]}-{c['shards'][k][1]}" for c in mine)
-            children.append(
-                Child(
-                    f"generate worker {k} [{','.join(group)}] {jobs}",
-                    [
-                        sys.executable,
-                        "-m",
-                        "ratchet.flows.compute.worker",
-                        "generate",
-                        "--request",
-                        str(req_path),
-                        "--shard",
-                        str(k),
-                    ],
-                    envs[k],
-                )
-            )
+    todo = [  # workers whose shard files are missing (a re-run after a crash launches only these)
+        k
+        for k in range(len(groups))
+        if (mine := [c for c in request["calls"] if k < len(c["shards"])])
+        and not all(shard_file(shard_dir, key, c["name"], k).exists() for c in mine)
+    ]
+    children = [_generate_child(k, groups[k], request, req_path, envs[k]) for k in todo]
     if todo and compute.engine == "ray":  # the same request and shard files, written by Ray tasks on the cluster
         ray_engine.run_shards(req_path, todo, groups, envs, compute=compute, stage=stage, log=log)
     elif children:
@@ -310,6 +273,49 @@ def generate(
         )
         for c in request["calls"]
     }
+
+
+def _write_request(
+    model_path: Path,
+    messages: list[list[dict[str, str]]],
+    calls: list[GenCall],
+    shard_dir: Path,
+    gen: GenerationConfig,
+    dtype: str,
+    n_groups: int,
+) -> tuple[dict, str, Path]:
+    """The generation request every worker reads (engine spec, prompts, each call's shards), written once under
+    ``shard_dir`` by the hash of its content: ``(request, key, path)``."""
+    request = {
+        **backend_spec(model_path, gen, dtype),
+        "messages": messages,
+        "calls": [
+            {
+                "name": c.name,
+                "params": asdict(c.params),
+                "shards": [
+                    [r.start, r.stop]
+                    for r in shard_jobs(len(messages), c.params.n, n_groups, job_alignment(gen.backend, c.params, gen.batch_size))
+                ],
+            }
+            for c in calls
+        ],
+    }
+    blob = json.dumps(request, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    req_path = shard_dir / f"{key}.json"
+    if not req_path.exists():
+        atomic_write_text(req_path, blob)
+    return request, key, req_path
+
+
+def _generate_child(k: int, group: tuple[str, ...], request: dict, req_path: Path, env: dict[str, str]) -> Child:
+    """The worker process of device group ``k``: ``python -m ratchet.flows.compute.worker generate``."""
+    mine = [c for c in request["calls"] if k < len(c["shards"])]
+    jobs = ", ".join(f"{c['name']} jobs {c['shards'][k][0]}-{c['shards'][k][1]}" for c in mine)
+    argv = [sys.executable, "-m", "ratchet.flows.compute.worker", "generate", "--request", str(req_path), "--shard", str(k)]
+    return Child(f"generate worker {k} [{','.join(group)}] {jobs}", argv, env)
 
 
 # --- training -------------------------------------------------------------------------------------

@@ -110,28 +110,7 @@ def prefect_server(
             )
         yield external.rstrip("/")
         return
-    if home is None:
-        from ratchet.loop.checkpoints import ratchet_home
-
-        home = os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect"
-    home = Path(home).expanduser()
-    home.mkdir(parents=True, exist_ok=True)
-    if not _port_free(host, port):
-        raise ServerError(
-            f"port {port} on {host} is already in use; pass --port with a free port, or point "
-            f"PREFECT_API_URL at the server already listening there"
-        )
-    try:
-        auth = load_or_create_auth(home)
-    except AuthFileError as e:
-        raise ServerError(str(e)) from None
-    if not is_loopback(host):
-        logger.warning(
-            "the Prefect API and UI listen on %s, reachable from other machines (auth string in %s); "
-            "bind to 127.0.0.1 unless you mean it",
-            host,
-            home / "api-auth",
-        )
+    home, auth = _prepare_home(home, host, port)
     url_host = f"[{host}]" if ":" in host else host
     api_url = f"http://{url_host}:{port}/api"
     log_path = home / "server.log"
@@ -158,6 +137,37 @@ def prefect_server(
         yield api_url
     finally:
         stop_process_group(proc)
+
+
+def _prepare_home(home: str | Path | None, host: str, port: int) -> tuple[Path, str]:
+    """The server's Prefect home (created) and API auth string, after checking that ``host:port`` is free.
+
+    Raises:
+        ServerError: the port is taken, or the auth file cannot be made.
+    """
+    if home is None:
+        from ratchet.loop.checkpoints import ratchet_home
+
+        home = os.environ.get("PREFECT_HOME") or ratchet_home() / "prefect"
+    home = Path(home).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    if not _port_free(host, port):
+        raise ServerError(
+            f"port {port} on {host} is already in use; pass --port with a free port, or point "
+            f"PREFECT_API_URL at the server already listening there"
+        )
+    try:
+        auth = load_or_create_auth(home)
+    except AuthFileError as e:
+        raise ServerError(str(e)) from None
+    if not is_loopback(host):
+        logger.warning(
+            "the Prefect API and UI listen on %s, reachable from other machines (auth string in %s); "
+            "bind to 127.0.0.1 unless you mean it",
+            host,
+            home / "api-auth",
+        )
+    return home, auth
 
 
 def _wait_healthy(proc: subprocess.Popen, api_url: str, timeout_s: float, log_path: Path) -> None:
