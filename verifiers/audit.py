@@ -1,7 +1,8 @@
 """Audit the verifiers on labelled cases: counts of true/false positives/negatives and every miss.
 
 A cases file is JSON lines with fields ``id``, ``kind`` (``math`` | ``code`` | ``format``), ``gold``,
-``prediction``, ``expected`` (bool), optional ``why`` and, for code, ``tests``. For ``format``
+``prediction``, ``expected`` (bool), optional ``why``, for math an optional ``answer_format`` (``auto`` when
+omitted; ``verifiers.math.ANSWER_FORMATS``) and, for code, ``tests``. For ``format``
 cases the gold is a human description of the rule; the template is chosen by
 ``verifiers.format.template_for_rule``. ``ratchet audit CASES.jsonl`` fails (exit 1) on any false
 positive: a verifier that accepts a wrong answer teaches the policy to cheat.
@@ -16,7 +17,7 @@ from typing import Any
 from ratchet.verifiers.code import verify_code_batch
 from ratchet.verifiers.code.sandbox import default_isolation
 from ratchet.verifiers.format import check_format, template_for_rule
-from ratchet.verifiers.math import verify_math_batch
+from ratchet.verifiers.math import ANSWER_FORMATS, verify_math_batch
 
 KINDS = ("math", "code", "format")
 _REQUIRED = {"id": str, "kind": str, "gold": str, "prediction": str, "expected": bool}
@@ -52,6 +53,10 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
                 raise CasesFileError(f"{path}:{n}: field {key!r} must be {typ.__name__}, got {case[key]!r}")
         if case["kind"] not in KINDS:
             raise CasesFileError(f"{path}:{n}: kind {case['kind']!r} is not one of {KINDS}")
+        if case.get("answer_format", "auto") not in ANSWER_FORMATS:
+            raise CasesFileError(
+                f"{path}:{n}: answer_format {case['answer_format']!r} is not one of {ANSWER_FORMATS}; omit it for auto"
+            )
         if case["kind"] == "code" and not isinstance(case.get("tests"), list):
             raise CasesFileError(f"{path}:{n}: a code case needs a 'tests' list (assert lines or stdio cases)")
         case["_line"] = n
@@ -94,7 +99,10 @@ def run_audit(path: str | Path, *, timeout_s: float = 2.0) -> dict[str, Any]:
     by_kind = {k: [c for c in cases if c["kind"] == k] for k in KINDS}
     verdicts: dict[int, Any] = {}
     math = by_kind["math"]
-    for c, v in zip(math, verify_math_batch([(c["gold"], c["prediction"]) for c in math], timeout_s=timeout_s)):
+    formats = [c.get("answer_format", "auto") for c in math]  # a math case may declare its answer format
+    for c, v in zip(
+        math, verify_math_batch([(c["gold"], c["prediction"]) for c in math], timeout_s=timeout_s, answer_format=formats)
+    ):
         verdicts[id(c)] = v
     code = by_kind["code"]
     for c, v in zip(

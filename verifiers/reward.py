@@ -34,7 +34,7 @@ VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}
 # Every verifier's own version, as a round's manifest records them.
 VERSIONS = {"composite": VERSION, "math": math_v.VERSION, "code": code_v.VERSION, "format": format_v.VERSION}
 _UNPARSED = ("no_answer", "parse_error", "ambiguous")
-_KEPT_DETAILS = ("error", "passed", "total", "violation", "lean_status", "problem")
+_KEPT_DETAILS = ("answer_format", "error", "passed", "total", "violation", "lean_status", "problem")
 Kind = Literal["math", "code", "lean"]
 
 
@@ -98,9 +98,12 @@ class RewardSpec:
         target_language: ``verifiers.language.LANGUAGES`` code or ``"none"``.
         lean_url: the Lean server for ``kind="lean"`` (None: ``verifiers.lean.server_url``).
         code_isolation: the code sandbox's mode, ``"kernel"`` or ``"weak"`` (None: ``RATCHET_CODE_ISOLATION`` or kernel).
+        answer_format: the math verifier's final-answer marker (``verifiers.math.ANSWER_FORMATS``; ``"auto"``: every
+            marker in the policy's precedence).
+        source_formats: ``(task source name, answer format)`` pairs: a source's own marker (``format_for``).
 
     Raises:
-        ValueError: (at construction) a weight out of range, an unknown template or language.
+        ValueError: (at construction) a weight out of range, an unknown template, language or answer format.
     """
 
     format_template: str = "none"
@@ -112,9 +115,18 @@ class RewardSpec:
     target_language: str = "none"
     lean_url: str | None = None
     code_isolation: str | None = None
+    answer_format: str = "auto"
+    source_formats: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.format_weight, "math", self.format_template, self.language_weight, self.target_language)
+        for fmt in (self.answer_format, *(f for _, f in self.source_formats)):
+            if fmt not in math_v.ANSWER_FORMATS:
+                raise ValueError(f"answer_format {fmt!r} is unknown; use one of {', '.join(math_v.ANSWER_FORMATS)}")
+
+    def format_for(self, source: str | None) -> str:
+        """The answer format of a prompt of task source ``source``: its own (``source_formats``), else ``answer_format``."""
+        return dict(self.source_formats).get(str(source), self.answer_format)
 
     @property
     def code_budget_s(self) -> float:
@@ -180,12 +192,14 @@ def score_batch(
     tests: Sequence[Sequence[Any] | None] | None = None,
     spec: RewardSpec | None = None,
     format_prefix: str | Sequence[str] | None = None,
+    answer_format: str | Sequence[str] | None = None,
     **settings: Any,
 ) -> list[Verdict]:
     """``score`` over parallel lists (math via ``verify_math_batch``, code via ``verify_code_batch``).
 
     ``spec`` (default ``RewardSpec()``) holds the settings, ``settings`` replace single ones of it;
-    ``format_prefix`` is one prefix for all completions or one per completion (default: the spec's).
+    ``format_prefix`` is one prefix for all completions or one per completion (default: the spec's);
+    ``answer_format`` (math) likewise, one for all or one per completion (default: ``spec.answer_format``).
 
     Raises:
         ValueError: lengths differ, or bad kind, setting or value (the message says which).
@@ -203,7 +217,8 @@ def score_batch(
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds; pass one gold per completion")
     t0 = time.perf_counter()
     if kind == "math":
-        outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=spec.timeout_s)
+        formats = spec.answer_format if answer_format is None else answer_format
+        outcomes = math_v.verify_math_batch(list(zip(golds, completions)), timeout_s=spec.timeout_s, answer_format=formats)
     elif kind == "lean":
         outcomes = lean_v.verify_lean_batch(list(zip(golds, completions)), url=spec.lean_url, timeout_s=spec.timeout_s)
     else:

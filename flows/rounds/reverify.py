@@ -44,8 +44,9 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
     for t in todo:
         by_config.setdefault(t["config_json"], []).append(t)
     for config_json, items in by_config.items():
-        v = json.loads(config_json).get("verifier", {})
-        scored = score_items([t["completion"] for t in items], items, reward_spec(v))
+        config = json.loads(config_json)
+        spec = reward_spec(config.get("verifier", {}), (config.get("tasks") or {}).get("sources") or ())
+        scored = score_items([t["completion"] for t in items], items, spec)
         ts = now()
         for t, (kind, vd) in zip(items, scored):
             prev = t["prev_correct"]

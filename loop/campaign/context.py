@@ -62,7 +62,7 @@ class Ctx:
     @cached_property
     def reward(self) -> RewardSpec:
         """The round's ``RewardSpec``, built once from its ``[verifier]`` section; every scorer of the round takes it."""
-        return reward_spec(self.cfg.verifier.model_dump())
+        return reward_spec(self.cfg.verifier.model_dump(), [s.model_dump() for s in self.cfg.tasks.sources])
 
     @property
     def eval_cfg(self) -> RatchetConfig:

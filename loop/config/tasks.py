@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from ratchet.loop.config.base import _Frozen
+from ratchet.loop.config.base import _Frozen, identity
+from ratchet.verifiers.math import AnswerFormat
 
 TaskFormat = Literal["math", "humaneval", "mbpp", "stdio"]
 
@@ -46,11 +47,26 @@ class TaskSourceConfig(RecordFields):
     fewshot_path: str | None = Field(
         None, description="JSONL of worked examples {question, answer} (the answer is the assistant turn shown verbatim)."
     )
+    answer_format: AnswerFormat | None = Field(
+        None,
+        description="Final-answer marker this source's prompts ask for ('auto', 'boxed', 'answer_line', 'json', 'gsm8k'; "
+        "see verifier.answer_format); unset: verifier.answer_format.",
+        json_schema_extra=identity("neutral_default"),
+    )
     group_size: int | None = Field(
         None,
         ge=1,
         description="G for this source's prompts (rft only; common practice 4-8 for math, 8-16 for code); unset: generation.group_size.",
     )
+
+    @model_serializer(mode="wrap")
+    def _unset_format_left_out(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """An unset ``answer_format`` is left out of the dump, so a campaign stored before the field existed keeps
+        its settings (its sources compare equal) and its config hash."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("answer_format") is None:
+            out.pop("answer_format", None)
+        return out
 
     def source_name(self) -> str:
         if self.name:

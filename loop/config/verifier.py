@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ratchet.loop.config.base import _Frozen, identity
 from ratchet.verifiers.language import LANGUAGES
+from ratchet.verifiers.math import AnswerFormat
 
 
 class VerifierConfig(_Frozen):
@@ -15,6 +16,14 @@ class VerifierConfig(_Frozen):
         "answer_line", description="Structure rule for the format reward (verifiers.format)."
     )
     format_weight: float = Field(0.1, ge=0.0, description="Reward for a well-formed completion, added to outcome 1.0.")
+    answer_format: AnswerFormat = Field(
+        "auto",
+        description="Final-answer marker the math verifier reads: 'auto' (every marker it knows, in the documented precedence: "
+        "<answer> tag > JSON 'answer' field > the last explicit final answer among \\boxed{} and answer lines > 'the "
+        "answer is X' > a concluding sentence; disagreeing markers are ambiguous), or only one: 'boxed', 'answer_line' "
+        "('Answer: X' / 'A: X' lines), 'json' (an \"answer\" field), 'gsm8k' ('#### X'). Recorded in each verdict's details.",
+        json_schema_extra=identity("neutral_default"),
+    )
     timeout_s: float = Field(2.0, gt=0.0, description="Hard per-item limit on a symbolic equivalence check, seconds.")
     format_prefix: str = Field(
         "",

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ratchet.loop.config.tasks import TaskSourceConfig
 from ratchet.verifiers.reward import RewardSpec, score_batch
 from ratchet.verifiers.verdict import Verdict
 
@@ -19,10 +20,16 @@ def outcome_verifier(task_format: str | None) -> str:
     return "math" if task_format in (None, "math") else "code"
 
 
-def reward_spec(verifier: Mapping[str, Any]) -> RewardSpec:
+def reward_spec(verifier: Mapping[str, Any], sources: Sequence[Mapping[str, Any]] = ()) -> RewardSpec:
     """The ``RewardSpec`` of a campaign's ``[verifier]`` section (a ``VerifierConfig`` dump, or the stored JSON of an
-    older config: a missing key takes the value it had before it existed; ``format_template`` was "none")."""
-    return RewardSpec.from_mapping({"format_template": "none", **verifier})
+    older config: a missing key takes the value it had before it existed; ``format_template`` was "none") and of its
+    ``[[tasks.sources]]`` (``TaskSourceConfig`` dumps: a source's own ``answer_format``)."""
+    source_formats = tuple(
+        (TaskSourceConfig.model_validate(dict(s)).source_name(), s["answer_format"])
+        for s in sources
+        if s.get("answer_format") is not None
+    )
+    return RewardSpec.from_mapping({"format_template": "none", **verifier, "source_formats": source_formats})
 
 
 def verdict_row(trajectory_id: str, kind: str, vd: Verdict, created_at: datetime) -> dict[str, Any]:
@@ -46,8 +53,8 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
 
     Args:
         completions: model outputs.
-        prompts: one prompt row per completion with ``answer`` and, for code, ``task_format``,
-            ``tests_json`` (JSON list) and ``solution``.
+        prompts: one prompt row per completion with ``answer`` (and ``source``, for a source's own
+            ``answer_format``) and, for code, ``task_format``, ``tests_json`` (JSON list) and ``solution``.
         spec: the reward's settings (``reward_spec`` of the campaign's ``[verifier]``).
 
     Returns:
@@ -70,7 +77,11 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
             continue
         if kind == "math":
             verdicts = score_batch(
-                [completions[i] for i in idx], [str(prompts[i]["answer"]) for i in idx], kind="math", spec=spec
+                [completions[i] for i in idx],
+                [str(prompts[i]["answer"]) for i in idx],
+                kind="math",
+                spec=spec,
+                answer_format=[spec.format_for(prompts[i].get("source")) for i in idx],
             )
         else:
             verdicts = score_batch(

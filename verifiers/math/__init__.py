@@ -7,10 +7,21 @@ involve a real expression (``\\sqrt{2}``, ``2\\pi``, ``x^2+1``) go to sympy, in 
 that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``exec`` of model text).
 
 Policy (a change to any of these bumps ``VERSION``):
-    * **Extraction** (``math_extract``, linear time on any text): answer tag > last ``\\boxed{}`` >
+    * **Answer formats** (math-1.4.0, ``answer_format`` on ``verify_math``, ``verifier.answer_format`` and each
+      ``[[tasks.sources]]``; recorded as ``details["answer_format"]``): ``"auto"`` (default) reads every marker in
+      the precedence below and refuses disagreeing ones (``ambiguous``); ``"boxed"``, ``"answer_line"``
+      (``Answer:``/``A:`` lines and headings), ``"json"`` (an ``"answer"`` field) or ``"gsm8k"`` (``#### X``)
+      read only that marker, so a task that asks for one format is not read through another (the other markers
+      are working, never rivals); a declared marker that is absent is ``no_answer``.
+    * **Extraction** (``math_extract``, linear time on any text): answer tag > JSON ``"answer"`` field (a box
+      outside it that disagrees is ``ambiguous``; two different fields are) > last ``\\boxed{}`` >
       ``Answer:`` line > last "the answer is X"; never from ``<think>``/``<thinking>``/``<reasoning>``
       or OpenThoughts' ``<|begin_of_thought|>`` blocks (tag spacing and case ignored); the completion
-      ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``, ``<|endoftext|>``).
+      ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``, ``<|endoftext|>``), and at the
+      first line that opens an invented next exercise (``Q:``, ``Question:``, ``Problem:``) after an answer
+      marker: a base model's continuation answers a question it made up and is never graded. A closing ``A: N``
+      line (the Q:/A: few-shot format of early GSM8K releases) is an answer line, unless ``B:`` ... lines list
+      options; "the answer (in dollars) is 18" is an answer phrase.
       **The last explicit final answer wins**: an answer line after the last box is the answer (the
       boxes before it were working: ``\\boxed{200} ... \\boxed{255} ... Final Answer: 10455``), and
       answer lines before the last box were working; one value is graded, so writing several never
@@ -22,8 +33,16 @@ Policy (a change to any of these bumps ``VERSION``):
       sentence opened by a conclusion word that states one value (``Therefore, the probability
       is 2/3.``, ``So, the pair $(x, y)$ that solves it is $(7, 6)$.``; a closing ``I hope it is
       correct.`` is dropped; never with a negation, hedge, condition or comparison word, never
-      ``Let $n = 5$.``, never an unfinished ``so we get 5``); no "last number anywhere" fallback
-      unless ``fallback_last_number=True``.
+      ``Let $n = 5$.``, never an unfinished ``so we get 5``). Also (math-1.4.0): a completion that is one math
+      span (``$2^3 = 2 \\cdot 2 \\cdot 2 = 8$``: its chain's last link); and, in a completion of at most
+      ``math_prose.MAX_UNMARKED_CHARS`` (a longer unmarked text may be reasoning cut off at a sentence end), a
+      finished closing line that computes the value in a conclusion context (``Therefore a + b + c = 3 + 57 + 2
+      = 62.``, ``Sum of all such bases: 21 + 49 = 70.``: the link before the value is arithmetic on numbers), or a finished last sentence whose one number restates a value computed
+      before it (``... 5 * 9 = 45 liters.`` then ``The tank holds 45 liters.``; never a number only the question
+      gave, ``She buys 3 apples.``). One explanatory sentence after the conclusion (no digit, math, doubt or
+      setup word: ``This is the number of eggs sold each week.``) is passed over. An ``Answer`` heading takes
+      the first line under it that is not a rule (``-----``) when that line is an answer. No "last number
+      anywhere" fallback unless ``fallback_last_number=True``.
     * **Final-answer sentences**: ``Final Answer: The final answer is $X$. I hope it is correct.``
       (Minerva) gives ``X``; labels decorated with markdown or emoji (``🎯 **Final answer:** 9``),
       ``Answer \\[ 9 \\]`` without a colon, a ``### Final Answer`` heading with the value on the next
@@ -33,7 +52,10 @@ Policy (a change to any of these bumps ``VERSION``):
       Final Answer: ...``). A display block opened after the label (``Answer \\[`` newline ``9``
       newline ``\\]``) is its value. A prose final-answer sentence with no math, exactly one number
       and no negation, hedge, condition or comparison word (``Jane started 3 hours ago``; never
-      ``3 more than Bob``) is that number. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
+      ``3 more than Bob``) is that number; inside an answer line, an ``<answer>`` tag or a JSON field a
+      leading condition that restates the question is read past (``Answer: If they share the stickers
+      equally, each friend gets 6.`` is 6; the condition holds no digit, variable or negation, so ``If n is
+      odd, 6`` stays one case of a case split), and a chain with a unit (``7 * 70 = 490 oranges``) is 490. A prose answer around exactly one math span (``\\boxed{We find that $x < 3$.}``) is that
       span, unless the prose holds a digit or a negation, hedge or condition word (``not``, ``maybe``,
       ``if``, ...); inline math (``$...$``, ``\\(...\\)``) never spans lines. An empty ``\\boxed{}`` quoted from the
       instructions is not an answer and does not block the answer sentence; ``\\boxed`` followed by a
@@ -41,7 +63,9 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Text after the final answer can only take its credit away** (``math_tail``, math-1.3.1): a
       self-correction after it (``\\boxed{5}`` then ``Wait, ...``, ``Actually the answer should be
       6``, ``that's wrong``, ``I made an error``, ``Let me recheck``, ``No, it's 6``, ``等等，我算错了``) or a contrast
-      (``\\boxed{5}, but that ignores ...``, a next sentence opened by ``However``) -> ``ambiguous``
+      (``\\boxed{5}, but that ignores ...``, a next sentence opened by ``However``; not a check that confirms
+      it, ``However, to be sure, let us check: 3 * 7 = 21, which confirms the answer.``, with no word of
+      doubt; and an affirmation ``This answer is correct.`` is no rival answer) -> ``ambiguous``
       unless a "the answer is X" after the last retraction word restates it (then that is a rival
       that must agree); "mistake", "wrong" or "actually" alone are no retraction (``The common
       mistake is 6``). A final-answer label left empty at the very end (``\\boxed{5}`` then ``Final
@@ -58,7 +82,8 @@ Policy (a change to any of these bumps ``VERSION``):
       (``details["problem"]`` says which); so is an unclosed ``<answer>`` after a closed one. A lone
       unclosed ``<answer>`` (generation stopped at ``</answer>``) runs to the end. More than
       ``math_extract.MAX_BOXES`` boxes or answer lines is ``ambiguous`` without being read.
-    * **Several boxes**: boxes that together are exactly the answers of a multi-answer gold
+    * **Several boxes**: the same value boxed in two forms (``\\boxed{m = 2}`` and ``\\boxed{2}``: an assignment
+      to one name states its value) is one answer; boxes that together are exactly the answers of a multi-answer gold
       (``\\boxed{2}`` and ``\\boxed{5}`` for ``2, 5``, any order) are one answer; more or other
       boxes than the gold's answers are a hedge (``ambiguous``); a single-answer gold never accepts two
       different boxes.
@@ -107,6 +132,8 @@ Policy (a change to any of these bumps ``VERSION``):
       ``30^\\circ`` is not ``30 rad``/``30 radians``, and equals ``30^\\circ C``; a degree mark on a
       multiple of ``\\pi`` is a parse error);
       only a trailing mark after a number (``3^\\circ0`` and ``\\circ 30`` are not 30).
+    * **Ordinals and truth values** (math-1.4.0): an ordinal suffix is presentation (``7^{\\text{th}} \\text{ place}``
+      = ``7th`` = ``7``); Yes/No answer a True/False gold (``Yes`` = ``True``, ``No`` = ``False``).
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
       ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
@@ -116,7 +143,7 @@ Policy (a change to any of these bumps ``VERSION``):
       once (a repeated solution is not an extra one); tuples are ordered (``(0;-2;6)`` is a tuple);
       ``p=5,q=2; p=7,q=2`` is two solutions ``(5, 2), (7, 2)``; a gold listing several answers needs
       all of them; ``x=3`` matches a bare ``3`` (assignment to a single name or Greek letter, not
-      ``\\lim = 3``); ``x = 3, y = 4`` is two assignments (never the chain ``x = (3, y) = 4``) and
+      ``\\lim = 3``), and so does a function applied to numbers (``g(g(3)) = g(5) = 4`` is 4, ``f^{-1}(3) = 4``); ``x = 3, y = 4`` is two assignments (never the chain ``x = (3, y) = 4``) and
       matches the tuple ``(3, 4)``; **a chain of equalities states its last link** (``x = 5+5+1 = 7
       = 11`` is ``x = 11``; ``x = 11 = 5+6`` compares ``5+6``; an earlier link is never the answer; a link holding a
       connective, ``x = 5 \\Rightarrow y = 3`` or ``x = 5 \\text{ so } y = 3``, is two statements:
@@ -159,7 +186,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from ratchet.verifiers.math.compare import NeedsCAS, compare
-from ratchet.verifiers.math.extract import _HEDGE, Extraction, extract_answer, find_boxes
+from ratchet.verifiers.math.extract import _HEDGE, ANSWER_FORMATS, AnswerFormat, Extraction, extract_answer, find_boxes
 from ratchet.verifiers.math.parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.verdict import Verdict
 
@@ -171,11 +198,13 @@ __all__ = [
     "parse_answer",
     "Answer",
     "Extraction",
+    "ANSWER_FORMATS",
+    "AnswerFormat",
     "ParseError",
     "shutdown_pool",
 ]
 
-VERSION = "math-1.3.1"
+VERSION = "math-1.4.0"
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))  # sympy items are rare; more workers only cost memory
 
 _pool = None
@@ -218,13 +247,15 @@ SYMPY_CACHE_SIZE = 4096  # sympy replies kept per process: G completions of a pr
 _sympy_replies: OrderedDict[tuple[str, str], dict] = OrderedDict()
 
 
-def _cheap(gold: str, completion: str, fallback_last_number: bool) -> Verdict | tuple[str, str, str, float]:
+def _cheap(
+    gold: str, completion: str, fallback_last_number: bool, answer_format: str = "auto"
+) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
     gold, g, error = _gold(gold)
     if g is None:
         return _verdict("bad_gold", None, t0, error=error)
-    ex = extract_answer(completion, fallback_last_number=fallback_last_number)
+    ex = extract_answer(completion, fallback_last_number=fallback_last_number, answer_format=answer_format)
     pred_text = ex.text if ex.status == "ok" else _joined_boxes(g, ex)
     if pred_text is None:
         extra = {"problem": ex.problem} if ex.problem else {}
@@ -288,7 +319,9 @@ def _joined_boxes(gold: Answer, ex: Extraction) -> str | None:
     return "; ".join(ex.candidates)
 
 
-def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False) -> Verdict:
+def verify_math(
+    gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False, answer_format: str = "auto"
+) -> Verdict:
     """Judge one completion against a gold answer.
 
     Args:
@@ -297,12 +330,20 @@ def verify_math(gold: str, completion: str, *, timeout_s: float = 2.0, fallback_
         timeout_s: hard wall-clock limit for the sympy stage, seconds (the cheap stage takes
             microseconds and is not limited).
         fallback_last_number: opt-in "last number in the text" extraction (off: rewards hedging).
+        answer_format: the final-answer marker the task asks for, ``"auto"`` (every marker, in the
+            precedence of the policy docstring) or one of ``"boxed"``, ``"answer_line"``, ``"json"``,
+            ``"gsm8k"`` (only that marker is read); recorded as ``details["answer_format"]``.
 
     Returns:
         ``Verdict`` with ``verifier="math"``; reasons: ok, wrong, no_answer, ambiguous,
         parse_error, timeout, bad_gold.
+
+    Raises:
+        ValueError: ``timeout_s <= 0`` or an unknown ``answer_format`` (the message lists the valid ones).
     """
-    return verify_math_batch([(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number)[0]
+    return verify_math_batch(
+        [(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number, answer_format=answer_format
+    )[0]
 
 
 def _sympy_judge(pairs: list[tuple[str, str]], timeout_s: float) -> list[dict | None]:
@@ -321,21 +362,35 @@ def _sympy_judge(pairs: list[tuple[str, str]], timeout_s: float) -> list[dict | 
 
 
 def verify_math_batch(
-    pairs: Sequence[tuple[str, str]], *, timeout_s: float = 2.0, fallback_last_number: bool = False
+    pairs: Sequence[tuple[str, str]],
+    *,
+    timeout_s: float = 2.0,
+    fallback_last_number: bool = False,
+    answer_format: str | Sequence[str] = "auto",
 ) -> list[Verdict]:
     """Judge many ``(gold, completion)`` pairs; same verdicts as ``verify_math``, faster.
 
     The cheap stage runs in this process; only the pairs that need sympy are sent to the worker
     pool, in parallel over ``POOL_SIZE`` processes, each with its own hard ``timeout_s``.
+    ``answer_format`` is one format for all pairs or one per pair (tasks of several sources).
+
+    Raises:
+        ValueError: ``timeout_s <= 0``, an unknown answer format, or one format per pair of the wrong length.
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s ({timeout_s}) must be > 0 seconds; use e.g. 2.0")
+    formats = [answer_format] * len(pairs) if isinstance(answer_format, str) else list(answer_format)
+    if len(formats) != len(pairs):
+        raise ValueError(f"{len(formats)} answer formats for {len(pairs)} pairs; pass one format or one per pair")
+    for fmt in dict.fromkeys(formats):
+        if fmt not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format {fmt!r} is unknown; use one of {', '.join(ANSWER_FORMATS)}")
     out: list[Verdict | None] = []
     slow: list[tuple[int, tuple[str, str, str, float]]] = []
-    for i, (gold, completion) in enumerate(pairs):
-        r = _cheap(gold, completion, fallback_last_number)
+    for i, ((gold, completion), fmt) in enumerate(zip(pairs, formats)):
+        r = _cheap(gold, completion, fallback_last_number, fmt)
         if isinstance(r, Verdict):
-            out.append(r)
+            out.append(_with_format(r, fmt))
         else:
             out.append(None)
             slow.append((i, r))
@@ -350,4 +405,10 @@ def verify_math_batch(
                 if len(slow) > 1:  # per-item latency: the batch wall time is shared
                     v = Verdict(**{**v.to_dict(), "latency_s": (time.perf_counter() - t_pool) / len(slow)})
                 out[i] = v
+            out[i] = _with_format(out[i], formats[i])  # type: ignore[arg-type]
     return [v for v in out if v is not None]
+
+
+def _with_format(v: Verdict, answer_format: str) -> Verdict:
+    """``v`` with the answer format it was read under recorded in its details (``details["answer_format"]``)."""
+    return Verdict(**{**v.to_dict(), "details": {**v.details, "answer_format": answer_format}})

@@ -97,6 +97,7 @@ def _is_symbol(lhs: str) -> bool:
 _NAME = r"(?:[A-Za-z]{1,4}|\\(?:" + _GREEK + r"))(?:_\{?[A-Za-z0-9]+\}?)?"
 _LABEL = re.compile(
     r"(?:m?\\angle|\\overline|\\triangle)?\{?" + _NAME + r"\}?(?:\([A-Za-z0-9]{1,3}\))?"  # AB, \\angle ABC, f(2)
+    r"|(?:[A-Za-z](?:\^\{?-1\}?)?\(){1,3}[A-Za-z0-9]{1,3}\){1,3}"  # g(g(3)), f(f(f(1))), f^{-1}(3): a function applied (balanced: _is_label)
     r"|\(" + _NAME + r"(?:," + _NAME + r")+\)"  # (a, b)
     r"|\|" + _NAME + r"\||\\[lv]?vert" + _NAME + r"\\[rv]?vert"  # |AB|
     r"|\\frac\{" + _NAME + r"\}\{" + _NAME + r"\}"  # \\frac{NO}{BO}
@@ -109,7 +110,8 @@ def _is_label(lhs: str) -> bool:
 
     A label holds no operator, so ``x + y = 5`` (an equation) is never read as the value ``5``.
     """
-    return bool(_LABEL.fullmatch(lhs.replace(" ", "")))
+    lhs = lhs.replace(" ", "")
+    return lhs.count("(") == lhs.count(")") and bool(_LABEL.fullmatch(lhs))
 
 
 def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
@@ -129,6 +131,8 @@ def _match_all(gold: tuple, pred: tuple, cas: Cas | None) -> bool:
     return True
 
 
+# truth values: a True/False gold is answered Yes/No as often as True/False (TheoremQA, logic tasks)
+_TRUTH = {"true": True, "yes": True, "false": False, "no": False}
 _INF = {r"\infty": 1, r"+\infty": 1, r"-\infty": -1}
 
 
@@ -270,6 +274,8 @@ def leaf_equal(gold: Answer, pred: Answer, cas: Cas | None) -> bool:
             or (pk == "expression" and str(pred.value).upper() == gold.value and len(str(pred.value)) == 1)
         )
     if gk == "text" or pk == "text":
+        if gk == pk and gold.value in _TRUTH and pred.value in _TRUTH:  # "Yes" for the gold "True": one truth value
+            return _TRUTH[gold.value] == _TRUTH[pred.value]  # type: ignore[index]
         return gk == pk and gold.value == pred.value
     if gk in _MULTI and pk in _MULTI:
         return _match_all(gold.value, pred.value, cas)  # type: ignore[arg-type]

@@ -25,7 +25,11 @@ Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math``
       (``_final_sentence``). The Minerva closing line ``Final Answer: The final answer is $X$.
       I hope it is correct.`` gives ``X``;
     * the completion ends at its first end-of-turn token (``<|im_end|>``, ``<|im_start|>``,
-      ``<|endoftext|>``, ``<|eot_id|>``): what a model writes after it is another turn;
+      ``<|endoftext|>``, ``<|eot_id|>``): what a model writes after it is another turn; and at an invented
+      next exercise (``Q:``/``Question:``/``Problem:`` line after an answer marker, ``cut_invented_question``);
+    * a JSON ``"answer"`` field (``_from_json``) ranks after the answer tag and before the boxes; a box outside
+      it that disagrees makes it ``ambiguous``; ``answer_format`` other than ``"auto"`` reads one marker only
+      (``_declared``);
     * several *different* final answers, or hedge words ("one of", "either", "maybe", ...), give
       ``ambiguous``; there is no "last number anywhere" fallback unless asked for
       (``fallback_last_number=True``), because it rewards hedging.
@@ -34,24 +38,43 @@ Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math``
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ratchet.verifiers.math.normalize import ParseError
-from ratchet.verifiers.math.parse import MAX_ANSWER_CHARS, parse_answer
-from ratchet.verifiers.math.prose import (
-    _HEDGE,
-    _LINE_BREAK,
-    _final_sentence,
-    _sole_math_span,
-    _sole_number,
+from ratchet.verifiers.math.lines import (
+    MAX_BOXES,
+    MAX_CANDIDATE_CHARS,
+    MAX_DISTINCT,
+    MAX_LABEL_LINES,
+    _answer_lines,
+    _answer_phrases,
+    _clean_candidate,
+    _parses,
+    _phrase_hits,
+    _sentence,
 )
-from ratchet.verifiers.math.tail import HYPOTHETICAL, tail_problem
+from ratchet.verifiers.math.normalize import ParseError
+from ratchet.verifiers.math.parse import _SYMBOL, Answer, parse_answer
+from ratchet.verifiers.math.prose import _HEDGE, _final_sentence, answer_sentence_value
+from ratchet.verifiers.math.tail import has_retraction, tail_problem
 
-MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
-MAX_BOXES = 256  # more boxes than this is spam or a list of guesses: ambiguous without reading them
-MAX_DISTINCT = 32  # more different candidates than this is a list of guesses: ambiguous without parsing
+__all__ = [
+    "ANSWER_FORMATS",
+    "MAX_BOXES",
+    "MAX_CANDIDATE_CHARS",
+    "MAX_DISTINCT",
+    "MAX_LABEL_LINES",
+    "AnswerFormat",
+    "Box",
+    "Extraction",
+    "cut_invented_question",
+    "extract_answer",
+    "find_boxed",
+    "find_boxes",
+    "strip_reasoning",
+]
 
 
 @dataclass(frozen=True)
@@ -61,8 +84,8 @@ class Extraction:
     Attributes:
         text: the extracted answer text, or None.
         status: ``"ok"``, ``"no_answer"`` or ``"ambiguous"``.
-        source: ``"answer_tag"``, ``"boxed"``, ``"answer_line"``, ``"answer_phrase"``, ``"final_sentence"``,
-            ``"last_number"`` or ``""``.
+        source: ``"answer_tag"``, ``"json"``, ``"boxed"``, ``"answer_line"``, ``"gsm8k"``, ``"answer_phrase"``,
+            ``"final_sentence"``, ``"last_number"`` or ``""``.
         candidates: every distinct candidate seen (several -> ambiguous).
         problem: why a found final answer is malformed (truncated or empty box, unclosed tag), or ``""``.
     """
@@ -191,185 +214,8 @@ def _innermost(boxes: list[Box]) -> list[Box]:
     return [b for k, b in enumerate(boxes) if k + 1 == len(boxes) or boxes[k + 1].start >= b.end]
 
 
-# ----------------------------------------------------------------------------------------------
-# answer lines and phrases
-
-_LINE_LABEL = re.compile(
-    r"[^\w\\$]{0,12}?\s{0,3}(?:final\s{1,3})?answer(?![A-Za-z])\s{0,3}(?:\*{1,3}|_{1,2})?\s{0,3}([:：]|(?=\\\[|\\\(|\$))",
-    re.I,
-)
-_GSM_LINE = re.compile(r"####\s{0,3}([-+$\\\d(].*)")
-_HEADING = re.compile(r"[#*_\s]{0,8}(?:final\s{1,3})?answer\s{0,3}[#*_:：\s]{0,8}", re.I)
-_PHRASE = re.compile(
-    r"answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be|=)\s{0,3}[:：]?|(?:答案|结果)\s{0,3}(?:是|为|：|:)", re.I
-)
-_LEAD_PHRASE = re.compile(r"(?:the\s{1,3})?(?:final\s{1,3})?answer\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be)\s{0,3}[:：]?", re.I)
-_CLAUSE = re.compile(
-    r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:which|since|because|as|so|that|where|when|for|hence|thus|therefore|I\s+hope)\b", re.I
-)
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_LAST_IS = re.compile(r".*\s(?:is|are|equals|=)\s", re.S)  # only on one bounded sentence
-_FIRST_IS = re.compile(r"\s(?:is|are|equals|=)\s")
-_CONCLUDES = re.compile(r"(?:\s{0,3}[,;]\s{0,3}|\s{1,3})(?:so|hence|thus|therefore)\b", re.I)
 _END_OF_TURN = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<｜end▁of▁sentence｜>")
-_MATH_OPEN = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
-
-
-def _sentence(s: str) -> str:
-    """``s`` up to its first sentence end: a full stop followed by a space or the end (not ``2.5``)."""
-    i = 0
-    while True:
-        i = s.find(".", i)
-        if i < 0:
-            return s
-        if i + 1 == len(s) or s[i + 1] in " \t\n" or (s[i + 1] in "$)" and i + 2 == len(s)):
-            return s[:i]
-        i += 1
-
-
-def _value(content: str) -> str:
-    """The value an answer line or phrase states: a leading math span, else its first clause."""
-    s = content[:MAX_CANDIDATE_CHARS].strip().strip("*_").strip()
-    m = _LEAD_PHRASE.match(s)  # "Final Answer: The final answer is $12$. I hope it is correct."
-    if m:
-        s = s[m.end() :].strip()
-    for opener in ("$$", "$", "\\(", "\\["):
-        if s.startswith(opener):
-            end = s.find(_MATH_OPEN[opener], len(opener))
-            while opener == "$" and end > 0 and s[end - 1] == "\\":  # "\\$" is a dollar sign, not the end
-                end = s.find("$", end + 1)
-            if end > 0:
-                rest = s[end + len(_MATH_OPEN[opener]) :]
-                then = _CONCLUDES.match(rest)
-                if then and re.search(r"\d", _sentence(rest)[then.end() :]):
-                    return s  # "$a = 7$, so $b = 10$": a second statement concludes the line (prose: no answer)
-                if not rest.strip(" .,;。*") or rest.lstrip().startswith(".") or _CLAUSE.match(rest):
-                    return s[len(opener) : end]
-            break
-    s = _sentence(s)
-    m = _CLAUSE.search(s)
-    if m and m.start() > 0 and _CONCLUDES.match(s, m.start()) and re.search(r"\d", s[m.end() :]):
-        return s  # "x = 5, so y = 10": a second statement concludes the line (prose: no answer)
-    cut = s[: m.start()] if m and m.start() > 0 else s
-    if s[:4].lower() == "the ":  # "The volume of $V$ is 120": the value after the last "is"
-        m = _LAST_IS.match(cut)
-        first = _FIRST_IS.search(cut)
-        if m and first is not None and first.end() < m.end() and re.search(r"\d", cut[first.end() : m.end()]):
-            return s  # "the smallest is 3 and the largest is 5": two statements (prose: no answer)
-        if m:
-            return cut[m.end() :]
-        m = _LAST_IS.match(s)  # "The number of points that could be in $D$ is 19": "that" opened the subject
-        if m:
-            rest = s[m.end() :]
-            c = _CLAUSE.search(rest)
-            return rest[: c.start()] if c and c.start() > 0 else rest
-    return cut
-
-
-_LINE_HINT = re.compile(r"answer|####", re.I)
-
-
-def _line_at(text: str, pos: int) -> tuple[int, str] | None:
-    """(start, line) of the line holding ``pos`` when ``pos`` is in its first 200 characters, else None.
-
-    Both searches are bounded (200 characters back, ``MAX_CANDIDATE_CHARS`` forward), so a call costs
-    O(1) whatever the length of the text or of the line.
-    """
-    back = text[max(0, pos - 200) : pos]
-    breaks = list(_LINE_BREAK.finditer(back))
-    if breaks:
-        start = pos - len(back) + breaks[-1].end()
-    elif pos <= 200:
-        start = 0
-    else:
-        return None
-    ahead = _LINE_BREAK.search(text, pos, start + MAX_CANDIDATE_CHARS)
-    return start, text[start : ahead.start() if ahead else min(len(text), start + MAX_CANDIDATE_CHARS)]
-
-
-_MID_FINAL = re.compile(r"(?<=[.!?$])[ \t]{1,3}(?=final\s{1,3}answer\s{0,3}[:：])", re.I)  # "... = 120. Final Answer: ..."
-_DISPLAY_ONLY = {"\\[": "\\]", "$$": "$$"}
-
-
-def _label_value(text: str, rest: str, line_end: int) -> str:
-    """The value after an answer label: ``rest`` of its line, or a display block opened there (``Answer \\[`` newline ``9``)."""
-    opener = rest.strip()
-    if opener in _DISPLAY_ONLY:
-        close = text.find(_DISPLAY_ONLY[opener], line_end, line_end + MAX_CANDIDATE_CHARS)
-        return text[line_end:close].strip() if close > 0 else ""
-    value = _value(rest)
-    if value.strip(" *_") and not _parses(value):
-        return _sole_number(value) or value
-    return value
-
-
-def _answer_lines(text: str) -> list[tuple[int, str]]:
-    """``(offset, value)`` of ``Answer: X`` lines, ``#### X`` lines (GSM8K), the line after an ``Answer``
-    heading and a ``Final Answer:`` label after a sentence end inside a line, in order.
-
-    Only lines holding "answer" or "####" in their first 200 characters are looked at (one linear
-    pass of a literal pattern), never every line of the text.
-    """
-    out: list[tuple[int, str]] = []
-    seen = -1
-    for hit in _LINE_HINT.finditer(text):
-        if hit.start() <= seen:
-            continue
-        found = _line_at(text, hit.start())
-        if found is None:  # deep inside a long line: nothing more on this line can be a label
-            nb = _LINE_BREAK.search(text, hit.start())
-            seen = nb.start() if nb else len(text)
-            continue
-        start, line = found
-        seen = start + len(line)
-        if len(out) > MAX_BOXES:  # a wall of answer lines is a list of guesses: make it ambiguous
-            return [*out, (seen, f"(more than {MAX_BOXES} answer lines)")]
-        gsm = _GSM_LINE.match(line) if line.startswith("####") else None  # GSM8K's final line "#### 42"
-        m = _LINE_LABEL.match(line[:200]) if gsm is None else None
-        value = _label_value(text, line[m.end() :], seen) if m is not None else ""
-        if gsm is not None:
-            out.append((start, gsm.group(1)))
-        elif value.strip(" *_"):
-            out.append((start, value))
-        elif _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
-            nxt = next((ln for ln in text[seen : seen + MAX_CANDIDATE_CHARS].splitlines()[1:4] if ln.strip()), "")
-            if nxt and "answer" not in nxt[:200].lower():
-                out.append((seen, _value(nxt)))
-    for mid in _MID_FINAL.finditer(text):  # a Minerva closing line run into the previous sentence
-        nl = _LINE_BREAK.search(text, mid.end(), mid.end() + MAX_CANDIDATE_CHARS)
-        line_end = nl.start() if nl else min(len(text), mid.end() + MAX_CANDIDATE_CHARS)
-        label = _LINE_LABEL.match(text, mid.end(), line_end)
-        if label is not None and all(p != mid.end() for p, _ in out):
-            value = _label_value(text, text[label.end() : line_end], line_end)
-            if value.strip(" *_"):
-                out.append((mid.end(), value))
-        if len(out) > MAX_BOXES:
-            break
-    return sorted(out)
-
-
-def _phrase_hits(text: str) -> list[tuple[int, str]]:
-    """``(offset after the value, value)`` of every "the answer is X" statement that states one, in order.
-
-    A statement governed by a hypothesis (``Suppose the answer is 5``, ``check whether the answer is
-    5``, ``If the answer is 5, ...``: ``math_tail.HYPOTHETICAL`` right before it) is not one.
-    """
-    out: list[tuple[int, str]] = []
-    for hit in itertools.islice(_PHRASE.finditer(text), 4 * MAX_DISTINCT):
-        if HYPOTHETICAL.search(text[max(0, hit.start() - 40) : hit.start()]):  # "Suppose the answer is 5"
-            continue
-        tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
-        nl = tail.find("\n")
-        value = _value(tail if nl < 0 else tail[:nl])
-        at = tail.find(value.strip()) if value.strip() else -1
-        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else len(tail if nl < 0 else tail[:nl])), value))
-    return out
-
-
-def _answer_phrases(text: str) -> list[str]:
-    """Value of the last "the answer is X" statement (a list of one, or empty)."""
-    hits = _phrase_hits(text)
-    return [hits[-1][1]] if hits else []
 
 
 def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
@@ -391,22 +237,15 @@ def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
 # deciding
 
 
-def _clean_candidate(s: str) -> str:
-    if len(s) > MAX_CANDIDATE_CHARS:
-        return s
-    s = s.strip().strip("*").strip()
-    label = _LINE_LABEL.match(s[:200]) if "nswer" in s[:200] else None
-    if label and "\n" not in s:  # a box or tag holding an answer sentence: "Final Answer: The largest $n$ is 34."
-        s = _value(s[label.end() :]).strip().strip("*").strip()
-    span = _sole_math_span(s)
-    if span:
-        return span.rstrip(".。,;").strip()
-    for opener, closer in _MATH_OPEN.items():
-        if s.startswith(opener) and s.endswith(closer) and len(s) >= len(opener) + len(closer):
-            s = s[len(opener) : len(s) - len(closer)].strip()
-            break
-    s = re.sub(r"(?<!\\)\$", "", s).strip()
-    return s.rstrip(".。,;").strip()
+_NAME = re.compile(_SYMBOL)
+
+
+def _value_key(a: Answer) -> str:
+    """What a candidate states, for telling candidates apart: ``m = 2`` states ``2`` (an assignment to one name
+    is its value), so ``\\boxed{m = 2}`` and ``\\boxed{2}`` are one answer written twice, not two answers."""
+    if a.kind == "relation" and a.value[1] == "=" and _NAME.fullmatch(a.value[0]):  # type: ignore[index]
+        return a.value[2].canonical()  # type: ignore[index]
+    return a.canonical()
 
 
 def _distinct(cands: list[str]) -> list[str]:
@@ -419,19 +258,11 @@ def _distinct(cands: list[str]) -> list[str]:
     for c in raw:
         key = re.sub(r"\s+|\$", "", c)
         try:
-            key = parse_answer(c).canonical()
+            key = _value_key(parse_answer(c))
         except ParseError:
             pass
         seen.setdefault(key, c)
     return list(seen.values())
-
-
-def _parses(text: str) -> bool:
-    """Whether ``text`` reads as a mathematical answer (prose such as "see above" does not count)."""
-    try:
-        return parse_answer(_clean_candidate(text)).kind != "text"
-    except ParseError:
-        return False
 
 
 def _decide(cands: list[str], source: str, rivals: list[str] | None = None) -> Extraction:
@@ -485,10 +316,110 @@ def _from_tags(visible: str, check_tail: bool = True) -> Extraction | None:
         last = _innermost(boxes)[-1].end if boxed.status == "ok" else len(inner)
         return _after_final(_after_final(boxed, inner[last:], check_tail), visible[close:] if close else "", check_tail)
     lines = [v for _, v in _answer_lines(inner)] or _answer_phrases(inner)
+    if not lines and not _parses(inner):  # "<answer>Each friend gets 6.</answer>": the sentence's one value
+        lines = [v for v in [answer_sentence_value(_sentence(_clean_candidate(inner)))] if v]
     return _after_final(_decide(lines or [inner], "answer_tag", rivals), visible[close:] if close else "", check_tail)
 
 
-def extract_answer(completion: str, *, fallback_last_number: bool = False, check_tail: bool = True) -> Extraction:
+# a base model going on with an invented next exercise ("Q: Tom has 4 cars", "Problem:", "Question 2:") after its answer
+_NEXT_QUESTION = re.compile(r"^[ \t#*]{0,8}(?:Q|Question|Problem|Exercise)(?:[ \t]{0,3}\d{1,3})?[ \t]{0,3}[:：]", re.M)
+_ANSWERED = re.compile(
+    r"\\boxed|\\fbox|answer(?:\s{0,3}\([^()\n]{0,40}\))?\s{0,3}(?:is|:|：|>)|####|^[ \t]{0,3}A[ \t]{0,2}[:：]|\"answer\"",
+    re.I | re.M,
+)
+
+
+def cut_invented_question(text: str) -> str:
+    """``text`` up to the first line that opens a new exercise (``Q:``, ``Question:``, ``Problem:``) after an
+    answer marker: what a base model writes after its answer to the asked question answers a question it
+    made up, and is never graded (neither as the answer nor as a rival), unless it holds a retraction word
+    (``math_tail.has_retraction``: a self-question that takes the answer back is kept). Linear time."""
+    answered = _ANSWERED.search(text)  # the first answer marker: one linear scan
+    if answered is None:
+        return text
+    m = _NEXT_QUESTION.search(text, answered.end())
+    if m is None:
+        return text
+    # "Q: Is that right? Wait, no: it is 6" questions the answer: kept, so the retraction counts
+    return text if has_retraction(text[m.start() :]) else text[: m.start()]
+
+
+# a JSON "answer" field (structured-output prompts): a string (escapes read by json) or a bare number / truth value
+_JSON_ANSWER = re.compile(
+    r'"(?:final_answer|final answer|answer)"\s{0,8}:\s{0,8}("(?:[^"\\\n]|\\.){0,2000}"|-?\d[\d,]{0,60}(?:\.\d{1,60})?(?:[eE][-+]?\d{1,4})?\b|true\b|false\b)',
+    re.I,
+)
+
+
+def _json_answers(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, value)`` of every JSON ``"answer"`` field in ``text`` (at most ``MAX_BOXES + 1``)."""
+    out = []
+    for m in itertools.islice(_JSON_ANSWER.finditer(text), MAX_BOXES + 1):
+        raw = m.group(1)
+        try:
+            value = json.loads(raw) if raw.startswith('"') else raw
+        except ValueError:  # a malformed escape: the text between the quotes
+            value = raw[1:-1]
+        out.append((m.start(1), m.end(1), str(value)))
+    return out
+
+
+def _from_json(visible: str, check_tail: bool, declared: bool) -> Extraction | None:
+    """The JSON answer field's value; several different ones, or (``auto``) a box outside them that disagrees,
+    make it ``ambiguous``. None when there is no answer field."""
+    fields = _json_answers(visible)
+    if not fields:
+        return None
+    if len(fields) > MAX_BOXES:
+        return Extraction(None, "ambiguous", "json", (), f"more than {MAX_BOXES} JSON answer fields")
+    outside = "".join(visible[a:b] for a, b in zip([0] + [e for _, e, _ in fields], [s for s, _, _ in fields] + [len(visible)]))
+    rivals = [] if declared else [b for b in find_boxed(outside) if b]
+    values = [v for _, _, v in fields]
+    inner = [_json_value(v) for v in values]
+    ex = _decide(inner, "json", rivals)
+    return _after_final(ex, visible[fields[-1][1] :], check_tail)
+
+
+def _json_value(value: str) -> str:
+    """The answer a JSON answer field's string states: its box, answer line, or sentence's one value, else itself."""
+    boxed = find_boxed(value)
+    if boxed:
+        return boxed[-1]
+    if not _parses(value):
+        sentence = answer_sentence_value(_sentence(_clean_candidate(value)))
+        if sentence:
+            return sentence
+    return value
+
+
+AnswerFormat = Literal["auto", "boxed", "answer_line", "json", "gsm8k"]
+ANSWER_FORMATS: tuple[str, ...] = ("auto", "boxed", "answer_line", "json", "gsm8k")
+
+
+def _declared(visible: str, answer_format: str, check_tail: bool) -> Extraction:
+    """Extraction when the task declares its answer format: only that marker is read (others are working)."""
+    if answer_format == "json":
+        return _from_json(visible, check_tail, True) or Extraction(None, "no_answer", "json")
+    if answer_format == "boxed":
+        boxes = find_boxes(visible)
+        boxed = _from_boxes(boxes, "boxed", [])
+        if boxed is None:
+            return Extraction(None, "no_answer", "boxed")
+        inner = _innermost(boxes)
+        return _after_final(boxed, visible[inner[-1].end :] if boxed.status == "ok" else "", check_tail)
+    found = _answer_lines(visible, ("gsm8k",) if answer_format == "gsm8k" else ("label",))
+    if not found:
+        return Extraction(None, "no_answer", answer_format)
+    lines = list(dict.fromkeys(v for _, v in found))[: MAX_DISTINCT + 1]
+    pos, value = found[-1]
+    at = visible.find(value.strip(), pos, pos + MAX_CANDIDATE_CHARS) if value.strip() else -1
+    tail = visible[at + len(value.strip()) if at >= 0 else pos :]
+    return _after_final(_decide(lines, answer_format), tail, check_tail)
+
+
+def extract_answer(
+    completion: str, *, fallback_last_number: bool = False, check_tail: bool = True, answer_format: str = "auto"
+) -> Extraction:
     """Find the final answer of a completion (see the module docstring for the rules); linear time.
 
     Args:
@@ -497,17 +428,30 @@ def extract_answer(completion: str, *, fallback_last_number: bool = False, check
             text. Off by default because it rewards hedging and rambling.
         check_tail: apply ``math_tail`` to the text after the final answer (retraction, dangling
             label, question); off only for trusted text (a gold stored as a model solution).
+        answer_format: the marker the task asks for (``ANSWER_FORMATS``): ``"auto"`` reads every marker
+            in the precedence of the module docstring; ``"boxed"``, ``"answer_line"`` (``Answer:``/``A:``
+            lines), ``"json"`` (an ``"answer"`` field) or ``"gsm8k"`` (``#### X``) read only that one.
 
     Returns:
         An ``Extraction``; ``text`` is None unless ``status == "ok"``.
+
+    Raises:
+        ValueError: ``answer_format`` is not one of ``ANSWER_FORMATS``.
     """
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format {answer_format!r} is unknown; use one of {', '.join(ANSWER_FORMATS)}")
     for marker in _END_OF_TURN:  # the completion ends at its first end-of-turn token
         cut = completion.find(marker)
         completion = completion if cut < 0 else completion[:cut]
-    visible = strip_reasoning(completion)
+    visible = cut_invented_question(strip_reasoning(completion))
+    if answer_format != "auto":
+        return _declared(visible, answer_format, check_tail)
     tagged = _from_tags(visible, check_tail)
     if tagged is not None:
         return tagged
+    structured = _from_json(visible, check_tail, False)
+    if structured is not None:
+        return structured
     found = _answer_lines(visible)
     boxes = find_boxes(visible)
     # the last explicit final answer wins: an answer line after the last box (boxes before it were

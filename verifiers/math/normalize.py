@@ -64,6 +64,10 @@ _TEXT_UNIT = re.compile(
     r"(?<=[\d}])\s*\\(?:" + _TEXT_CMDS + r")\s*\{\s*([A-Za-z][A-Za-z .]*?)\s*\}"
     r"\s*(?:\^\s*\{?\s*(-?[1-3])\s*\}?)?\s*$"
 )
+# an ordinal suffix right after a number: "7^{th}" (after \\text{} is unwrapped), "7th", "21st", "2^{nd}"
+_ORDINAL = re.compile(
+    r"(?<=\d)(?:\s{0,3}\^\s{0,3}\{\s{0,3}(?:st|nd|rd|th)\s{0,3}\}|\s{0,3}\^\s{0,3}(?:st|nd|rd|th)|(?:st|nd|rd|th))(?![A-Za-z])"
+)
 # words after a number that change or qualify its value: never dropped as if they were units
 _MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _NOT_UNITS = set(_MULTIPLIERS) | {
@@ -369,6 +373,7 @@ def normalize_with_unit(text: str) -> tuple[str, bool, str | None]:
     while prev != s:  # unwrap nested \text{...}
         prev = s
         s = _WRAPPERS.sub(lambda m: m.group(1), s)
+    s = _ORDINAL.sub("", s)  # "7^{\\text{th}}", "7th", "2^{nd}": an ordinal suffix is presentation (the number is the answer)
     if r"\$" in s:
         s, unit = s.replace(r"\$", ""), unit or "dollar"  # a dollar amount is not a percent (math_compare)
     if not re.search(r"\\begin\s*\{", s):  # matrix rows keep their "\\\\" separators

@@ -354,6 +354,15 @@ def _is_computation(side: str) -> bool:
     return bool(_COMPUTATION.fullmatch(bare)) and any(c.isdigit() for c in bare)
 
 
+def _is_amount(side: str) -> bool:
+    """A relation side that is one number with a unit word (``490 oranges``, ``12 \\text{ cm}``)."""
+    try:
+        a = parse_answer(side, _inner=True)
+    except ParseError:
+        return False
+    return a.kind in ("integer", "rational", "decimal") and a.unit is not None
+
+
 def _split_rel(s: str) -> tuple[list[str], list[str]]:
     """Split on relation operators outside brackets; return (sides, canonical operators)."""
     sides, ops, last = [], [], 0
@@ -409,8 +418,8 @@ def _parse_relation(sides: list[str], ops: list[str], text: str) -> Answer:
         last = next((x for x in reversed(sides[1:]) if not re.fullmatch(_SYMBOL + r"(?:\([a-z]\))?", x)), sides[-1])
         sides, ops = [sides[0], last], ["="]
     lhs, op, rhs = sides[0], ops[0], sides[1]
-    if op == "=" and _is_computation(lhs) and _is_computation(rhs):
-        return parse_answer(rhs, _inner=True)  # "5+5+1 = 11", "\\frac{1}{2} = 0.5": the computed value is the answer
+    if op == "=" and _is_computation(lhs) and (_is_computation(rhs) or _is_amount(rhs)):
+        return parse_answer(rhs, _inner=True)  # "5+5+1 = 11", "7 * 70 = 490 oranges": the computed value is the answer
     if re.fullmatch(_SYMBOL, rhs) and not re.fullmatch(_SYMBOL, lhs):  # "3 = x"
         lhs, op, rhs = rhs, _MIRROR[op], lhs
     if op == "~":  # "x \\approx 3": the stated value, marked approximate

@@ -43,6 +43,32 @@ def _sole_number(s: str) -> str | None:
     return nums[0]
 
 
+# "If they share the stickers equally, each friend gets 6": a leading condition that restates the question (no
+# digit, no math, no negation), set off by a comma; the value comes after it ("6 if n is odd" qualifies 6: kept)
+_RESTATED_CONDITION = re.compile(
+    r"(?:if|when|since|because|assuming|given\s{1,3}that|after|once)\s[^,\d$\\]{1,120}?,\s{0,3}", re.I
+)
+
+
+def answer_sentence_value(s: str) -> str | None:
+    """The one number an answer sentence states (``each friend gets 6``), reading past a leading restated
+    condition (``If they share equally, each friend gets 6``); None when ``_sole_number`` finds none.
+
+    Only for the content of an explicit answer marker (an answer line or an ``<answer>`` tag), never for
+    free prose: the marker already says this sentence is the answer.
+    """
+    s = s.strip()
+    m = _RESTATED_CONDITION.match(s)
+    # the condition holds no negation and no variable (a lone letter: "If n is odd, 6" is one case of a case split)
+    if (
+        m
+        and not re.search(r"\b(?:not|no|never|only)\b|\b(?![aAI]\b)[A-Za-z]\b", s[: m.end()])
+        and not _PROSE_STOP.search(s[m.end() :])
+    ):
+        return _sole_number(s[m.end() :])
+    return _sole_number(s)
+
+
 # display math ($$ $$, \\[ \\]) may span lines; inline math ($ $, \\( \\)) may not, as in LaTeX's own reading
 _SPAN = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$([^\n$]+?)(?:(?<!\\)\$|$)|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.S)
 _PROSE_STOP = re.compile(
@@ -85,15 +111,144 @@ _LAST_VERB = re.compile(r".*\s(?:is|are|was|were|equals|=)\s", re.S)  # only on 
 _PLAIN_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s{0,3}/\s{0,3}\d+)?\\?%?")
 
 
+MAX_UNMARKED_CHARS = 4000  # a longer completion with no answer marker is more likely cut off than finished
+_ONLY_SPAN = re.compile(
+    r"\s{0,8}(?:\$\$[^$]{1,2000}\$\$|\$[^$\n]{1,2000}\$|\\\[.{1,2000}?\\\]|\\\(.{1,2000}?\\\))[\s.]{0,8}", re.S
+)
+# a sentence after the conclusion that explains it ("This is the number of eggs sold each week."): no value, no
+# doubt, no setup, no question
+_DOUBT_WORDS = re.compile(
+    r"\b(?:wait|hmm|actually|re-?check|reconsider|verify|check|mistake|error|however|but|wrong|though)\b", re.I
+)
+
+
 def _final_sentence(text: str) -> str | None:
     """The value the completion's last sentence states, or None.
 
     Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters; a
-    closing ``I hope it is correct.`` is dropped), in two cases: it holds exactly one math span and
+    closing ``I hope it is correct.`` is dropped), in these cases: it holds exactly one math span and
     prose without digits or negation, hedge or condition words (``We find that $x < 3$.``,
     ``_sole_math_span``); or it opens with a conclusion word (``Therefore``, ``Thus``, ``So``, ...),
-    ends with a full stop and states one value (``_stated_value``). A sentence that sets something up (``Let $n = 5$.``) is no answer.
+    ends with a full stop and states one value (``_stated_value``); or (math-1.4.0, completions up to
+    ``MAX_UNMARKED_CHARS``) it is a closing computation line (``_final_chain``: ``Therefore a + b = 3 + 4 =
+    7.``) or a finished sentence that restates, as its one number, a value the text computed before it
+    (``... 5 * 9 = 45 liters.`` then ``The tank holds 45 liters.``). One explanatory
+    sentence after the conclusion (no digit, no math, no doubt or setup word) is passed over. A completion
+    that is one math span is that span (``$2^3 = 2 \\cdot 2 \\cdot 2 = 8$``: a chain states its last link).
+    A sentence that sets something up (``Let $n = 5$.``) is no answer.
     """
+    whole = _ONLY_SPAN.fullmatch(text)
+    if whole is not None:  # the completion is one equality chain / one formula
+        span = _SPAN.search(text)
+        return next(g for g in span.groups() if g is not None).strip() if span else None
+    value = _last_sentence_value(text)
+    if value is not None or len(text) > MAX_UNMARKED_CHARS:
+        return value  # a longer unmarked text may be reasoning cut off at a sentence end: only the rules above
+    value = _final_chain(text)
+    if value is not None:
+        return value
+    cut = _comment_cut(text)
+    if cut is not None:  # "So the farmer sells 120 eggs in total. This is the number of eggs sold each week."
+        value = _last_sentence_value(cut)
+        if value is not None:
+            return value
+    return _restated_value(cut if cut is not None else text)
+
+
+_CHAIN_CONTEXT = re.compile(
+    r"\b(?:therefore|thus|hence|so|finally|consequently|sum|total|result|altogether|overall|in\s{1,3}all)\b", re.I
+)
+_COMPUTED = re.compile(r"[\d\s+\-*/^().,]*\d[\s)]*[-+*/^][\s(]*\d[\d\s+\-*/^().,]*")  # arithmetic on numbers: "3 + 57 + 2"
+_PLAIN = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+_LABEL_LEAD = re.compile(r".{0,80}[:：]\s{0,3}")  # "Sum of all such bases: 21 + 49"
+
+
+def _final_chain(text: str) -> str | None:
+    """The value of a closing line that computes it: ``Therefore a + b + c = 3 + 57 + 2 = 62.``,
+    ``Sum of all such bases: 21 + 49 = 70.``, or such a line after a line ending ``Therefore`` / ``so``.
+
+    The last line (bounded, ``MAX_PROSE_CHARS``; ending with a full stop), without math delimiters, must be a
+    chain whose last link is one plain number and whose link before it is arithmetic on numbers only
+    (``_COMPUTED``), in a conclusion context: a conclusion or total word (``_CHAIN_CONTEXT``) in that line or
+    ending the line before it. Only read in a completion of at most ``MAX_UNMARKED_CHARS``. None otherwise.
+    """
+    lines = [ln.strip() for ln in _LINE_BREAK.split(text.rstrip()[-2 * MAX_PROSE_CHARS :]) if ln.strip()]
+    if not lines or len(lines[-1]) > MAX_PROSE_CHARS:
+        return None
+    line = _UNICODE_OPS.sub(lambda m: _OPS[m.group()], lines[-1].replace("$", "").replace("\\(", "").replace("\\)", ""))
+    if not line.rstrip().endswith((".", "。")):
+        return None  # "Therefore a + b = 3 + 4 = 7" with no full stop may be cut off ("= 7 \\cdot 2 = 14")
+    line = line.rstrip(" .。")
+    links = line.split("=")
+    if len(links) < 2 or len(links) > 8:
+        return None
+    last, before = links[-1].strip(), links[-2].strip()
+    lead = _LABEL_LEAD.match(before) if len(links) == 2 else None
+    if lead:
+        before = before[lead.end() :]
+    if not _PLAIN.fullmatch(last) or not _COMPUTED.fullmatch(before):
+        return None
+    opener = _CHAIN_CONTEXT.search(line) or (
+        len(lines) > 1 and re.search(r"(?:^|\W)(?:therefore|thus|hence|so|finally)[\s,:]*$", lines[-2], re.I)
+    )
+    if not opener or _PROSE_STOP.search(line) or _HEDGE.search(line) or _SETUP.search(line):
+        return None
+    return last
+
+
+_OPS = {"–": "-", "−": "-", "×": "*", "·": "*", "⋅": "*", "÷": "/", "\u2003": " ", "\u2002": " ", "\u00a0": " "}
+_UNICODE_OPS = re.compile("|".join(map(re.escape, _OPS)))
+
+
+def _last_sentence(text: str) -> tuple[str, str, bool]:
+    """(last sentence, its line, whether the text has several lines) of ``text``'s bounded end."""
+    tail = _CLOSING.sub("", text.rstrip()[-MAX_PROSE_CHARS - 40 :])[-MAX_PROSE_CHARS:]
+    breaks = list(_LINE_BREAK.finditer(tail))
+    line = tail[breaks[-1].end() :] if breaks else tail
+    spans = [(m.start(), m.end()) for m in _SPAN.finditer(line)]
+    start = 0
+    for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
+        if not any(a <= m.start() < b for a, b in spans):
+            start = m.end()
+    return line[start:].strip(), line, bool(breaks)
+
+
+def _comment_cut(text: str) -> str | None:
+    """``text`` without its last sentence when that sentence is a comment on the conclusion, else None."""
+    sentence, _, _ = _last_sentence(text)
+    if not sentence or len(sentence) > 160 or not sentence.endswith((".", "!", "。")) or re.search(r"[\d$\\]", sentence):
+        return None
+    if _PROSE_STOP.search(sentence) or _HEDGE.search(sentence) or _SETUP.search(sentence) or _DOUBT_WORDS.search(sentence):
+        return None
+    body = _CLOSING.sub("", text.rstrip())
+    at = body.rfind(sentence)
+    return body[:at] if at > 0 else None
+
+
+def _restated_value(text: str) -> str | None:
+    """The one number of a finished last sentence that restates a value computed before it, or None.
+
+    ``The tank holds 45 liters.`` after ``5 * 9 = 45`` (or ``<<5*9=45>>``, ``is 45``): the number must
+    appear earlier as the result of a computation or statement, so a sentence that merely mentions a
+    number of the question (``She buys 3 apples.``) is no answer; never with a setup, negation, hedge,
+    condition or comparison word (``_sole_number``).
+    """
+    sentence, line, _ = _last_sentence(text)
+    if not line.rstrip().endswith((".", "!", "。")) or _SETUP.search(sentence):
+        return None
+    value = _sole_number(sentence.rstrip(" .!。"))
+    if value is None:
+        return None
+    body = text.rstrip()
+    before = body[: max(0, body.rfind(sentence))]
+    computed = re.compile(
+        r"(?:=|>>|\bis|\bare|\bequals|\bgives)\s{0,3}\\?\$?\s{0,3}" + re.escape(value.replace(",", "")) + r"(?![\d,]*\d|\.\d)"
+    )
+    return value if computed.search(before.replace(",", "")) else None
+
+
+def _last_sentence_value(text: str) -> str | None:
+    """The pre-1.4 rules of ``_final_sentence``: one math span, or a finished conclusion sentence."""
     tail = _CLOSING.sub("", text.rstrip()[-MAX_PROSE_CHARS - 40 :])[-MAX_PROSE_CHARS:]
     breaks = list(_LINE_BREAK.finditer(tail))
     line = tail[breaks[-1].end() :] if breaks else tail
@@ -115,7 +270,13 @@ def _final_sentence(text: str) -> str | None:
     span = _sole_math_span(sentence)
     if span is not None or conclusion is None or not line.rstrip().endswith((".", "!", "。")):
         return span  # a conclusion is read only as a finished sentence ("so we get 5" may be cut off)
-    return _stated_value(sentence[conclusion.start() :] if conclusion.start() < len(sentence) else sentence)
+    for opener in reversed(
+        list(_CONCLUSION.finditer(sentence))[-4:]
+    ):  # "So ... 120 eggs in total.": the last word that opens a value
+        value = _stated_value(sentence[opener.start() :])
+        if value is not None:
+            return value
+    return None
 
 
 def _stated_value(s: str) -> str | None:

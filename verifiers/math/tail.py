@@ -16,6 +16,10 @@ Red-team classes (``tests/verifiers/math/test_redteam.py``):
       (``Final Answer:``, ``So the answer is``, ``**Final Answer**``, ``The final answer is $``): the
       generation was cut off while writing its final answer -> ``no_answer`` (as a truncated box).
     * **question**: a final answer followed by ``?`` (``Could the answer be $\\boxed{5}$?``) is a hedge.
+    * **not retractions** (math-1.4.0): a check that confirms the answer (``However, to be sure, let us check:
+      3 * 7 = 21, which confirms the answer.``: a verification opener after the contrast word, a confirmation
+      word, and no word of doubt such as ``not``, ``wrong``, ``but``, ``instead``) and affirmations (``This
+      answer is correct.``, never read as a rival answer: ``lines._AFFIRMATION``) leave the verdict as it is.
 """
 
 from __future__ import annotations
@@ -51,6 +55,30 @@ HYPOTHETICAL = re.compile(
 # or opening the next sentence ("\\boxed{5}\n\nHowever, n = 0 also works")
 _CONTRAST = re.compile(r"(?:[^.!?\n]{0,40}?|[\s.!?$)\]\\}]{0,12})\b(?:but|however|though|although|except)\b", re.I)
 _QUESTION = re.compile(r"[\s$)\]\\]{0,8}\?")
+# "However, to be sure, let us check: 3 * 7 = 21, which confirms the answer.": a check of the answer, not a contrast
+_VERIFY = re.compile(
+    r"[\s,;:]{0,4}(?:to\s{1,3}be\s{1,3}(?:sure|safe|certain|thorough)|to\s{1,3}(?:verify|check|confirm|double[-\s]check)"
+    r"|let(?:'s|\s{1,3}us|\s{1,3}me)\s{1,3}(?:verify|check|double[-\s]check|confirm)"
+    r"|we\s{1,3}(?:can|should|may)\s{1,3}(?:verify|check|double[-\s]check|confirm))\b",
+    re.I,
+)
+_CONFIRMS = re.compile(
+    r"\b(?:confirms?|confirmed|confirming|checks\s{1,3}out|verified|verifies|is\s{1,3}(?:correct|right|consistent))\b", re.I
+)
+_DOUBT = re.compile(
+    r"\b(?:not|no|never|incorrect|wrong|contradict\w*|mistake|error|inconsistent|doesn'?t|isn'?t|fails?|but|instead|rather)\b|\?",
+    re.I,
+)
+
+
+def _confirming_check(tail: str, at: int) -> bool:
+    """Whether ``tail[at:]`` (after "However") checks the answer and confirms it, with no word of doubt."""
+    return bool(_VERIFY.match(tail, at)) and bool(_CONFIRMS.search(tail, at)) and not _DOUBT.search(tail, at)
+
+
+def has_retraction(text: str) -> bool:
+    """Whether ``text`` holds a self-correction word (``_RETRACTION``: ``Wait``, ``that's wrong``, ...); linear time."""
+    return _RETRACTION.search(text) is not None
 
 
 def tail_problem(tail: str) -> tuple[str, int]:
@@ -65,6 +93,8 @@ def tail_problem(tail: str) -> tuple[str, int]:
     if _DANGLING.search(tail[-TAIL_END_CHARS:]):
         return "dangling", len(tail)
     contrast = _CONTRAST.match(tail)
+    if contrast is not None and _confirming_check(tail, contrast.end()):
+        contrast = None  # "However, to be sure, let us check: ... which confirms the answer": a verification
     last = None
     for last in _RETRACTION.finditer(tail, contrast.end() if contrast else 0):  # noqa: B007 (a phrase after the last retraction may restate the answer)
         pass

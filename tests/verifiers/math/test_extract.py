@@ -40,6 +40,15 @@ PIECES = [
     "\\boxed{1}",
     "\\frac{",
     "答案是",
+    '{"answer": "',  # math-1.4.0 markers: JSON answer fields, A: lines, invented next questions, closing chains
+    '"answer": 5, ',
+    "\nA: 5",
+    "\nQ: ",
+    "\nProblem:",
+    "Therefore a + b = 1 + 2 = 3.",
+    "However, to be sure, let us check: ",
+    "If they share equally, ",
+    "\n-----\nAnswer\n-----\n",
 ]
 
 
