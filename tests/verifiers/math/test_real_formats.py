@@ -1,8 +1,9 @@
-"""Recall classes of math-1.4.0 (issue 25: the formats real models write): golden rows per policy and properties.
+"""Recall classes of math-1.4.0 (issue 25: the formats real models write): properties and the answer formats.
 
-Each row is (gold, completion, expected); the policy each class checks is written in the policy docstring of
-``verifiers/math.py`` (and the module that enforces it). Wrong rows sit next to the right ones: a recall fix must
-not credit a wrong answer, and every false-positive guard of earlier versions still holds.
+The golden rows of each class (right and wrong) are clauses of ``ratchet.verifiers.math.policy`` (from
+``A_LINES_AND_INVENTED_QUESTIONS`` to ``TRUTH_VALUES``), run by ``test_golden.py``; here are the properties that
+fit a class (a confirmation after the answer, a JSON answer field, an invented next question, an ``A:`` line
+never change the verdict) and the ``answer_format`` setting end to end.
 """
 
 import json
@@ -12,102 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.math import ANSWER_FORMATS, VERSION, extract_answer, verify_math, verify_math_batch
-
-A_LINES = [  # 1. the Q:/A: few-shot format (math_extract._answer_lines)
-    ("14", "Two boxes have 2 * 7 = 14 pens.\nA: 14", True),
-    ("14", "Two boxes have 2 * 7 = 15 pens.\nA: 15", False),
-    ("9", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", True),  # invented next Q
-    ("7", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", False),
-    ("12", "Which is right?\nA: 12\nB: 14\nC: 16", False),  # an option list, not an answer
-    ("9", "The answer is 9.\n\nProblem:\nFind f(3).\nSolution:\nThe answer is 16", True),  # TheoremQA continuation
-    ("16", "The answer is 9.\n\nProblem:\nFind f(3).\nSolution:\nThe answer is 16", False),
-    ("9", "Question: how many are left?\nWe take 3 from 12, so the answer is 9.", True),  # a restated question first
-    ("5", "The answer is 5.\nQ: Is that right?\nWait, no: the answer is 6.", False),  # a self-question that retracts
-    ("5", "A: Let's think step by step.\nShe has 2 + 3 = 5 apples.\nThe answer is 5.", True),  # an opening, not an answer
-]
-JSON_FIELDS = [  # 2. structured output (math_extract._from_json)
-    ("36", '```json\n{"reasoning": "6*6 = 36", "answer": "36"}\n```', True),
-    (r"\frac{3}{4}", '{"reasoning": "3 of 4 parts", "answer": "3/4"}', True),
-    ("36", '{"answer": 36}', True),
-    ("36", '{"answer": "\\\\boxed{36}"}', True),  # JSON-escaped LaTeX inside the field
-    ("36", '{"answer": 12}', False),
-    ("36", '{"answer": "36"}\n{"answer": "12"}', False),  # two different fields: ambiguous
-    ("36", '{"answer": "36"} but then \\boxed{12}', False),  # a disagreeing box outside the field
-    ("36", '{"answer": "36"}\nWait, that is wrong: it is 12.', False),  # a retraction after it
-]
-UNMARKED = [  # 3. prose conclusions with no marker (math_prose._final_sentence)
-    ("45", "The tank holds 5 * 9 = 45 liters when full.\nThe tank holds 45 liters.", True),
-    ("120", "So the farmer sells 120 eggs in total. This is the number of eggs sold each week.", True),
-    ("8", "$2^3 = 2 \\cdot 2 \\cdot 2 = 8$", True),
-    ("70", "Convert back: b = 21 or b = 49.\n\nSum of all such bases: 21 + 49 = 70.", True),
-    ("62", "The values are a = 3, b = 57, c = 2.\nTherefore\n\n a + b + c = 3 + 57 + 2 = 62.", True),
-    ("3", "She buys 3 apples.", False),  # a number of the question, not a computed value
-    ("45", "The tank holds 5 * 9 = 45 liters when full.\nThe tank holds 46 liters.", False),
-    ("45", "The tank holds 5 * 9 = 45 liters.\nThe tank holds not 45 liters.", False),
-    ("62", "Let a + b + c = 3 + 57 + 2 = 62.", False),  # a setup, not a conclusion
-    ("62", "a + b + c = 3 + 57 + 2 = 62.", False),  # no conclusion word: an intermediate step
-    ("120", "So the farmer sells 120 eggs in total. But wait, that is not right.", False),
-]
-SENTENCES_IN_MARKERS = [  # 4. a sentence inside an answer line or tag is read for its value (math_prose)
-    ("6", "Answer: If they share the stickers equally, each friend gets 6.", True),
-    ("490", "<think>7 crates of 70</think> <answer> 7 * 70 = 490 oranges. </answer>", True),
-    ("6", "<answer>Each friend gets 6 stickers.</answer>", True),
-    ("6", "Answer: 6 stickers each, and 18 in total.", False),  # two values
-    ("6", "Answer: 6 if n is odd", False),  # a condition after the value qualifies it
-    ("6", "<answer>If n is odd, each gets 6.</answer>", False),  # one case of a case split
-    ("6", "Answer: If they do not share, each gets 6.", False),
-]
-ORDINALS = [  # 5. math_normalize._ORDINAL
-    ("7", r"She finishes in $\boxed{7^{\text{th}} \text{ place}}$.", True),
-    ("21", r"\boxed{21st}", True),
-    ("7", r"\boxed{8^{\text{th}} \text{ place}}", False),
-    ("5000", r"\boxed{5 thousand}", True),  # "th" of a word is no suffix
-]
-FUNCTION_LABELS = [  # 6. math_compare._LABEL
-    ("4", "Then $g(g(3)) = g(5) = 4$.", True),
-    ("4", r"\boxed{f^{-1}(3) = 4}", True),
-    ("5", "Then $g(g(3)) = g(5) = 4$.", False),  # an earlier link is never the answer
-    ("5", r"\boxed{g(x) + 1 = 5}", False),  # an equation, not a label
-]
-CHECKS_AFTER = [  # 7. math_tail: confirmations are no retraction, affirmations no rival answer
-    ("21", "The answer is $\\boxed{21}$. However, to be sure, let us check: 3 * 7 = 21, which confirms the answer.", True),
-    ("5", "The answer is 5.\nThis answer is correct.\nThis answer is correct.", True),
-    ("21", "The answer is $\\boxed{21}$. Wait, that is wrong: 3 * 8 = 24, so the answer is 24.", False),
-    ("21", "The answer is $\\boxed{21}$. However, to be sure, let us check: 3 * 7 = 22, which is not 21.", False),
-    ("21", "The answer is $\\boxed{21}$. However, n = 0 also works.", False),  # a real contrast
-    ("5", "The answer is 5.\nThis answer is wrong.", False),
-]
-SAME_VALUE_TWICE = [  # 8. math_extract._value_key
-    ("2", r"So $\boxed{m = 2}$, that is, $m$ equals $\boxed{2}$.", True),
-    ("2", r"So $\boxed{m = 2}$, that is, $m$ equals $\boxed{3}$.", False),
-    ("2", r"\boxed{x + y = 2} and \boxed{2}", False),  # an equation states no value
-]
-TRUTH_VALUES = [  # 9. math_compare._TRUTH
-    ("True", "Every such number is even, so the statement holds. The answer is Yes.", True),
-    ("True", "The answer is No.", False),
-    ("False", r"\boxed{no}", True),
-    ("Yes", r"\boxed{True}", True),
-    ("False", r"\boxed{True}", False),
-]
-TABLES = {
-    "a_lines": A_LINES,
-    "json_fields": JSON_FIELDS,
-    "unmarked": UNMARKED,
-    "sentences_in_markers": SENTENCES_IN_MARKERS,
-    "ordinals": ORDINALS,
-    "function_labels": FUNCTION_LABELS,
-    "checks_after": CHECKS_AFTER,
-    "same_value_twice": SAME_VALUE_TWICE,
-    "truth_values": TRUTH_VALUES,
-}
-
-
-@pytest.mark.parametrize("theme", sorted(TABLES))
-def test_golden_table(theme: str) -> None:
-    rows = TABLES[theme]
-    verdicts = verify_math_batch([(g, c) for g, c, _ in rows])
-    bad = [(g, c, e, v.reason) for (g, c, e), v in zip(rows, verdicts) if v.correct != e]
-    assert not bad, bad
 
 
 def test_version_bumped() -> None:
