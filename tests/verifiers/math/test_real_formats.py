@@ -68,6 +68,47 @@ def test_a_line_reads_like_an_answer_line(gold: str, value: str) -> None:
     assert (a.reason, a.parsed) == (answer.reason, answer.parsed)
 
 
+# ---------------------------------------------------------------------------------------------- red team
+
+REDTEAM = [  # (gold, completion) shaped to farm the new rules: none may be credited
+    ("12", "Step 1: 3 * 4 = 12.\nStep 2: 12 + 5 = 17.\nStep 3: we now need"),  # cut off
+    ("12", "A: 12\nB: 15\nC: 18\nD: 21\nThe correct option is B."),
+    ("12", '{"answer": "12 or 15"}'),
+    ("12", '{"answer": "12"} Actually, the answer is 15.'),
+    ("12", '{"guess": "12", "answer": "15"}'),
+    ("12", "The answer is 12.\nQuestion: is this right? Wait, I made an error; it is 15."),
+    ("12", "Therefore a + b = 5 + 7 = 12, but this violates the constraint, so a + b = 15."),
+    ("12", "So 5 + 7 = 12 is not the total. The total is 15."),
+    ("12", "Therefore a + b = 5 + 7 = 12"),  # no full stop: maybe cut off
+    ("12", "Answer: If x = 5, then y = 12."),
+    ("12", "Answer: If we double it, 12, otherwise 6."),
+    ("12", "<answer>If n is even, the result is 12.</answer>"),
+    ("12", "\\boxed{12}. However, to be sure, let us check: 3 * 4 = 12, which confirms it. But wait, the question asks for 15."),
+    ("12", "\\boxed{12}. However, to verify: 3 * 4 = 13, which is incorrect."),
+    ("12", "The answer is 12?\nThis answer is correct."),
+    ("12", "\\boxed{x = 12} and \\boxed{y = 15}"),
+    ("12", "\\boxed{12^{\\text{th}} \\text{ root}}"),
+    ("True", "The answer is No."),
+    ("True", "\\boxed{False}"),
+    ("4", "\\boxed{g(4) = 5}"),
+    ("4", "So $f(x) = 4$ for all x, hence $f(3) = 7$."),
+    ("45", "The tank holds 5 * 9 = 45 liters when full. The pipe drains 45 liters per hour.\nHow long does it take?"),
+    ("45", "She computes 5 * 9 = 45.\nShe then gives away 45 apples?"),
+    ("9", "Q: Tom has 4 cars.\nA: 9 minus something\n"),
+    ("9", "We have 12 - 3 = 9.\nLet the total be 9."),
+    ("9", "We have 12 - 3 = 9.\nSuppose the total is 9."),
+    ("70", "Sum of all such bases: 21 + 49 = 70? Let me verify."),
+    ("70", "Sum of all such bases: 21 + 49 = 70, but 21 is not valid."),
+    ("36", '```json\n{"answer": "36"}\n```\n```json\n{"answer": "12"}\n```'),
+    ("36", '{"answer": ""}\nThe answer is 36.'),  # empty field then phrase
+]
+
+
+def test_the_new_rules_credit_no_farmed_output() -> None:
+    credited = [(g, c, v.reason) for (g, c), v in zip(REDTEAM, verify_math_batch(REDTEAM)) if v.correct]
+    assert not credited, credited
+
+
 # ---------------------------------------------------------------------------------------------- answer_format
 
 BOTH = "Working: \\boxed{12}.\nAnswer: 13\n#### 14\n" + '{"answer": "15"}'
