@@ -144,20 +144,29 @@ CLAUSES: tuple[Clause, ...] = (
         ),
     ),
     Clause(
-        "A_LINES_AND_INVENTED_QUESTIONS",
-        "A closing ``A: N`` line (the Q:/A: few-shot format) is an answer line unless ``B:`` lines list options and unless it states no math; a ``Q:``/``Question:``/``Problem:`` line after an answer marker opens an invented exercise that is never graded, unless it retracts the answer.",
-        "extract",
+        "A_LINES",
+        "A closing ``A: N`` line (the Q:/A: few-shot format of early GSM8K releases) is an answer line, unless "
+        "``B:`` lines list options or it states no math (``A: Let's think step by step.`` opens the turn).",
+        "lines",
         (
             ("14", "Two boxes have 2 * 7 = 14 pens.\nA: 14", True),
             ("14", "Two boxes have 2 * 7 = 15 pens.\nA: 15", False),
-            ("9", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", True),  # invented next Q
-            ("7", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", False),
             ("12", "Which is right?\nA: 12\nB: 14\nC: 16", False),  # an option list, not an answer
+            ("5", "A: Let's think step by step.\nShe has 2 + 3 = 5 apples.\nThe answer is 5.", True),  # an opening, not an answer
+        ),
+    ),
+    Clause(
+        "INVENTED_QUESTIONS",
+        "A ``Q:``/``Question:``/``Problem:`` line after an answer marker opens an exercise the model made up: the "
+        "completion ends there (what follows is neither the answer nor a rival), unless it retracts the answer.",
+        "extract",
+        (
+            ("9", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", True),
+            ("7", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", False),
             ("9", "The answer is 9.\n\nProblem:\nFind f(3).\nSolution:\nThe answer is 16", True),  # TheoremQA continuation
             ("16", "The answer is 9.\n\nProblem:\nFind f(3).\nSolution:\nThe answer is 16", False),
             ("9", "Question: how many are left?\nWe take 3 from 12, so the answer is 9.", True),  # a restated question first
             ("5", "The answer is 5.\nQ: Is that right?\nWait, no: the answer is 6.", False),  # a self-question that retracts
-            ("5", "A: Let's think step by step.\nShe has 2 + 3 = 5 apples.\nThe answer is 5.", True),  # an opening, not an answer
         ),
     ),
     Clause(

@@ -1,7 +1,7 @@
 """Recall classes of math-1.4.0 (issue 25: the formats real models write): properties and the answer formats.
 
 The golden rows of each class (right and wrong) are clauses of ``ratchet.verifiers.math.policy`` (from
-``A_LINES_AND_INVENTED_QUESTIONS`` to ``TRUTH_VALUES``), run by ``test_golden.py``; here are the properties that
+``A_LINES`` to ``TRUTH_VALUES``), run by ``test_golden.py``; here are the properties that
 fit a class (a confirmation after the answer, a JSON answer field, an invented next question, an ``A:`` line
 never change the verdict) and the ``answer_format`` setting end to end.
 """
