@@ -11,6 +11,7 @@ on stderr (the held-out half's are counted, not printed) and, as its LAST line, 
     {"rows", "skipped", "right", "wrong",
      "ratchet": {"tune": {...}, "heldout": {...}, "all": {...}},     # precision, recall, false_positives, ...
      "math_verify": {"tune": ..., "heldout": ..., "all": ...},
+     "by_source": {repo: {"rows", "right", "ratchet_tp", "ratchet_fp", "math_verify_tp", "math_verify_fp"}},
      "ratchet_verifications_per_s", "math_verify_verifications_per_s", "throughput_ratio"}
 
 Run: ``.venv/bin/python benchmarks/verifier_real_bench.py`` (Math-Verify from ``pip install -e ".[bench]"``).
@@ -69,6 +70,22 @@ def by_split(got: list[bool], rows: list[dict], seconds: float) -> dict[str, dic
     return out
 
 
+def by_source(ours: list[bool], mv: list[bool], rows: list[dict]) -> dict[str, dict]:
+    """Per source repository (all rows): rows, right, and each grader's true positives and false positives."""
+    out: dict[str, dict] = {}
+    for r, a, b in zip(rows, ours, mv):
+        s = out.setdefault(
+            r["source"], {"rows": 0, "right": 0, "ratchet_tp": 0, "ratchet_fp": 0, "math_verify_tp": 0, "math_verify_fp": 0}
+        )
+        s["rows"] += 1
+        s["right"] += r["expected"]
+        s["ratchet_tp"] += a and r["expected"]
+        s["ratchet_fp"] += a and not r["expected"]
+        s["math_verify_tp"] += b and r["expected"]
+        s["math_verify_fp"] += b and not r["expected"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="Ratchet passes timed (best is kept)")
@@ -98,6 +115,7 @@ def main() -> None:
                 "wrong": len(rows) - right,
                 "ratchet": by_split(ours, rows, t_ours),
                 "math_verify": by_split(mv, rows, t_mv),
+                "by_source": by_source(ours, mv, rows),
                 "ratchet_verifications_per_s": round(len(rows) / t_ours, 1),
                 "math_verify_verifications_per_s": round(len(rows) / t_mv, 1),
                 "throughput_ratio": round(t_mv / t_ours, 2),
