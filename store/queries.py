@@ -108,19 +108,24 @@ class CampaignState:
     paused: bool = False  # a person's `ratchet campaign pause` not yet lifted by a resume
 
 
-def campaign_state(con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id: str) -> CampaignState:
-    """Incumbent (last promoted, else base), best promoted held-out pass@1, trailing rejections."""
+def campaign_state(
+    con: duckdb.DuckDBPyConnection, campaign_id: str, eval_set_id: str, before_round_index: int | None = None
+) -> CampaignState:
+    """Incumbent (last promoted, else base), best promoted held-out pass@1, trailing rejections; with
+    ``before_round_index``, as they stood when that round's gate decided (``ratchet gate replay``)."""
     base = con.execute("SELECT base_checkpoint_id FROM campaigns WHERE campaign_id = ?", [campaign_id]).fetchone()
     if base is None:
         raise KeyError(f"no campaign {campaign_id}")
     decisions = con.execute(
         """SELECT g.decision, g.candidate_checkpoint_id, r.round_index FROM gate_decisions g JOIN rounds r USING (round_id)
-           WHERE g.campaign_id = ? ORDER BY r.round_index""",
-        [campaign_id],
+           WHERE g.campaign_id = ? AND (CAST(? AS INTEGER) IS NULL OR r.round_index < ?) ORDER BY r.round_index""",
+        [campaign_id, before_round_index, before_round_index],
     ).fetchall()
     incumbent, trailing, halted, paused = base[0], 0, False, False
     promoted = [base[0]]
     events = events_by_round(con, campaign_id)  # a person's halt / pause / resume, replayed in round order
+    if before_round_index is not None:
+        events = {i: e for i, e in events.items() if i < before_round_index}
     halted, paused, trailing = apply_events(events.pop(0, []), halted, paused, trailing)
     for decision, cand, index in decisions:
         if decision == "promote":
@@ -683,3 +688,78 @@ def campaign_stages(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]
         {"name": s.get("name") or f"stage-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
         for i, s in enumerate(stages)
     ]
+
+
+# --- the gate: per-set outcomes, promoted history, replay ------------------------------------------
+
+
+def eval_set_members(con: duckdb.DuckDBPyConnection, campaign_id: str) -> dict[str, tuple[str, str]]:
+    """``{prompt_id: (eval_name, source)}`` of a campaign's pinned evaluation prompts (empty before pinning)."""
+    rows = con.execute(
+        """SELECT e.prompt_id, e.eval_name, p.source FROM eval_set_prompts e JOIN prompts p USING (prompt_id)
+           WHERE e.campaign_id = ? ORDER BY e.position""",
+        [campaign_id],
+    ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def promoted_before(con: duckdb.DuckDBPyConnection, campaign_id: str, round_index: int | None = None) -> list[str]:
+    """The base and every checkpoint the campaign promoted (before round ``round_index`` when given), oldest first."""
+    base = con.execute("SELECT base_checkpoint_id FROM campaigns WHERE campaign_id = ?", [campaign_id]).fetchone()
+    if base is None:
+        raise KeyError(f"no campaign {campaign_id}")
+    rows = con.execute(
+        """SELECT g.candidate_checkpoint_id FROM gate_decisions g JOIN rounds r USING (round_id)
+           WHERE g.campaign_id = ? AND g.decision = 'promote' AND (CAST(? AS INTEGER) IS NULL OR r.round_index < ?)
+           ORDER BY r.round_index""",
+        [campaign_id, round_index, round_index],
+    ).fetchall()
+    return [base[0], *(r[0] for r in rows)]
+
+
+def gate_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Every gate decision of a campaign in round order, with what it compared and the settings it ran with.
+
+    Rows ``{round_index, round_id, campaign_id, incumbent_checkpoint_id, candidate_checkpoint_id, decision, reason,
+    rule, settings_json, test, tolerance, verifier_version, config_json}`` (``config_json``: the campaign's stored
+    settings, whose ``gate`` section holds the settings of decisions made before ``settings_json`` was recorded).
+    """
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'gate_decisions' AND column_name = 'settings_json'"
+    ).fetchone()[0]
+    extra = (
+        "g.rule, g.settings_json, g.verifier_version, g.eval_set_id"
+        if has
+        else "NULL AS rule, NULL AS settings_json, NULL AS verifier_version, NULL AS eval_set_id"
+    )
+    return _rows(
+        con.execute(
+            f"""SELECT r.round_index, g.round_id, g.campaign_id, g.incumbent_checkpoint_id, g.candidate_checkpoint_id,
+                       g.decision, g.reason, {extra}, g.test, g.tolerance, c.config_json
+                FROM gate_decisions g JOIN rounds r USING (round_id) JOIN campaigns c ON c.campaign_id = g.campaign_id
+                WHERE c.name = ? ORDER BY r.round_index""",
+            [campaign],
+        )
+    )
+
+
+def decision_inputs(con: duckdb.DuckDBPyConnection, row: dict) -> tuple[str, str] | None:
+    """``(eval_set_id, verifier_version)`` a stored gate decision compared on: its recorded ones, else (decided before
+    they were recorded) the eval set of the candidate's greedy evaluation and the oldest verdict version on it."""
+    if row.get("eval_set_id") and row.get("verifier_version"):
+        return row["eval_set_id"], row["verifier_version"]
+    got = con.execute(
+        """SELECT t.eval_set_id, min(v.verifier_version) FROM trajectories t JOIN verdicts v USING (trajectory_id)
+           WHERE t.checkpoint_id = ? AND t.purpose = 'eval_greedy' GROUP BY t.eval_set_id
+           ORDER BY min(t.created_at) LIMIT 1""",
+        [row["candidate_checkpoint_id"]],
+    ).fetchone()
+    return None if got is None else (got[0], row.get("verifier_version") or got[1])
+
+
+def gate_set_rows(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
+    """The per-eval-set verdicts of a round's gate (empty for rounds gated before sets were recorded)."""
+    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'gate_set_decisions'").fetchone()[0]
+    if not has:
+        return []
+    return _rows(con.execute("SELECT * FROM gate_set_decisions WHERE round_id = ? ORDER BY eval_name", [round_id]))

@@ -181,8 +181,37 @@ class GateDecision(SQLModel, table=True):
     tolerance: float = _dbl()
     created_at: datetime
     min_detectable_effect: float | None = _dbl(
-        default=None, description="Smallest pass@1 drop the paired test detects on this eval set (alpha, power 0.8)"
+        default=None, description="Old rows: smallest drop the old rule's test detects (normal approximation); new rows NULL"
     )
+    rule: str | None = Field(None, description="noninferiority | no_detected_drop (NULL: decided by the old rule)")
+    settings_json: str | None = Field(None, description="The [gate] settings the decision ran with (JSON)")
+    lower_bound: float | None = _dbl(default=None, description="(1 - alpha) lower bound of the pass@1 change vs the incumbent")
+    best_checkpoint_id: str | None = Field(None, description="The best checkpoint ever promoted it was compared with")
+    best_lower_bound: float | None = _dbl(default=None, description="The same bound vs the best checkpoint ever promoted")
+    verifier_version: str | None = Field(None, description="Verifier version of the outcomes it compared")
+    eval_set_id: str | None = Field(None, description="The eval set whose per-prompt outcomes it compared")
+    error_rates_json: str | None = Field(
+        None, description="Simulated promote rates of the rule at this eval size (ratchet.loop.gate_plan.Plan.as_dict)"
+    )
+
+
+class GateSetDecision(SQLModel, table=True):
+    """The gate's verdict on one eval set of a round (each source's held-out set or each [[evals]] set)."""
+
+    __tablename__ = "gate_set_decisions"
+    round_id: str = Field(primary_key=True)
+    eval_name: str = Field(primary_key=True, description="[[evals]] name, a source name, or 'heldout'")
+    role: str = Field(description="gate | guard | report")
+    num_prompts: int
+    decision: str = Field(description="promote | reject | halt (what this set alone says)")
+    passed: bool = Field(description="gate: bound >= -margin; guard: no shown regression; report: always true")
+    reason: str
+    candidate_pass1: float | None = _dbl(default=None)
+    incumbent_pass1: float = _dbl()
+    best_promoted_pass1: float | None = _dbl(default=None)
+    lower_bound: float | None = _dbl(default=None)
+    best_lower_bound: float | None = _dbl(default=None)
+    created_at: datetime
 
 
 class CampaignEvent(SQLModel, table=True):
@@ -229,6 +258,7 @@ TABLES = [
     TrainingExample,
     Evaluation,
     GateDecision,
+    GateSetDecision,
     CampaignEvent,
     RoundManifest,
 ]
@@ -243,7 +273,8 @@ VIEWS = {
                  WHERE t.round_id = r.round_id AND t.purpose = 'rollout' AND v.correct) AS verified_correct,
                (SELECT count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
                  WHERE tr.round_id = r.round_id) AS training_examples,
-               g.incumbent_pass1, g.candidate_pass1, g.delta, g.p_value, g.decision, g.reason,
+               g.incumbent_pass1, g.candidate_pass1, g.delta, g.p_value, g.decision, g.reason, g.lower_bound,
+               g.best_lower_bound, g.rule, g.tolerance,
                r.started_at, r.finished_at
         FROM rounds r JOIN campaigns c USING (campaign_id)
         LEFT JOIN gate_decisions g USING (round_id)

@@ -74,7 +74,8 @@ def _run(cfg, rounds: int | None = None) -> None:
 
 
 def print_rounds(db: str, campaign: str) -> None:
-    """The campaign's held-out pass@1 per round (base first) and each gate decision."""
+    """The campaign's held-out pass@1 per round (base first), the lower confidence bound of each round's change the
+    gate decided on, each gate decision and, in plain words, why."""
     from ratchet.store.db import connect
     from ratchet.store.queries import campaign_table
 
@@ -82,24 +83,39 @@ def print_rounds(db: str, campaign: str) -> None:
         base, rows = campaign_table(con, campaign)
     f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
     t = plain_table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
-    for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "p(worse)", "trained on", "gate"]:
-        t.add_column(cell(c), justify="right" if c not in ("candidate", "gate") else "left")
-    t.add_row(*map(cell, ["base", "", f(base), "", "", "", ""]))
+    for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "Δ lower bound", "trained on", "gate", "why"]:
+        t.add_column(cell(c), justify="right" if c not in ("candidate", "gate", "why") else "left")
+    t.add_row(*map(cell, ["base", "", f(base), "", "", "", "", ""]))
     for r in rows:
         values = [
             r["round_index"],
             (r["candidate_checkpoint_id"] or "—")[:12],
             f(r["candidate_pass1"]),
             f(r["delta"], "+.3f"),
-            f(r["p_value"], ".3g"),
+            f(r.get("lower_bound"), "+.3f"),
             r["training_examples"],
             r["decision"] or r["status"],
+            why(r),
         ]
         t.add_row(*map(cell, values))
     console.print(t)
     for r in rows:
-        if r["decision"] in ("reject", "halt"):
+        if r["decision"]:
             console.print(f"round {r['round_index']} {r['decision']}: {r['reason']}", highlight=False)
+
+
+def why(r: dict) -> str:
+    """A round's gate decision in a few plain words (the full reason is printed under the table)."""
+    if not r.get("decision"):
+        return ""
+    if r.get("rule") != "noninferiority" or r.get("lower_bound") is None:
+        return (r.get("reason") or "")[:40]
+    lb, margin = r["lower_bound"], r.get("tolerance") or 0.0
+    if r["decision"] == "promote":
+        return "better, shown" if lb > 0 else f"shown at most {max(-lb, 0):.3f} worse"
+    if "guard" in (r.get("reason") or ""):
+        return "halted by a guard"
+    return f"could be {-lb:.3f} worse" if lb < -margin else "worse than best promoted"
 
 
 @app.command()

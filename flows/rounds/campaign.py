@@ -13,14 +13,16 @@ from prefect.cache_policies import NONE
 
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
+from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, training_guards
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
+from ratchet.loop import gate_plan
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate import decide, minimum_detectable_effect, per_prompt_means, power_warning
+from ratchet.loop.gate_sets import decide_sets, pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
@@ -69,10 +71,22 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
-    warning = power_warning(len(ctx.heldout()), cfg.gate.alpha, samples_per_prompt=max(k, 1))
+    warning = gate_warning(cfg, len(ctx.heldout()))
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
+
+
+def gate_warning(cfg: RatchetConfig, n_prompts: int) -> str | None:
+    """One line when the gate's rule, simulated at this eval size (``ratchet gate plan``), promotes a 5-point drop more
+    often than alpha or a 5-point gain less than 80% of the time; it names the size that would; else None."""
+    g = cfg.gate
+    kw = dict(samples=g.samples_per_prompt, deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400)
+    p = gate_plan.plan(g, n_prompts, search=False, **kw)
+    if p.rates[-gate_plan.EFFECT] <= g.alpha and p.rates[gate_plan.EFFECT] >= gate_plan.POWER:
+        return None
+    p = gate_plan.plan(g, n_prompts, **kw)  # with the size that would do (~1-3 s)
+    return f"the gate's eval set is small for its rule: {p.summary()} (raise tasks.heldout_prompts; `ratchet gate plan`)"
 
 
 def check_round_disk(ctx: Ctx) -> None:
@@ -231,19 +245,7 @@ def _manifest(ctx: Ctx) -> dict:
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
     """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse)."""
-    m = training_metrics(con, ctx.round_id)
-    if m is None or ctx.cfg.algorithm != "grpo":
-        return []
-    g = ctx.cfg.grpo
-    out = []
-    # Where the policy ended up (last optimizer step), with the importance-weighted KL estimate: the raw
-    # k3 mean over tokens sampled before the update is dominated by the few tokens the update pushed down.
-    kl, ent = m.get("train/kl_last", m.get("train/kl/mean", 0.0)), m.get("train/entropy_last", m.get("train/entropy/mean"))
-    if kl > g.max_kl:
-        out.append(f"guard: KL to the reference {kl:.3f} > grpo.max_kl {g.max_kl}")
-    if ent is not None and ent < g.min_entropy:
-        out.append(f"guard: token entropy {ent:.4f} < grpo.min_entropy {g.min_entropy} (collapse)")
-    return out
+    return training_guards(training_metrics(con, ctx.round_id), ctx.cfg.algorithm, ctx.cfg.grpo.max_kl, ctx.cfg.grpo.min_entropy)
 
 
 def drop_optimizer_states(ctx: Ctx) -> None:
@@ -260,16 +262,10 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     return out
 
 
-def _gate_scores(outcomes: list[dict], k: int) -> list[float]:
-    """Per-prompt gate scores: greedy correctness (k = 0) or the mean correctness of the eval samples (k >= 2)."""
-    if not k:
-        return [float(o["greedy_correct"]) for o in outcomes]
-    return per_prompt_means([(o["n"], o["c"]) for o in outcomes], k)
-
-
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
-    """Compare candidate and incumbent on paired held-out outcomes; record promote / reject / halt."""
+    """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate_sets``); record promote /
+    reject / halt with the rule and settings it ran with, and one verdict per eval set."""
     ctx, log = load_ctx(config_path, round_index), run_logger()
     g = ctx.cfg.gate
     es = ctx.eval_set_id()
@@ -280,8 +276,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         return {"decision": existing[0], "reason": existing[1]}
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
-        inc = eval_outcomes(con, incumbent, es, VERIFIER_VERSION)
-        inc_scores = _gate_scores(inc, g.samples_per_prompt)
+        inc_scores = scores(eval_outcomes(con, incumbent, es, VERIFIER_VERSION), g.samples_per_prompt)
         inc_pass1 = sum(inc_scores) / len(inc_scores)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
         row = dict(
@@ -290,12 +285,16 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             candidate_checkpoint_id=candidate,
             incumbent_checkpoint_id=incumbent,
             test=g.test,
-            tolerance=g.tolerance,
+            tolerance=g.margin,
             best_promoted_pass1=best,
             incumbent_pass1=inc_pass1,
             created_at=now(),
-            min_detectable_effect=minimum_detectable_effect(len(inc), g.alpha, samples_per_prompt=max(g.samples_per_prompt, 1)),
+            rule=g.rule,
+            settings_json=g.model_dump_json(),
+            verifier_version=VERIFIER_VERSION,
+            eval_set_id=es,
         )
+        set_rows: list[dict] = []
         if candidate is None:
             halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
             row.update(
@@ -306,29 +305,52 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                 reason="no candidate: no verified-correct trajectories to train on",
             )
         else:
-            cand = eval_outcomes(con, candidate, es, VERIFIER_VERSION)
-            if [o["prompt_id"] for o in cand] != [o["prompt_id"] for o in inc]:
-                raise RuntimeError(
-                    f"candidate and incumbent were evaluated on different prompts (eval set {es}); re-run the evaluate stage"
-                )
-            res = decide(
-                _gate_scores(cand, g.samples_per_prompt),
-                inc_scores,
-                g,
-                best_promoted_pass1=best,
-                tripped_guards=_training_guards(con, ctx),
-                consecutive_rejections=state.consecutive_rejections,
-                candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand) / len(cand),
+            sets, best_ids, note = build_sets(
+                con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
             )
+            if note:
+                log.warning("gate: best ever promoted %s", note)
+            res = decide_sets(
+                sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=_training_guards(con, ctx)
+            )
+            cand_pass1, inc_pass1 = pooled(sets)  # the report's pooled figures; the decision is per set
+            gating = [s for s in sets if s.role == "gate"]
+            plan_rates = gate_plan.plan(g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
+                                        deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False)  # fmt: skip
             row.update(
                 decision=res.decision,
                 reason=res.reason,
-                candidate_pass1=res.candidate_pass1,
-                delta=res.delta,
+                candidate_pass1=cand_pass1,
+                incumbent_pass1=inc_pass1,
+                delta=cand_pass1 - inc_pass1,
                 p_value=res.p_value,
+                lower_bound=res.lower_bound,
+                best_lower_bound=res.best_lower_bound,
+                best_checkpoint_id=best_ids[gating[0].name] if len(gating) == 1 else None,
+                error_rates_json=json.dumps(plan_rates.as_dict()),
             )
+            set_rows = [
+                dict(
+                    round_id=ctx.round_id,
+                    eval_name=v.name,
+                    role=v.role,
+                    num_prompts=v.result.n,
+                    decision=v.result.decision,
+                    passed=v.passed,
+                    reason=v.result.reason,
+                    candidate_pass1=v.result.candidate_pass1,
+                    incumbent_pass1=v.result.incumbent_pass1,
+                    best_promoted_pass1=v.result.best_promoted_pass1,
+                    lower_bound=v.result.lower_bound,
+                    best_lower_bound=v.result.best_lower_bound,
+                    created_at=row["created_at"],
+                )
+                for v in res.sets
+            ]
         # One transaction: the decision, the promotion it implies and the round's completion land together.
         insert_rows(con, "gate_decisions", [row])
+        if set_rows:
+            insert_rows(con, "gate_set_decisions", set_rows)
         seconds = _stage_seconds(ctx, [incumbent, candidate])
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
@@ -404,11 +426,26 @@ def _publish(ctx: Ctx, row: dict) -> None:
             f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
             f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
             f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
-            f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n{row['test']} p(worse) = {fmt(row['p_value'])}, "
-            f"tolerance {row['tolerance']}, minimum detectable drop {fmt(row.get('min_detectable_effect'))} (power 0.8)\n\n"
+            f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n"
+            f"rule {row.get('rule')}, margin {row['tolerance']}, lower bound of the change vs incumbent "
+            f"{fmt(row.get('lower_bound'))}, vs best promoted {fmt(row.get('best_lower_bound'))}\n\n"
+            + _rates_md(row.get("error_rates_json"))
             + _events_md(events)
             + f"### Held-out pass@1 across rounds\n\n{figure}\n"
         ),
+    )
+
+
+def _rates_md(rates_json: str | None) -> str:
+    """The rule's simulated promote rates at this eval size (``gate_plan.Plan``) as one markdown line."""
+    if not rates_json:
+        return ""
+    r = json.loads(rates_json)
+    rate = r["promote_rate"]
+    return (
+        f"At {r['eval_prompts']} prompts this rule promotes a candidate truly 5 points worse {rate['-0.050']:.1%} of the "
+        f"time and one 5 points better {rate['+0.050']:.1%} (simulated, discordance {r['discordance']:g}; "
+        f"`ratchet gate plan --eval-prompts {r['eval_prompts']}`)\n\n"
     )
 
 

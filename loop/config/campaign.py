@@ -43,7 +43,7 @@ class StageConfig(_Frozen):
     verifier: dict | None = Field(None, description="Overrides of [verifier], the reward (e.g. language_weight).")
     sft: dict | None = Field(None, description="Overrides of [sft] (e.g. lr, general_data, general_ratio).")
     grpo: dict | None = Field(None, description="Overrides of [grpo] (e.g. beta, lr).")
-    gate: dict | None = Field(None, description="Overrides of [gate] (e.g. a looser tolerance for a cold start).")
+    gate: dict | None = Field(None, description="Overrides of [gate] (e.g. a wider margin for a cold start).")
 
 
 class RatchetConfig(_Frozen):
@@ -99,7 +99,10 @@ class RatchetConfig(_Frozen):
         EvalConfig(), description="[eval]: held-out pass@k sampling.", json_schema_extra=identity("campaign")
     )
     gate: GateConfig = Field(
-        GateConfig(), description="[gate]: the promote / reject / halt rule.", json_schema_extra=identity("campaign")
+        GateConfig(),
+        description="[gate]: the promote / reject / halt rule. Not part of the identity: each gate decision records the "
+        "rule and settings it ran with (gate_decisions.settings_json), so changing them is never a settings conflict.",
+        json_schema_extra=identity("run"),
     )
     schedule: ScheduleConfig = Field(
         ScheduleConfig(), description="[schedule]: when the daemon runs the campaign.", json_schema_extra=identity("run")
@@ -147,6 +150,8 @@ class RatchetConfig(_Frozen):
                 f"({self.generation.group_size}); drop the per-source group_size or use algorithm = 'rft'"
             )
         names = [e.name for e in self.evals]
+        if self.evals and not any(e.role == "gate" for e in self.evals):
+            raise ValueError(f"no [[evals]] entry has role = 'gate' ({names}); the gate needs at least one set to decide on")
         if len(set(names)) != len(names):
             raise ValueError(f"evals names {names} must be unique; give each [[evals]] its own name")
         if self.algorithm == "grpo" and self.generation.group_size < 2:
@@ -244,6 +249,8 @@ class RatchetConfig(_Frozen):
         used = {s.algorithm for s in self.stages} or {self.algorithm}
         unused = "grpo" if "grpo" not in used else "sft" if used == {"grpo"} else None
         settings = _identity_settings(self, "campaign", skip={unused} if unused else set())
+        for entry in settings.get("evals") or ():
+            entry.pop("role", None)  # how a set gates is a gate setting (not part of the identity), not what is evaluated
         if not self.stages:
             settings.pop("stages", None)  # campaigns recorded before stages existed keep their settings hash
             # the temperature sampled with, as campaigns recorded it before the per-algorithm default: an rft campaign

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from ratchet.loop.config.base import _Frozen
+
+_log = logging.getLogger(__name__)
 
 
 class EvalConfig(_Frozen):
@@ -24,17 +27,34 @@ class EvalConfig(_Frozen):
 
 
 class GateConfig(_Frozen):
-    tolerance: float = Field(
+    """The gate's rule and limits (``ratchet.loop.gate``; docs/gate.md). Not part of a campaign's identity: change it
+    any time, each gate decision records the rule and settings it ran with (``gate_decisions.settings_json``)."""
+
+    rule: Literal["noninferiority", "no_detected_drop"] = Field(
+        "noninferiority",
+        description="noninferiority: promote only when the one-sided (1 - alpha) lower confidence bound of the paired "
+        "pass@1 change is >= -margin vs the incumbent and vs the best ever promoted, on every gating eval set. "
+        "no_detected_drop: the old rule (promote unless the paired test finds the candidate worse); it promotes a "
+        "5-points-worse candidate ~39% of the time at 48 prompts.",
+    )
+    margin: float = Field(
         0.03,
         ge=0.0,
         le=1.0,
-        description="Largest permitted drop in held-out pass@1 (absolute) vs the incumbent AND vs the best score ever promoted.",
+        description="Non-inferiority margin: the largest drop in held-out pass@1 (absolute) the gate may let through, "
+        "vs the incumbent AND vs the best ever promoted (formerly 'tolerance').",
     )
-    test: Literal["mcnemar", "bootstrap"] = Field(
-        "mcnemar",
-        description="Paired test: exact McNemar (greedy outcomes only) or paired bootstrap (greedy outcomes or per-prompt means).",
+    test: Literal["score", "bootstrap", "mcnemar"] = Field(
+        "score",
+        description="score: Tango's score bound for paired 0/1 outcomes (greedy); bootstrap: BCa cluster bootstrap "
+        "(greedy outcomes or per-prompt means); mcnemar: exact McNemar, only with rule = 'no_detected_drop'.",
     )
-    alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Reject when the paired test says 'worse' at this level.")
+    alpha: float = Field(
+        0.05,
+        gt=0.0,
+        lt=1.0,
+        description="One-sided error level: a candidate truly more than margin worse is promoted with probability <= alpha.",
+    )
     max_consecutive_rejections: int = Field(2, ge=1, description="Halt the campaign after this many rejections in a row.")
     max_no_answer_rate: float = Field(
         0.5,
@@ -42,7 +62,7 @@ class GateConfig(_Frozen):
         le=1.0,
         description="Halt when the candidate gives no parseable answer on more than this share of held-out prompts.",
     )
-    bootstrap_samples: int = Field(2000, ge=100)
+    bootstrap_samples: int = Field(2000, ge=100, description="Resamples of the bootstrap bound / test.")
     samples_per_prompt: int = Field(
         0,
         ge=0,
@@ -50,13 +70,41 @@ class GateConfig(_Frozen):
         "mean correctness over its eval_sample completions (needs eval.num_samples >= k and test = 'bootstrap').",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data):
+        """A ``[gate]`` written before non-inferiority: ``tolerance`` is ``margin``; ``test = 'mcnemar'`` without a
+        rule is the old default, which now means the score bound (the score test that generalizes McNemar's)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "tolerance" in data:
+            tol = data.pop("tolerance")
+            if "margin" not in data:
+                data["margin"] = tol
+            _log.warning(
+                "[gate] tolerance = %s is now gate.margin (rename the key; same meaning, the non-inferiority margin)", tol
+            )
+        if data.get("test") == "mcnemar" and "rule" not in data:
+            data["test"] = "score"
+            _log.warning(
+                "[gate] test = 'mcnemar' is the old rule's test; the default non-inferiority rule bounds greedy outcomes with "
+                "Tango's score interval (set gate.test = 'score', or gate.rule = 'no_detected_drop' to keep the old rule)"
+            )
+        return data
+
     @model_validator(mode="after")
     def _check_test(self) -> GateConfig:
         if self.samples_per_prompt == 1:
             raise ValueError("gate.samples_per_prompt = 1 is one sampled answer (noisier than greedy); use 0 (greedy) or >= 2")
-        if self.samples_per_prompt and self.test == "mcnemar":
+        if self.samples_per_prompt and self.test != "bootstrap":
             raise ValueError(
-                f"gate.samples_per_prompt = {self.samples_per_prompt} gives per-prompt means, which McNemar cannot test; "
-                "set gate.test = 'bootstrap' (paired bootstrap) or gate.samples_per_prompt = 0"
+                f"gate.samples_per_prompt = {self.samples_per_prompt} gives per-prompt means, which gate.test = "
+                f"'{self.test}' cannot bound; set gate.test = 'bootstrap' (paired bootstrap) or gate.samples_per_prompt = 0"
+            )
+        if self.rule == "noninferiority" and self.test == "mcnemar":
+            raise ValueError(
+                "gate.test = 'mcnemar' is a test of 'worse', not a confidence bound; with gate.rule = 'noninferiority' "
+                "use gate.test = 'score' (or 'bootstrap'), or set gate.rule = 'no_detected_drop'"
             )
         return self

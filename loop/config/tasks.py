@@ -89,6 +89,13 @@ class EvalSetConfig(_Frozen):
     file: RecordFields | None = Field(None, description="A task file read like a source ([evals.file] path = ..., format = ...).")
     prompts: int | None = Field(None, ge=1, le=100_000, description="How many prompts (a file: its first N; unset: all of it).")
     system_prompt: str | None = Field(None, description="System message for a file's prompts; default: one per format.")
+    role: Literal["gate", "guard", "report"] = Field(
+        "gate",
+        description="gate: the round is promoted only if this set passes the gate's bound; guard: a canary the campaign "
+        "does not train on, which halts the campaign when it is shown to drop by more than gate.margin; report: only "
+        "measured. Not part of the campaign's identity.",
+        json_schema_extra=identity("run"),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EvalSetConfig:
