@@ -763,3 +763,21 @@ def gate_set_rows(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     if not has:
         return []
     return _rows(con.execute("SELECT * FROM gate_set_decisions WHERE round_id = ? ORDER BY eval_name", [round_id]))
+
+
+def measured_discordance(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> tuple[float, int, float] | None:
+    """``(discordance, pairs, incumbent pass@1)`` over every stored gate decision (of ``campaign`` when given): the
+    share of held-out prompts on which candidate and incumbent disagreed greedily (newest verdict of each trajectory),
+    the number of paired prompts, and the incumbents' mean pass@1; None when nothing is paired."""
+    row = con.execute(
+        f"""WITH {_VERDICT_CTE},
+            o AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, bool_or(v.correct) AS ok
+                  FROM trajectories t JOIN v USING (trajectory_id) WHERE t.purpose = 'eval_greedy' GROUP BY ALL)
+            SELECT avg((a.ok <> b.ok)::INT), count(*), avg(b.ok::INT)
+            FROM gate_decisions g JOIN campaigns c USING (campaign_id)
+            JOIN o a ON a.checkpoint_id = g.candidate_checkpoint_id
+            JOIN o b ON b.checkpoint_id = g.incumbent_checkpoint_id AND b.eval_set_id = a.eval_set_id AND b.prompt_id = a.prompt_id
+            WHERE CAST($campaign AS VARCHAR) IS NULL OR c.name = $campaign""",
+        {"verifier_version": None, "campaign": campaign},
+    ).fetchone()
+    return None if not row or not row[1] else (float(row[0]), int(row[1]), float(row[2]))

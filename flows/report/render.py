@@ -25,6 +25,7 @@ from ratchet.store.events import events_of
 from ratchet.store.queries import (
     campaign_stages,
     campaign_table,
+    gate_set_rows,
     heldout_completion_metrics,
     pass1_history,
     report_campaigns,
@@ -208,12 +209,12 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% endif %}
 <h3>Rounds and gate decisions</h3>
 <table><tr><th>round</th><th>stage</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
-<th>&Delta;</th><th>p(worse)</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
+<th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
 {% for r in c.rounds %}
 <tr><td class="num">{{ r.round_index }}</td><td>{{ r.stage or '—' }}</td><td class="{{ r.status }}">{{ r.status }}</td>
 <td><code>{{ (r.incumbent_checkpoint_id or '')[:12] }}</code></td><td><code>{{ (r.candidate_checkpoint_id or '—')[:12] }}</code></td>
 <td class="num">{{ fmt(r.incumbent_pass1) }}</td><td class="num">{{ fmt(r.candidate_pass1) }}</td>
-<td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.p_value, '.3g') }}</td>
+<td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.get('lower_bound'), '+.3f') }}</td>
 <td class="num">{{ r.rollouts }}</td><td class="num">{{ r.verified_correct }}</td><td class="num">{{ r.training_examples }}</td>
 <td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}
@@ -221,6 +222,15 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% for r in c.rounds %}
 <details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}stage {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
+{% if r.gate_sets|length > 1 %}
+<table><tr><th>eval set</th><th>role</th><th>prompts</th><th>incumbent pass@1</th><th>candidate pass@1</th><th>&Delta; lower bound</th>
+<th>vs best promoted</th><th>passed</th><th>reason</th></tr>
+{% for g in r.gate_sets %}<tr><td>{{ g.eval_name }}</td><td>{{ g.role }}</td><td class="num">{{ g.num_prompts }}</td>
+<td class="num">{{ fmt(g.incumbent_pass1) }}</td><td class="num">{{ fmt(g.candidate_pass1) }}</td>
+<td class="num">{{ fmt(g.lower_bound, '+.3f') }}</td><td class="num">{{ fmt(g.best_lower_bound, '+.3f') }}</td>
+<td>{{ 'yes' if g.passed else 'no' }}</td><td>{{ g.reason }}</td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if r.verifier %}
 <table><tr><th>task</th><th>prompts</th><th>rollouts</th><th>pass@1</th><th>pass@k</th><th>k</th><th>reward mean</th>
 <th>format errors</th><th>truncated</th><th>length P90 (tokens)</th><th>verdict reasons</th></tr>
@@ -256,6 +266,7 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     for r in rounds:
         r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
         r["metrics"] = metrics_rows(con, r["round_id"])
+        r["gate_sets"] = gate_set_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     stages = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_stages(con, campaign["name"]))

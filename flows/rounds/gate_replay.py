@@ -1,0 +1,90 @@
+"""``ratchet gate replay``: re-decide every stored round of a campaign under another ``[gate]`` from the stored
+per-prompt outcomes (no model calls), to tune the gate on a campaign's history.
+
+Each round is re-decided on its own stored pair (incumbent, candidate), with the verdicts and eval set that decision
+compared, the best promoted checkpoints and the rejections in a row as they stood when it decided (so with the
+stored settings it reproduces the stored decision). A later round is not re-run on another incumbent: the candidates
+it would have trained do not exist.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, stored_gate_config, training_guards
+from ratchet.loop.config import ConfigError, GateConfig
+from ratchet.loop.gate_sets import decide_sets
+from ratchet.store.db import StoreError, connect, require_store
+from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, training_metrics
+
+
+def gate_overrides(changes: dict[str, object]) -> dict[str, object]:
+    """``{"gate.margin": 0.0}`` -> ``{"margin": 0.0}``.
+
+    Raises:
+        ConfigError: a key outside ``gate.``.
+    """
+    bad = [k for k in changes if not k.startswith("gate.") or k.count(".") != 1]
+    if bad:
+        raise ConfigError(f"--set {', '.join(bad)}: replay changes [gate] settings only, e.g. --set gate.margin=0.0")
+    return {k.removeprefix("gate."): v for k, v in changes.items()}
+
+
+def _with(cfg: GateConfig, over: dict[str, object]) -> GateConfig:
+    try:
+        return GateConfig.model_validate({**cfg.model_dump(), **over})
+    except ValueError as e:
+        raise ConfigError(f"--set {over}: {str(e).splitlines()[-1] if str(e) else e}") from None
+
+
+def replay(db: str | Path, campaign: str, changes: dict[str, object] | None = None) -> list[dict]:
+    """One row per stored gate decision: ``{round, stored, replayed, changed, stored_reason, reason, settings}``.
+
+    Raises:
+        StoreError: no store at ``db``; ConfigError: an unknown campaign or a bad ``--set``.
+    """
+    over = gate_overrides(changes or {})
+    if not Path(db).is_file():
+        raise StoreError(f"no store at {db}; pass the --db of a Ratchet store")
+    out = []
+    with connect(db, read_only=True) as con:
+        require_store(con, Path(db))
+        c = campaign_by_name(con, campaign)
+        if c is None:
+            names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY name").fetchall()]
+            raise ConfigError(f"no campaign {campaign!r} in {db}; campaigns: {', '.join(names) or 'none'}")
+        settings = c["config"]
+        grouping = Grouping.of(settings)
+        grpo = settings.get("grpo") or {}
+        for row in gate_history(con, campaign):
+            g = _with(stored_gate_config(row), over)
+            base = {
+                "round": row["round_index"],
+                "stored": row["decision"],
+                "stored_reason": row["reason"],
+                "settings": g.model_dump(),
+            }
+            inputs = decision_inputs(con, row) if row["candidate_checkpoint_id"] else None
+            if inputs is None:  # no candidate (nothing to train on): decided without outcomes, replayed as stored
+                out.append({**base, "replayed": row["decision"], "changed": False, "reason": row["reason"]})
+                continue
+            es, version = inputs
+            state = campaign_state(con, c["campaign_id"], es, before_round_index=row["round_index"])
+            # decided before per-set gating (no recorded settings): one pooled set, as it was then
+            pooled = grouping if row.get("settings_json") else Grouping({}, False)
+            sets, _, _ = build_sets(
+                con, pooled, c["campaign_id"], row["round_index"], es, row["incumbent_checkpoint_id"],
+                row["candidate_checkpoint_id"], version, g,
+            )  # fmt: skip
+            guards = training_guards(
+                training_metrics(con, row["round_id"]), settings.get("algorithm", "rft"),
+                grpo.get("max_kl", 0.5), grpo.get("min_entropy", 0.01),
+            )  # fmt: skip
+            res = decide_sets(sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=guards)
+            out.append({**base, "replayed": res.decision, "changed": res.decision != row["decision"], "reason": res.reason})
+    return out
+
+
+def replay_json(rows: list[dict]) -> str:
+    return json.dumps({"rounds": rows, "changed": [r["round"] for r in rows if r["changed"]]})
