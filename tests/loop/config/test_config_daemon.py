@@ -42,7 +42,7 @@ def test_init_writes_every_key_and_loads_back_to_the_defaults(tmp_path):
         assert leaf in node or f"\n# {leaf} =\n" in text, key
     # field descriptions are the comments
     assert "# " + RatchetConfig.model_fields["max_rounds"].description in text
-    assert "One of: mcnemar, bootstrap." in text.replace("\n# ", " ")
+    assert "One of: score, bootstrap, mcnemar." in text.replace("\n# ", " ")
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path):
