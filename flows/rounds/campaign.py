@@ -17,12 +17,12 @@ from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, train
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
-from ratchet.loop import gate_plan
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate_sets import decide_sets, pooled
+from ratchet.loop.gate import plan as gate_plan
+from ratchet.loop.gate.sets import decide_sets, pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
@@ -264,7 +264,7 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
 
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
-    """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate_sets``); record promote /
+    """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate.sets``); record promote /
     reject / halt with the rule and settings it ran with, and one verdict per eval set."""
     ctx, log = load_ctx(config_path, round_index), run_logger()
     g = ctx.cfg.gate

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ratchet.loop.config import GateConfig, RatchetConfig
 from ratchet.loop.gate import per_prompt_means
-from ratchet.loop.gate_sets import SetScores
+from ratchet.loop.gate.sets import SetScores
 from ratchet.store.queries import eval_outcomes, eval_set_members, promoted_before
 
 

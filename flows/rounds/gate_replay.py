@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, stored_gate_config, training_guards
 from ratchet.loop.config import ConfigError, GateConfig
-from ratchet.loop.gate_sets import decide_sets
+from ratchet.loop.gate.sets import decide_sets
 from ratchet.store.db import StoreError, connect, require_store
 from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, training_metrics
 
