@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from pathlib import Path
 
 from prefect import flow, task
@@ -71,13 +72,28 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
-    warning = gate_warning(cfg, len(ctx.heldout()))
+    name, size = smallest_gating_set(ctx)
+    warning = gate_warning(cfg, size, name)
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
 
 
-def gate_warning(cfg: RatchetConfig, n_prompts: int) -> str | None:
+def smallest_gating_set(ctx: Ctx) -> tuple[str, int]:
+    """``(name, prompts)`` of the smallest eval set the gate decides on: an ``[[evals]]`` entry with role 'gate', a
+    task source's share of the held-out set (several sources), or the whole held-out set."""
+    cfg = ctx.cfg
+    if cfg.evals:
+        gating = {e.name for e in cfg.evals if e.role == "gate"}
+        sizes = {name: len(ps) for name, ps in ctx.tasks.eval_sets(cfg) if name in gating}
+    elif len(cfg.tasks.sources) > 1:
+        sizes = dict(Counter(p.source for p in ctx.heldout()))
+    else:
+        sizes = {"heldout": len(ctx.heldout())}
+    return min(sizes.items(), key=lambda kv: kv[1])
+
+
+def gate_warning(cfg: RatchetConfig, n_prompts: int, set_name: str = "heldout") -> str | None:
     """One line when the gate's rule, simulated at this eval size (``ratchet gate plan``), promotes a 5-point drop more
     often than alpha or a 5-point gain less than 80% of the time; it names the size that would; else None."""
     g = cfg.gate
@@ -86,7 +102,10 @@ def gate_warning(cfg: RatchetConfig, n_prompts: int) -> str | None:
     if p.rates[-gate_plan.EFFECT] <= g.alpha and p.rates[gate_plan.EFFECT] >= gate_plan.POWER:
         return None
     p = gate_plan.plan(g, n_prompts, **kw)  # with the size that would do (~1-3 s)
-    return f"the gate's eval set is small for its rule: {p.summary()} (raise tasks.heldout_prompts; `ratchet gate plan`)"
+    return (
+        f"the gate's eval set {set_name!r} is small for its rule: {p.summary()} "
+        "(raise tasks.heldout_prompts or the [[evals]] prompts; `ratchet gate plan`)"
+    )
 
 
 def check_round_disk(ctx: Ctx) -> None:

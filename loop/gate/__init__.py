@@ -85,7 +85,9 @@ def _boot_means(d: np.ndarray, samples: int, seed: int) -> np.ndarray:
     """Means of ``samples`` resamples (with replacement) of ``d: (m,) float64``; returns ``(samples,) float64``."""
     rng = np.random.default_rng(seed)
     vals, counts = np.unique(d, return_counts=True)
-    if len(vals) <= 3:  # greedy 0/1 pairs: d in {-1, 0, 1}; resampling counts is exact and ~100x faster
+    if (
+        len(vals) <= 64
+    ):  # greedy pairs (d in {-1, 0, 1}) or k-sample means (2k + 1 values): resampling counts is exact, ~100x faster
         draws = rng.multinomial(len(d), counts / len(d), size=samples)  # (samples, distinct)
         return draws @ vals / len(d)
     idx = rng.integers(0, len(d), size=(samples, len(d)))  # (samples, m)

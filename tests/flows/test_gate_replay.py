@@ -112,6 +112,12 @@ def test_replay_reproduces_stored_decisions_and_shows_a_margin_change(gated_stor
     got = json.loads(out.output)
     assert got["changed"] == [2] and got["rounds"][1]["replayed"] == "reject"
     assert "-margin 0.0" in got["rounds"][1]["reason"]
+    # `gate plan --db` measures the discordance of the stored decisions: 40, 20 and 30 of 200 prompts
+    plan = CliRunner().invoke(
+        app, ["gate", "plan", "--eval-prompts", "200", "--db", str(ctx.db), "--trials", "50", "--format", "json"]
+    )
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.output)["discordance"] == pytest.approx(0.15)
     bad = CliRunner().invoke(app, ["gate", "replay", "--db", str(ctx.db), "--campaign", "gated", "--set", "sft.lr=1"])
     assert bad.exit_code == 2 and "gate." in bad.output
 

@@ -30,3 +30,28 @@ def test_decisions_before_settings_were_recorded_replay_the_old_rule():
     }
     g = stored_gate_config(row)
     assert (g.rule, g.margin, g.test, g.alpha) == ("no_detected_drop", 0.03, "mcnemar", 0.1)
+
+
+def test_gate_plan_command_prints_rates_and_refuses_bad_input():
+    import json
+
+    from typer.testing import CliRunner
+
+    from ratchet.flows.cli import app
+
+    r = CliRunner().invoke(app, ["gate", "plan", "--eval-prompts", "48", "--trials", "100", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert set(got["promote_rate"]) >= {"-0.100", "-0.050", "+0.000", "+0.050", "+0.100"}
+    assert got["promote_rate"]["-0.050"] <= 0.1 and got["discordance"] == 0.2 and got["needed_prompts"] > 48
+    bad = CliRunner().invoke(app, ["gate", "plan", "--eval-prompts", "48", "--discordance", "1.5"])
+    assert bad.exit_code == 2 and "--discordance" in bad.output
+
+
+def test_preflight_warning_quotes_the_simulated_rates():
+    from ratchet.flows.rounds.campaign import gate_warning
+    from ratchet.loop.config import RatchetConfig
+
+    msg = gate_warning(RatchetConfig(), 48, "heldout")
+    assert "'heldout'" in msg and "48 prompts" in msg and "5 points better" in msg and "\n" not in msg
+    assert gate_warning(RatchetConfig(), 400) is None
