@@ -230,7 +230,8 @@ def _manifest(ctx: Ctx) -> dict:
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
-    """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse)."""
+    """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse, an
+    engine sampling from another policy than the trained one)."""
     m = training_metrics(con, ctx.round_id)
     if m is None or ctx.cfg.algorithm != "grpo":
         return []
@@ -243,6 +244,8 @@ def _training_guards(con, ctx: Ctx) -> list[str]:
         out.append(f"guard: KL to the reference {kl:.3f} > grpo.max_kl {g.max_kl}")
     if ent is not None and ent < g.min_entropy:
         out.append(f"guard: token entropy {ent:.4f} < grpo.min_entropy {g.min_entropy} (collapse)")
+    if (gap := m.get("train/sampler_gap_last")) is not None and gap > g.max_sampler_gap:
+        out.append(f"guard: sampler/trainer log-prob gap {gap:.3f} > grpo.max_sampler_gap {g.max_sampler_gap} (stale engine?)")
     return out
 
 
