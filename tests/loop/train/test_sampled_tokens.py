@@ -99,3 +99,40 @@ def test_grpo_logprobs_are_the_samplers_when_the_engine_is_the_learners_module(s
     print(f"top_p={top_p}: ratio on the nucleus {ratio_on_support:.6f}, full vocabulary {ratio_full:.4f}")
     assert ratio_on_support == pytest.approx(1.0, abs=1e-3)  # centred on 1
     assert ratio_full < 0.98  # the full-vocabulary log-softmax carries the kept mass as a bias (trl#6789)
+
+
+@pytest.mark.parametrize(("engine_shared", "correction"), [(False, "tis"), (True, "none")])
+def test_pass_measures_the_sampler_gap_per_step_and_corrects_only_a_foreign_engine(tiny_model_dir, engine_shared, correction):
+    """Sampler log-probs 0.2 nats below the trainer's on every token: the step metrics say so, and 'auto' turns TIS on
+    only when the rollouts did not come from the learner's own module."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    learner = GRPOLearner(tiny_model_dir, GRPOConfig(lr=1e-3, mini_batch_size=4, micro_batch_size=2))
+    msgs = [chat_messages("sys", [], f"What is {g} + 1?") for g in range(2)]
+    texts = ["Answer: 7", "Answer: 1", "Answer: 2", "no idea"]
+    plain = [
+        GRPOSample(g, SFTExample(msgs[g], t, tuple(tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])), r, False)
+        for g in range(2)
+        for t, r in zip(texts[2 * g : 2 * g + 2], (1.0, 0.0))
+    ]
+    packed = pack_rollouts(tok, plain, 256)
+    with torch.no_grad():
+        lp, _, _ = rollout_logprobs(learner.policy_module().eval(), packed, range(4), 1.0)
+    samples = [
+        GRPOSample(x.group, x.example, x.reward, x.truncated, tuple((lp[i, : len(c)] - 0.2).tolist()))
+        for i, (x, c) in enumerate(zip(plain, packed.completions))
+    ]
+    res = learner.train_pass(samples, GRPORun(temperature=1.0, engine_shared=engine_shared))
+    m = res.metrics
+    assert m["train/sampler_correction"] == correction
+    assert m["train/sampler/logp_diff_mean"] == pytest.approx(0.2, abs=1e-4)
+    assert m["train/sampler/logp_diff_max"] == pytest.approx(0.2, abs=1e-4)
+    assert m["train/sampler/logp_diff_frac"] == 1.0  # every token above the 0.1-nat threshold
+    lengths = sorted(len(c) for c in packed.completions)
+    assert m["train/sampler/seq_ratio_min"] == pytest.approx(torch.tensor(0.2 * lengths[0]).exp().item(), rel=1e-3)
+    assert m["train/sampler/seq_ratio_max"] == pytest.approx(torch.tensor(0.2 * lengths[-1]).exp().item(), rel=1e-3)
+    assert m["train/sampler_gap_last"] == pytest.approx(0.2, abs=1e-4)
+    assert ("train/sampler/is_weight_mean" in m) == (correction == "tis")
+    if correction == "tis":
+        assert m["train/sampler/is_weight_mean"] == pytest.approx(torch.tensor(0.2).exp().item(), rel=1e-3)
