@@ -178,7 +178,7 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
             # the engine in this process generated the samples: from the learner's own module when shared
             read_samples(Path(req["samples"])),
             GRPORun(**{**req["run"], "engine_shared": backend.shared}),
-            on_step=lambda k, n, _m: report(k, n)
+            on_step=lambda k, n, _m: report(k, n),
         )
         if res.steps and not backend.shared:
             backend.update_weights(learner["grpo"].state_dict())

@@ -411,7 +411,9 @@ def _say_what_was_packed(packed: PackedRollouts, n: int, max_seq_len: int) -> No
     if msg := fit_message(packed, n, max_seq_len):
         logger.warning(msg)
     if packed.retokenized:
-        logger.info("%d of %d rollouts come from an older store without token ids: their text was re-tokenized", packed.retokenized, n)
+        logger.info(
+            "%d of %d rollouts come from an older store without token ids: their text was re-tokenized", packed.retokenized, n
+        )
     if packed.prompt_mismatches:
         logger.warning(
             "%d of %d rollouts' prompts tokenize differently now than when sampled (chat template or tokenizer changed)",

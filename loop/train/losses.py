@@ -317,16 +317,13 @@ def sampler_log_ratio(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Te
 def truncated_is_weights(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float):
     """Truncated importance sampling (TIS; Yao et al. 2025, "Your efficient RL framework secretly brings you
     off-policy RL training"): each token's loss is weighted by w_t = min(pi_trainer(y_t) / pi_sampler(y_t), C),
-    pi_sampler the rollout engine's distribution y_t was drawn from, pi_trainer the learner's at the same (old)
-    weights: the gradient is the learner's policy gradient with variance bounded by C (the paper uses C = 2).
-    TRL ``vllm_importance_sampling_mode="token_truncate"`` (``clip_max = C``, no ``clip_min``).
+    pi_sampler the engine's distribution y_t was drawn from, pi_trainer the learner's at the same (old) weights:
+    the learner's policy gradient with variance bounded by C (the paper uses C = 2). TRL
+    ``vllm_importance_sampling_mode="token_truncate"`` (``clip_max = C``, no ``clip_min``).
 
-    Args:
-        trainer_logprobs: (B, T) float32 (detached here); sampler_logprobs: (B, T) float32, NaN where the engine
-            gave none (weight 1 there); mask: (B, T) bool or 0/1; cap: C > 1.
-
-    Returns:
-        (B, T) float32 in (0, C], 1 on masked positions; no gradient.
+    Args: trainer_logprobs (B, T) float32 (detached here); sampler_logprobs (B, T) float32, NaN where the engine
+    gave none (weight 1 there); mask (B, T) bool or 0/1; cap C > 1.
+    Returns: (B, T) float32 in (0, C], 1 on masked positions; no gradient.
     """
     return torch.exp(sampler_log_ratio(trainer_logprobs, sampler_logprobs, mask)).clamp(max=cap)
 
@@ -347,18 +344,13 @@ def sampler_correction_weights(
     mode: SamplerCorrection, trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float
 ) -> torch.Tensor | None:
     """The loss weights of ``mode``: "tis" (``truncated_is_weights``), "mis" (``masked_is_weights``), "none" (None).
-
-    Raises:
-        ValueError: unknown ``mode`` (lists the valid ones) or ``cap`` <= 1.
-    """
+    Raises ValueError: unknown ``mode`` (lists the valid ones) or ``cap`` <= 1."""
     if mode not in get_args(SamplerCorrection):
         raise ValueError(f"unknown sampler correction {mode!r}; valid: {list(get_args(SamplerCorrection))}")
     if cap <= 1.0:
         raise ValueError(f"importance-sampling cap C ({cap}) must be > 1; the paper uses 2")
-    if mode == "none":
-        return None
-    fn = truncated_is_weights if mode == "tis" else masked_is_weights
-    return fn(trainer_logprobs, sampler_logprobs, mask, cap)
+    fn = {"tis": truncated_is_weights, "mis": masked_is_weights}.get(mode)
+    return fn(trainer_logprobs, sampler_logprobs, mask, cap) if fn else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -497,9 +489,8 @@ def policy_loss(
             ``kl_placement == "loss"``; when given, ``kl/mean`` is logged either way.
         entropy: (B, T) float32 (``entropy_from_logits``), only for the ``entropy/mean`` metric.
         global_num_tokens, world_size: for "token-mean" under data parallelism (see ``aggregate_loss``).
-        is_weights: (B, T) or (B, 1) float32, no grad: the rollout-engine correction (``sampler_correction_weights``)
-            multiplying the clipped surrogate before the KL term is added, as TRL applies its
-            ``importance_sampling_ratio``.
+        is_weights: (B, T) or (B, 1) float32: the engine correction (``sampler_correction_weights``), multiplies the
+            clipped surrogate before the KL is added (TRL's ``importance_sampling_ratio``).
 
     Returns:
         (loss, metrics): loss is 0-d float32; metrics maps names ("loss/policy", "ratio/mean",
@@ -531,7 +522,7 @@ def policy_loss(
     per_token = clipped_surrogate(ratio, adv, config.epsilon_low, config.epsilon_high)  # (B,T)|(B,1)
     metrics = clip_fractions(ratio, adv, m, config.epsilon_low, config.epsilon_high)
     metrics["ratio/mean"] = masked_mean(ratio.detach(), m)
-    if is_weights is not None:
+    if is_weights is not None:  # a constant weight: no gradient flows into it
         per_token = per_token * is_weights.detach()
         metrics["sampler/is_weight_mean"] = masked_mean(is_weights.detach().float(), m)
     if ref_logprobs is not None:

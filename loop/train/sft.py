@@ -191,7 +191,11 @@ def train_sft(
     model = with_lora(model, cfg.lora_r, cfg.lora_alpha, cfg.lora_target_modules)
     data = [tokenize_example(tok, ex, cfg.max_seq_len) for ex in examples]
     if retok := sum(ex.completion_ids is None for ex in examples):
-        logger.info("%d of %d examples have no sampled token ids (reference text, or an older store): tokenized from text", retok, len(examples))
+        logger.info(
+            "%d of %d examples have no sampled token ids (reference text, or an older store): tokenized from text",
+            retok,
+            len(examples),
+        )
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     params = [p for p in model.parameters() if p.requires_grad]
