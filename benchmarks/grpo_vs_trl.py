@@ -87,7 +87,7 @@ def _setup(args):
     src = make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
     shots = src.fewshot(t.fewshot)
     train = src.draw(args.steps * args.prompts_per_step, "train", seed=args.seed)
-    heldout = src.draw(t.heldout_prompts, "heldout", seed=t.seed)
+    heldout = src.draw(args.heldout or t.heldout_prompts, "heldout", seed=t.seed)
     return resolve_model(cfg.model.name_or_path), train, heldout, lambda q: chat_messages(t.system_prompt, shots, q), cfg
 
 
@@ -322,6 +322,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-6)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--heldout", type=int, default=0, help="held-out prompts evaluated (0: the demo's tasks.heldout_prompts)")
     ap.add_argument("--block", type=int, default=2, help="steps per turn: the sides alternate in blocks of this many steps")
     ap.add_argument(
         "--per-step",
@@ -400,7 +401,7 @@ def summary(args, results: dict) -> dict:
     ours, trl = results["ours"], results["trl"]
 
     def spread(xs: list[float]) -> dict:
-        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+        q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
         return {
             "median": statistics.median(xs),
             "mean": statistics.fmean(xs),
