@@ -136,3 +136,18 @@ def test_pass_measures_the_sampler_gap_per_step_and_corrects_only_a_foreign_engi
     assert ("train/sampler/is_weight_mean" in m) == (correction == "tis")
     if correction == "tis":
         assert m["train/sampler/is_weight_mean"] == pytest.approx(torch.tensor(0.2).exp().item(), rel=1e-3)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_requesting_sampler_logprobs_never_changes_the_sampled_tokens(tiny_model_dir, top_p):
+    from ratchet.loop.generation.transformers_backend import TransformersBackend
+
+    engine = TransformersBackend(tiny_model_dir, batch_size=4)
+    msgs = [chat_messages("sys", [], f"What is {i} + 2?") for i in range(3)]
+    runs = [
+        engine.generate(msgs, SamplingParams(n=2, temperature=TEMPERATURE, top_p=top_p, max_new_tokens=12, seed=5, logprobs=lp))
+        for lp in (False, True)
+    ]
+    assert [c.token_ids for c in runs[0]] == [c.token_ids for c in runs[1]]
+    assert all(c.logprobs is None for c in runs[0])
+    assert all(len(c.logprobs) == len(c.token_ids) and max(c.logprobs) <= 0 for c in runs[1])
