@@ -23,6 +23,7 @@ Aggregation = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-n
 ImportanceLevel = Literal["token", "sequence", "sequence_token"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLPlacement = Literal["loss", "reward"]
+SamplerCorrection = Literal["tis", "mis", "none"]  # see sampler_correction_weights
 
 # TRL ``GRPOConfig.loss_type`` -> our aggregation mode (single process, no gradient accumulation).
 TRL_LOSS_TYPES: dict[str, Aggregation] = {
@@ -304,8 +305,6 @@ def soft_overlong_punishment(lengths: torch.Tensor, max_completion_length: int, 
 
 # --------------------------------------------------------------------------------------------------
 # rollout engine vs trainer: the sampler's log-probs against the trainer's (Yao et al. 2025)
-
-SamplerCorrection = Literal["tis", "mis", "none"]
 
 
 def sampler_log_ratio(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
