@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Double
+from sqlalchemy import ARRAY, Double, Integer
 from sqlmodel import Field, SQLModel
 
 
@@ -105,6 +105,21 @@ class Trajectory(SQLModel, table=True):
         None,
         description="On-policy step of the round that sampled it (grpo.steps_per_round); 0 for rollouts of "
         "one-step rounds, NULL for evaluations",
+    )
+    completion_token_ids: list[int] | None = Field(
+        None,
+        sa_type=ARRAY(Integer),
+        description="The sampled completion's token ids (EOS included when it stopped): what training uses. NULL only "
+        "for rows written before they were stored (training re-tokenizes their text and says so)",
+    )
+    sampler_logprobs: list[float] | None = Field(
+        None,
+        sa_type=ARRAY(Double),
+        description="log pi_sampler of each sampled token (nats) under the distribution it was drawn from (logits / "
+        "temperature, renormalised over the top-p nucleus); NULL when not requested (GRPO rollouts request them)",
+    )
+    prompt_ids_hash: str | None = Field(
+        None, description="sha256 of the prompt token ids the engine was given, 16 hex (loop.generation.base.prompt_ids_hash)"
     )
 
 

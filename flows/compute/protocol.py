@@ -30,17 +30,7 @@ def write_shard(path: Path, comps: list[Completion]) -> None:
     """Completions as a Parquet file, written to a temporary name and renamed (a reader never sees half a shard)."""
     import pyarrow as pa
 
-    rows = [
-        dict(
-            prompt_index=c.prompt_index,
-            sample_index=c.sample_index,
-            text=c.text,
-            token_ids=list(c.token_ids),
-            prompt_tokens=c.prompt_tokens,
-            finish_reason=c.finish_reason,
-        )
-        for c in comps
-    ]
+    rows = [c.record() for c in comps]
     schema = pa.schema(
         [
             ("prompt_index", pa.int64()),
@@ -49,6 +39,8 @@ def write_shard(path: Path, comps: list[Completion]) -> None:
             ("token_ids", pa.list_(pa.int64())),
             ("prompt_tokens", pa.int64()),
             ("finish_reason", pa.string()),
+            ("logprobs", pa.list_(pa.float64())),
+            ("prompt_hash", pa.string()),
         ]
     )
     atomic_write_parquet(pa.Table.from_pylist(rows, schema=schema), path)
@@ -70,10 +62,7 @@ def merge_shards(paths: list[Path], n_prompts: int, n: int) -> list[Completion]:
             f"generation shards {[p.name for p in paths]} hold {len(got)} completions, expected one per "
             f"(prompt, sample) job ({n_prompts} x {n}); delete {paths[0].parent} and re-run the stage"
         )
-    return [
-        Completion(r["prompt_index"], r["sample_index"], r["text"], tuple(r["token_ids"]), r["prompt_tokens"], r["finish_reason"])
-        for r in rows
-    ]
+    return [Completion.from_record(r) for r in rows]
 
 
 # --- persistent rollout worker (``worker serve``) ------------------------------------------------------
@@ -101,8 +90,11 @@ def write_samples(path: Path, samples) -> None:
             group=x.group,
             messages=json.dumps(x.example.messages),
             completion=x.example.completion,
+            completion_ids=None if x.example.completion_ids is None else list(x.example.completion_ids),
             reward=x.reward,
             truncated=x.truncated,
+            sampler_logprobs=None if x.sampler_logprobs is None else list(x.sampler_logprobs),
+            prompt_hash=x.prompt_hash,
         )
         for x in samples
     ]
@@ -118,8 +110,16 @@ def read_samples(path: Path) -> list:
     from ratchet.loop.train.grpo import GRPOSample
     from ratchet.loop.train.sft import SFTExample
 
+    tup = lambda xs, f: None if xs is None else tuple(f(x) for x in xs)  # noqa: E731
     return [
-        GRPOSample(r["group"], SFTExample(json.loads(r["messages"]), r["completion"]), float(r["reward"]), bool(r["truncated"]))
+        GRPOSample(
+            r["group"],
+            SFTExample(json.loads(r["messages"]), r["completion"], tup(r.get("completion_ids"), int)),
+            float(r["reward"]),
+            bool(r["truncated"]),
+            sampler_logprobs=tup(r.get("sampler_logprobs"), float),
+            prompt_hash=r.get("prompt_hash"),
+        )
         for r in pq.read_table(path).to_pylist()
     ]
 

@@ -118,8 +118,7 @@ class RolloutWorker:
             req["jobs"] = [jobs.start, jobs.stop]
         self._send(req)
         rows = sorted(pq.read_table(out).to_pylist(), key=lambda r: (r["prompt_index"], r["sample_index"]))
-        keys = ("prompt_index", "sample_index", "text", "token_ids", "prompt_tokens", "finish_reason")
-        return [Completion(*(tuple(r[k]) if k == "token_ids" else r[k] for k in keys)) for r in rows]
+        return [Completion.from_record(r) for r in rows]
 
     def update_weights(self, checkpoint_dir: str | Path) -> float:
         """Load a checkpoint's weights into the running engine in place; returns the worker's seconds for it.

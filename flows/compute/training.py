@@ -45,7 +45,11 @@ def _train_rft(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path, progre
     res = train_sft(
         init_dir,
         [
-            SFTExample(json.loads(e["messages_json"]) if e.get("messages_json") else ctx.messages(_as_prompt(e)), e["completion"])
+            SFTExample(
+                json.loads(e["messages_json"]) if e.get("messages_json") else ctx.messages(_as_prompt(e)),
+                e["completion"],
+                _ids(e.get("completion_token_ids")),  # None: a reference solution, or a row of an older store
+            )
             for e in examples
         ],
         out,
@@ -66,9 +70,11 @@ def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple
     samples = [
         GRPOSample(
             group_of[r["prompt_id"]],
-            SFTExample(ctx.messages(_as_prompt(r)), r["completion"]),
+            SFTExample(ctx.messages(_as_prompt(r)), r["completion"], _ids(r.get("completion_token_ids"))),
             float(r["reward"]),
             r["finish_reason"] == "length",
+            sampler_logprobs=None if r.get("sampler_logprobs") is None else tuple(map(float, r["sampler_logprobs"])),
+            prompt_hash=r.get("prompt_ids_hash"),
         )
         for r in rows
     ]
@@ -76,6 +82,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple
         temperature=ctx.cfg.rollout_temperature,
         max_completion_length=max_completion_length,
         max_seq_len=ctx.cfg.sft.max_seq_len,
+        top_p=gen.top_p,
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
         measure_kl=ctx.step == ctx.steps - 1,  # the KL guard judges the candidate; with beta > 0 every step evaluates it
     )
@@ -109,6 +116,10 @@ def _train_grpo(
     )
     metrics = {**res.metrics, "steps": res.step_metrics}
     return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
+
+
+def _ids(ids) -> tuple[int, ...] | None:
+    return None if ids is None else tuple(int(t) for t in ids)
 
 
 def _as_prompt(e: dict) -> Prompt:

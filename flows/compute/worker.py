@@ -175,7 +175,10 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
 
         report = progress_printer("train")
         res = learner["grpo"].train_pass(
-            read_samples(Path(req["samples"])), GRPORun(**req["run"]), on_step=lambda k, n, _m: report(k, n)
+            # the engine in this process generated the samples: from the learner's own module when shared
+            read_samples(Path(req["samples"])),
+            GRPORun(**{**req["run"], "engine_shared": backend.shared}),
+            on_step=lambda k, n, _m: report(k, n),
         )
         if res.steps and not backend.shared:
             backend.update_weights(learner["grpo"].state_dict())

@@ -263,8 +263,9 @@ def _manifest(ctx: Ctx) -> dict:
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
-    """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse)."""
-    return training_guards(training_metrics(con, ctx.round_id), ctx.cfg.algorithm, ctx.cfg.grpo.max_kl, ctx.cfg.grpo.min_entropy)
+    """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse, a stale engine)."""
+    g = ctx.cfg.grpo
+    return training_guards(training_metrics(con, ctx.round_id), ctx.cfg.algorithm, g.max_kl, g.min_entropy, g.max_sampler_gap)
 
 
 def drop_optimizer_states(ctx: Ctx) -> None:

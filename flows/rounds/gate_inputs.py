@@ -93,8 +93,11 @@ def build_sets(
     return sets, best_ids, note
 
 
-def training_guards(m: dict | None, algorithm: str, max_kl: float, min_entropy: float) -> list[str]:
-    """Guard metrics of a round's training pass (``training_metrics``) that halt the campaign: KL drift, entropy collapse."""
+def training_guards(
+    m: dict | None, algorithm: str, max_kl: float, min_entropy: float, max_sampler_gap: float | None = None
+) -> list[str]:
+    """Guard metrics of a round's training pass (``training_metrics``) that halt the campaign: KL drift, entropy
+    collapse, and (with ``max_sampler_gap``, nats per token) an engine sampling from another policy than the trained one."""
     if m is None or algorithm != "grpo":
         return []
     out = []
@@ -105,6 +108,9 @@ def training_guards(m: dict | None, algorithm: str, max_kl: float, min_entropy: 
         out.append(f"guard: KL to the reference {kl:.3f} > grpo.max_kl {max_kl}")
     if ent is not None and ent < min_entropy:
         out.append(f"guard: token entropy {ent:.4f} < grpo.min_entropy {min_entropy} (collapse)")
+    gap = m.get("train/sampler_gap_last")
+    if max_sampler_gap is not None and gap is not None and gap > max_sampler_gap:
+        out.append(f"guard: sampler/trainer log-prob gap {gap:.3f} > grpo.max_sampler_gap {max_sampler_gap} (stale engine?)")
     return out
 
 

@@ -79,7 +79,7 @@ def replay(db: str | Path, campaign: str, changes: dict[str, object] | None = No
             )  # fmt: skip
             guards = training_guards(
                 training_metrics(con, row["round_id"]), settings.get("algorithm", "rft"),
-                grpo.get("max_kl", 0.5), grpo.get("min_entropy", 0.01),
+                grpo.get("max_kl", 0.5), grpo.get("min_entropy", 0.01), grpo.get("max_sampler_gap"),
             )  # fmt: skip
             res = decide_sets(sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=guards)
             out.append({**base, "replayed": res.decision, "changed": res.decision != row["decision"], "reason": res.reason})

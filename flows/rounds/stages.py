@@ -87,6 +87,9 @@ def trajectory_rows(
             max_new_tokens=params.max_new_tokens,
             seed=params.seed,
             created_at=ts,
+            completion_token_ids=list(c.token_ids),
+            sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
+            prompt_ids_hash=c.prompt_hash or None,
         )
         for c in comps
     ]
@@ -212,6 +215,7 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
                     top_p=g.top_p,
                     max_new_tokens=cap,
                     seed=derive_seed("rollouts", g.seed, round_index, step),
+                    logprobs=ctx.cfg.algorithm == "grpo",  # the trainer measures (and corrects) the sampler/learner gap
                 )
                 desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
                 desc += f", G={G}" if len(by_g) > 1 else ""

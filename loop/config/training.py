@@ -143,6 +143,29 @@ class GRPOConfig(_LoRA):
         ge=0.0,
         description="Gate halts when the token entropy at the round's last optimizer step falls below this (collapse).",
     )
+    sampler_correction: Literal["auto", "tis", "mis", "none"] = Field(
+        "auto",
+        description="Correct the gap between the rollout engine's and the trainer's probabilities (Yao et al. 2025): "
+        "tis = truncated importance sampling, each token's loss times min(pi_trainer / pi_sampler, C); mis = masked "
+        "IS, each sequence's loss times its ratio rho, dropped when rho leaves [1/C, C]; auto = tis when the engine is "
+        "not the learner's own module (vLLM, Ray, another process), none when it is (the gap then measures ~0).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    sampler_is_cap: float = Field(
+        2.0,
+        gt=1.0,
+        description="C of grpo.sampler_correction: the largest importance weight TIS keeps, and MIS's band [1/C, C]. "
+        "Yao et al. 2025 use C = 2 (verl's default); TRL defaults to 3. Larger C: less bias, more variance.",
+        json_schema_extra=identity("neutral_default"),
+    )
+    max_sampler_gap: float = Field(
+        0.25,
+        gt=0.0,
+        description="Gate halts when the mean |log pi_sampler - log pi_trainer| per token at the round's last "
+        "optimizer step exceeds this (nats): the engine samples from another policy than the one trained (stale or "
+        "wrong weights). The transformers engine generating from the learner's own module measured ~1e-6.",
+        json_schema_extra=identity("neutral_default"),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GRPOConfig:

@@ -8,6 +8,7 @@ picks one by name.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,13 +23,19 @@ ProgressFn = Callable[[int, int], None]  # (done, total) in sequences
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Decoding settings. ``temperature == 0`` means greedy (then ``n`` must be 1)."""
+    """Decoding settings. ``temperature == 0`` means greedy (then ``n`` must be 1).
+
+    ``logprobs``: the backend returns ``Completion.logprobs``, log pi_sampler(y_t) of each sampled token under the
+    distribution it was drawn from: logits / temperature, renormalised over the top-p nucleus (vLLM's
+    ``processed_logprobs``). Requesting them never changes which tokens are sampled.
+    """
 
     n: int = 1
     temperature: float = 0.8
     top_p: float = 1.0
     max_new_tokens: int = 32
     seed: int = 0
+    logprobs: bool = False  # also return each sampled token's log-prob under the sampling distribution
 
     def __post_init__(self) -> None:
         if self.temperature == 0.0 and self.n != 1:
@@ -48,6 +55,9 @@ class Completion:
         token_ids: completion token ids (without padding; includes EOS when it stopped).
         prompt_tokens: prompt length in tokens.
         finish_reason: ``stop`` (EOS) or ``length`` (hit ``max_new_tokens``).
+        logprobs: (len(token_ids),) float log-probs of the sampled tokens under the sampling distribution
+            (``SamplingParams.logprobs``; nats, <= 0), or None when not requested.
+        prompt_hash: ``prompt_ids_hash`` of the prompt token ids the engine was given.
     """
 
     prompt_index: int
@@ -56,10 +66,46 @@ class Completion:
     token_ids: tuple[int, ...]
     prompt_tokens: int
     finish_reason: Literal["stop", "length"]
+    logprobs: tuple[float, ...] | None = None
+    prompt_hash: str = ""
 
     @property
     def completion_tokens(self) -> int:
         return len(self.token_ids)
+
+    def record(self) -> dict[str, Any]:
+        """The completion as a flat dict of plain values (a Parquet row; ``from_record`` reads it back)."""
+        return dict(
+            prompt_index=self.prompt_index,
+            sample_index=self.sample_index,
+            text=self.text,
+            token_ids=list(self.token_ids),
+            prompt_tokens=self.prompt_tokens,
+            finish_reason=self.finish_reason,
+            logprobs=None if self.logprobs is None else list(self.logprobs),
+            prompt_hash=self.prompt_hash,
+        )
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> Completion:
+        """A ``Completion`` from ``record``'s dict (rows written before ``logprobs`` / ``prompt_hash`` existed read None / "")."""
+        lp = r.get("logprobs")
+        return cls(
+            r["prompt_index"],
+            r["sample_index"],
+            r["text"],
+            tuple(r["token_ids"]),
+            r["prompt_tokens"],
+            r["finish_reason"],
+            None if lp is None else tuple(float(x) for x in lp),
+            r.get("prompt_hash") or "",
+        )
+
+
+def prompt_ids_hash(ids: Sequence[int]) -> str:
+    """sha256 of a prompt's token ids (decimal, space-separated), 16 hex digits: the trainer re-renders and
+    re-tokenizes a prompt from its chat, and compares this hash to know it trains on the prompt that was sampled."""
+    return hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:16]
 
 
 class GenerationBackend(Protocol):
@@ -161,13 +207,36 @@ def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
 
 
 def make_completion(
-    tokenizer, eos: set[int], prompt_index: int, sample_index: int, tok_ids: list[int], prompt_tokens: int
+    tokenizer,
+    eos: set[int],
+    prompt_index: int,
+    sample_index: int,
+    tok_ids: list[int],
+    prompt_ids: Sequence[int],
+    logprobs: Sequence[float] | None = None,
 ) -> Completion:
     """A ``Completion`` from generated token ids (ending at the first EOS when it stopped): decoded text without
-    special tokens, and ``finish_reason`` "stop" when the last token is an EOS, else "length"."""
+    special tokens, ``finish_reason`` "stop" when the last token is an EOS, else "length"; the prompt's length
+    and ``prompt_ids_hash``; ``logprobs`` (one per id) when the sampler returned them.
+
+    Raises:
+        ValueError: ``logprobs`` and ``tok_ids`` differ in length (a backend bug: say which backend).
+    """
+    if logprobs is not None and len(logprobs) != len(tok_ids):
+        raise ValueError(f"{len(logprobs)} sampler log-probs for {len(tok_ids)} completion tokens; they must pair up")
     stopped = bool(tok_ids) and tok_ids[-1] in eos
     text = tokenizer.decode(tok_ids, skip_special_tokens=True)
-    return Completion(prompt_index, sample_index, text, tuple(tok_ids), int(prompt_tokens), "stop" if stopped else "length")
+    lp = None if logprobs is None else tuple(float(x) for x in logprobs)
+    return Completion(
+        prompt_index,
+        sample_index,
+        text,
+        tuple(tok_ids),
+        len(prompt_ids),
+        "stop" if stopped else "length",
+        lp,
+        prompt_ids_hash(prompt_ids),
+    )
 
 
 def timed_generate(backend: GenerationBackend, messages, params: SamplingParams, progress: ProgressFn | None = None):

@@ -107,11 +107,12 @@ class TransformersBackend:
                 continue
             chunk = all_jobs[start : start + self.batch_size]
             input_ids, mask = self._layout([ids[i] for i, _ in chunk], plen)  # (B, P + S) int64 each
-            kw = (
-                dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
-                if params.temperature > 0
-                else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-            )
+            recorder = _SampledLogprobs() if params.logprobs else None
+            kw = dict(logits_processor=_sampling_processors(params, recorder), top_k=0)
+            if params.temperature > 0:  # the warpers are ours (above), so HF adds none of its own: temperature 1, top-p 1
+                kw.update(do_sample=True, temperature=1.0, top_p=1.0)
+            else:
+                kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(chunk))
@@ -127,10 +128,11 @@ class TransformersBackend:
                     **kw,
                 )
             gen = seqs[:, input_ids.shape[1] :]  # (B, new_tokens) int64
-            prompt_lens = mask.sum(dim=1).tolist()
+            lps = recorder.finish(gen) if recorder is not None else None  # (B, new_tokens) float32
             for row, (pi, si) in enumerate(chunk):
                 tok_ids = _trim(gen[row].tolist(), self.eos_ids)
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, int(prompt_lens[row])))
+                lp = lps[row, : len(tok_ids)].tolist() if lps is not None else None
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[pi], lp))
             if progress:
                 progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
         return out
@@ -192,6 +194,52 @@ class TransformersBackend:
 
     def close(self) -> None:
         del self.model
+
+
+def _sampling_processors(params: SamplingParams, recorder=None):
+    """The logits processors that turn the model's logits into the sampling distribution, in transformers' own
+    order (temperature, then top-p: ``GenerationMixin._get_logits_processor``), then ``recorder`` (which must see the
+    processed scores, so it cannot sit among transformers' processors, which run before its warpers)."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+
+    procs = LogitsProcessorList()
+    if params.temperature > 0 and params.temperature != 1.0:
+        procs.append(TemperatureLogitsWarper(params.temperature))
+    if params.temperature > 0 and params.top_p < 1.0:
+        procs.append(TopPLogitsWarper(top_p=params.top_p, min_tokens_to_keep=1))
+    if recorder is not None:
+        procs.append(recorder)
+    return procs
+
+
+class _SampledLogprobs:
+    """A logits processor (last in the list) that records log pi_sampler(y_t), the sampled token's log-prob under the
+    processed scores (logits / temperature, top-p: tokens outside the nucleus are -inf, so the log-softmax is
+    renormalised over the kept ones; vLLM's ``processed_logprobs``). Step t's token is known only at step t + 1's call
+    (it is then the last column of ``input_ids``); ``finish`` gathers the last step's. Holds one (B, V) tensor, not
+    every step's scores as ``output_scores`` would."""
+
+    def __init__(self) -> None:
+        self.steps: list = []  # (B,) float32 per generated position
+        self.last = None  # (B, V) float32 log-softmax of the latest processed scores
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.last is not None:
+            self.steps.append(self.last.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, generated):
+        """(B, new_tokens) float32 log-probs of ``generated`` (B, new_tokens) int64, the rows' sampled ids."""
+        import torch
+
+        if self.last is not None and len(self.steps) < generated.shape[1]:
+            self.steps.append(self.last.gather(1, generated[:, len(self.steps) : len(self.steps) + 1]).squeeze(1))
+        if not self.steps:
+            return torch.zeros(generated.shape, dtype=torch.float32)
+        return torch.stack(self.steps, dim=1).cpu()
 
 
 def _shared_prefix_len(rows: list[list[int]]) -> int:

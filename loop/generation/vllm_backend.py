@@ -83,7 +83,9 @@ class VLLMBackend:
             kv_cache_gib: KV cache size in GiB. ``None``: ``CPU_DEFAULT_KV_CACHE_GIB`` on CPU, sized from
                 ``gpu_memory_utilization`` on GPU.
             seed: engine seed (the only sampling seed on CPU; see the class docstring).
-            **engine_kwargs: passed unchanged to ``vllm.LLM``.
+            **engine_kwargs: passed unchanged to ``vllm.LLM``. ``logprobs_mode`` defaults to "processed_logprobs": a
+                requested log-prob (``SamplingParams.logprobs``) is the sampled token's under logits / temperature
+                renormalised over the top-p nucleus, the distribution it was drawn from (as the transformers backend).
 
         Raises:
             ImportError: vLLM is not installed (the message says which extra to install).
@@ -121,6 +123,7 @@ class VLLMBackend:
             max_model_len=max_model_len,
             enforce_eager=enforce_eager,
             seed=seed,
+            logprobs_mode=engine_kwargs.pop("logprobs_mode", "processed_logprobs"),  # after temperature and top-p
             **engine_kwargs,
         )
         self.load_s = time.perf_counter() - t0
@@ -140,6 +143,7 @@ class VLLMBackend:
             max_tokens=params.max_new_tokens,
             stop_token_ids=sorted(self.eos_ids),
             detokenize=False,
+            logprobs=0 if params.logprobs else None,  # 0: the sampled token's log-prob only
         )
 
     def sampling_params(self, params: SamplingParams, prompt_indices: range) -> Any:
@@ -189,7 +193,8 @@ class VLLMBackend:
             pi = chosen[k]
             for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
                 tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, len(ids[k])))
+                lp = sampled_logprobs(c.logprobs, tok_ids) if params.logprobs else None
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[k], lp))
         return out
 
     def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:
@@ -262,6 +267,24 @@ class VLLMBackend:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def sampled_logprobs(per_position: Any, tok_ids: list[int]) -> list[float]:
+    """The sampled tokens' log-probs from a vLLM ``CompletionOutput.logprobs`` (one ``{token id: Logprob}`` mapping
+    per generated position, list or vLLM's flat container); an id vLLM did not score (an EOS ``_normalise``
+    appended) reads NaN, which the mismatch metrics skip.
+
+    Raises:
+        RuntimeError: logprobs were requested but vLLM returned none (its ``logprobs`` field is None).
+    """
+    if per_position is None:
+        raise RuntimeError("vLLM returned no logprobs although SamplingParams.logprobs = 0 was set; check the vLLM version")
+    out = []
+    for t, tok in enumerate(tok_ids):
+        entry = per_position[t] if t < len(per_position) else None
+        hit = entry.get(tok) if entry is not None else None
+        out.append(float(hit.logprob) if hit is not None else float("nan"))
+    return out
 
 
 def _weight_files(path: Path) -> list[Path]:

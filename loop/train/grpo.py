@@ -8,13 +8,17 @@ pi_old = pi_theta and the old log-probs are the training forward's, detached, as
 ``ppo_epochs`` passes of mini-batch updates with gradient accumulation and clipping, under
 ``accelerate`` so the same code runs on one CPU or many GPUs. Guard metrics are returned per
 optimizer step; a NaN or inf aborts the pass before anything is saved.
+
+It trains on the token ids the engine sampled (``loop.train.rollout_batch``) and, where the rollouts carry the
+sampler's log-probs, measures per step how far they are from the trainer's (``train/sampler/*``) and corrects
+the gap with truncated or masked importance sampling (``grpo.sampler_correction``; Yao et al. 2025).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -23,21 +27,22 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_path
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.generation.base import render_prompt
 from ratchet.loop.train.data_parallel import global_count, make_accelerator, micro_batches, rank_slice
-from ratchet.loop.train.sft import SFTExample
+from ratchet.loop.train.rollout_batch import (  # noqa: F401 - re-exported: the GRPO pass's inputs and forwards
+    GRPOSample,
+    PackedRollouts,
+    _group_order,
+    _tokenize,
+    completion_logprobs,
+    fit_message,
+    pack_rollouts,
+    rollout_logprobs,
+    rollout_module,
+)
+
+logger = logging.getLogger(__name__)
 
 StepFn = Callable[[int, int, dict], None]  # (step, total_steps, metrics)
-
-
-@dataclass(frozen=True)
-class GRPOSample:
-    """One completion of a group: its chat prompt, text, scalar reward and whether it hit the length cap."""
-
-    group: int
-    example: SFTExample
-    reward: float
-    truncated: bool
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,10 @@ class GRPORun:
     ``measure_kl``: with ``beta = 0`` the reference's log-probs only feed the KL guard metric (``train/kl_last``);
     False skips that forward pass (a persistent round measures it on its last step, whose policy is the candidate
     the gate's guard judges). With ``beta > 0`` the reference is always evaluated.
+    ``top_p``: the rollouts' nucleus; below 1 the trainer's log-probs are compared with the sampler's on the
+    nucleus (``loop.train.mismatch.nucleus_logprobs``). ``engine_shared``: the rollouts were generated from the
+    learner's own module (then the sampler and trainer log-probs are one forward apart and
+    ``grpo.sampler_correction = "auto"`` corrects nothing).
     """
 
     temperature: float = 0.8
@@ -56,6 +65,8 @@ class GRPORun:
     max_seq_len: int = 256
     seed: int = 0
     measure_kl: bool = True
+    top_p: float = 1.0
+    engine_shared: bool = False
 
 
 @dataclass
@@ -67,168 +78,6 @@ class GRPOResult:
     step_metrics: list[dict] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)  # indices of the samples that entered the loss
     rank_rows: list[int] = field(default_factory=list)  # indices of the samples this rank trained on (all of kept: one rank)
-
-
-@dataclass(frozen=True)
-class PackedRollouts:
-    """Completions tokenized once, with their prompts split for the shared-prompt forward.
-
-    Every prompt is ``prefix + suffixes[row]``: ``prefix`` is the longest token prefix common to all
-    prompts (system prompt and few-shot turns, ~97 of ~110 tokens in the demo) and ``suffixes[row]``
-    the rest of one distinct prompt (a group's G completions share one row).
-    """
-
-    prefix: list[int]
-    suffixes: list[list[int]]
-    prompt_row: list[int]  # (N,) row of each completion's prompt in ``suffixes``
-    completions: list[list[int]]  # (N,) completion token ids, EOS appended unless truncated
-    pad_id: int
-    truncated_prompts: int = 0  # samples whose prompt lost tokens on the left to fit max_seq_len
-    truncated_completions: int = 0  # samples whose completion was cut to max_seq_len // 2
-
-    def completion_tensors(self, rows: Sequence[int], width: int | None = None):
-        """Right-padded completion ids (B, C) int64 and mask (B, C) bool for ``rows``; C = ``width`` or the longest."""
-        import torch
-
-        C = width or max(max(len(self.completions[r]) for r in rows), 1)
-        ids = torch.full((len(rows), C), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), C), dtype=torch.bool)
-        for i, r in enumerate(rows):
-            c = self.completions[r][:C]
-            ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
-            mask[i, : len(c)] = True
-        return ids, mask
-
-    def full_layout(self, rows: Sequence[int]):
-        """``[left pad][prompt][completion][right pad]`` for a plain forward (no cache).
-
-        Returns:
-            input_ids (B, P + C) int64, attention_mask (B, P + C) int64, completion_mask (B, C) bool, P (int).
-        """
-        import torch
-
-        prompts = [self.prefix + self.suffixes[self.prompt_row[r]] for r in rows]
-        P = max(map(len, prompts))
-        comp, cmask = self.completion_tensors(rows)
-        ids = torch.full((len(rows), P), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((len(rows), P), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn[i, P - len(p) :] = 1
-        return torch.cat([ids, comp], 1), torch.cat([attn, cmask.long()], 1), cmask, P
-
-
-def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> PackedRollouts:
-    """Tokenize prompts (chat template, generation prompt) and completions as at sampling time.
-
-    A completion keeps at most ``max_seq_len // 2`` tokens; a prompt is left-truncated so that it fits
-    ``max_seq_len`` with the longest completion that shares it. Identical prompts share one row. What
-    was cut is counted (``truncated_prompts``, ``truncated_completions``: samples) and stored with the run.
-    """
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    rows: dict[str, int] = {}
-    prompt_row, comps = [], []
-    cut_completions = 0
-    for s in samples:
-        text = render_prompt(tok, s.example.messages)
-        prompt_row.append(rows.setdefault(text, len(rows)))
-        c = tok(s.example.completion, add_special_tokens=False)["input_ids"] + ([] if s.truncated else [tok.eos_token_id])
-        cut_completions += len(c) > max_seq_len // 2
-        comps.append(c[: max_seq_len // 2])
-    longest = [0] * len(rows)
-    for r, c in zip(prompt_row, comps):
-        longest[r] = max(longest[r], len(c))
-    full = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
-    prompts = [p[-(max_seq_len - longest[r]) :] for r, p in enumerate(full)]
-    cut_rows = {r for r, (p, q) in enumerate(zip(full, prompts)) if len(q) < len(p)}
-    cut_prompts = sum(r in cut_rows for r in prompt_row)  # samples whose prompt lost tokens
-    plen = len(os.path.commonprefix(prompts))
-    plen = min(plen, min(map(len, prompts)) - 1)  # every row keeps >= 1 token of its own: its last hidden state
-    return PackedRollouts(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, comps, pad, cut_prompts, cut_completions)
-
-
-def _tokenize(tok, samples: Sequence[GRPOSample], max_seq_len: int):
-    """Plain left-padded layout of ``samples`` (see ``PackedRollouts.full_layout``): ids, mask, completion ids, mask, P."""
-    packed = pack_rollouts(tok, samples, max_seq_len)
-    ids, attn, cmask, P = packed.full_layout(range(len(samples)))
-    return ids, attn, ids[:, P:], cmask, P
-
-
-def completion_logprobs(model, input_ids, attention_mask, P: int, temperature: float, with_entropy: bool = False):
-    """Per-token log-probs (and entropy) of the completion under ``model``, from one plain forward.
-
-    Positions come from the attention mask, so left-padded prompts get the positions they had at
-    generation time. Logits are computed only where a completion token is predicted.
-
-    Returns:
-        logprobs (B, C) float32 and entropy (B, C) float32 or None.
-    """
-    from ratchet.loop.train.losses import entropy_from_logits, token_logprobs
-
-    C = input_ids.shape[1] - P
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + C)
-    logits = model(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False, logits_to_keep=C + 1
-    ).logits[:, :-1]  # (B, C, V)
-    lp = token_logprobs(logits, input_ids[:, P:], temperature)
-    ent = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
-    return lp, ent
-
-
-def rollout_logprobs(
-    model, packed: PackedRollouts, rows: Sequence[int], temperature: float, *, with_entropy: bool = False, shared: bool = True
-):
-    """Per-token log-probs (and entropy) of the completions ``rows``, prompts computed once.
-
-    With ``shared``: the common prefix runs once, each distinct prompt's suffix once on top of it,
-    and the G completions of a group attend to that prompt's KV cache, selected per row (the cache
-    keeps the graph, so gradients flow back through the shared prompt and sum over its rows). The
-    sequence layout is ``[prefix][pad][suffix][completion]`` with positions from the mask, which is
-    the same computation as the plain left-padded forward (``completion_logprobs``; a test checks
-    values and gradients), with ~2.4x fewer tokens for G = 4 and the demo's prompts. ``shared=False``
-    runs that plain forward (needed under gradient checkpointing, which drops the cache).
-
-    Returns:
-        logprobs (B, C) float32 and entropy (B, C) float32 or None; C = longest completion in ``rows``.
-    """
-    import torch
-
-    from ratchet.loop.train.losses import entropy_from_logits, token_logprobs
-
-    dev = next(model.parameters()).device
-    if not shared:
-        ids, attn, _, P = packed.full_layout(rows)
-        return completion_logprobs(model, ids.to(dev), attn.to(dev), P, temperature, with_entropy)
-    prompt_rows = sorted({packed.prompt_row[r] for r in rows})
-    where = {g: i for i, g in enumerate(prompt_rows)}
-    plen, cache = len(packed.prefix), None
-    if plen:
-        cache = model(input_ids=torch.tensor([packed.prefix], device=dev), use_cache=True, logits_to_keep=1).past_key_values
-        cache.batch_select_indices(torch.zeros(len(prompt_rows), dtype=torch.long, device=dev))  # (G_rows, ..., plen, d)
-    S = max(len(packed.suffixes[g]) for g in prompt_rows)
-    suf = torch.full((len(prompt_rows), S), packed.pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompt_rows), plen + S), dtype=torch.long)
-    mask[:, :plen] = 1
-    for i, g in enumerate(prompt_rows):
-        t = packed.suffixes[g]
-        suf[i, S - len(t) :] = torch.tensor(t, dtype=torch.long)
-        mask[i, plen + S - len(t) :] = 1
-    suf, mask = suf.to(dev), mask.to(dev)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, plen:]  # (G_rows, S)
-    out = model(input_ids=suf, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    sel = torch.tensor([where[packed.prompt_row[r]] for r in rows], dtype=torch.long, device=dev)  # (B,)
-    first = out.logits[:, -1][sel]  # (B, V): predicts each completion's first token
-    cache = out.past_key_values
-    cache.batch_select_indices(sel)  # (B, ..., plen + S, d)
-    comp, cmask = packed.completion_tensors(rows)
-    comp, cmask = comp.to(dev), cmask.to(dev)
-    full = torch.cat([mask[sel], cmask.long()], 1)  # (B, plen + S + C)
-    pos = (full.cumsum(-1) - 1).clamp(min=0)[:, plen + S :]  # (B, C)
-    out = model(input_ids=comp, attention_mask=full, position_ids=pos, past_key_values=cache, use_cache=True)
-    logits = torch.cat([first.unsqueeze(1), out.logits[:, :-1]], 1)  # (B, C, V)
-    lp = token_logprobs(logits, comp, temperature)
-    ent = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
-    return lp, ent
 
 
 def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_sampling: bool):
@@ -290,38 +139,6 @@ def _load_policy(init_dir, s: GRPOConfig, dtype: str):
 
     policy = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
     return with_lora(policy, s.lora_r, s.lora_alpha, s.lora_target_modules, s.gradient_checkpointing, key="grpo.lora_r")
-
-
-def _group_order(packed: PackedRollouts, n: int, rng: random.Random) -> list[int]:
-    """Row indices shuffled by prompt (a group's completions stay adjacent, so micro-batches share prompts)."""
-    by_prompt: dict[int, list[int]] = {}
-    for i in range(n):
-        by_prompt.setdefault(packed.prompt_row[i], []).append(i)
-    groups = list(by_prompt.values())
-    rng.shuffle(groups)
-    return [i for g in groups for i in g]
-
-
-def _rollout_module(policy, packed: PackedRollouts | None = None, temperature: float = 1.0, shared: bool = True, width: int = 0):
-    """The policy wrapped so that one micro-batch's log-probs are ONE module call (DDP/FSDP see one forward
-    per backward even though the shared-prompt path calls the model three times). ``module.data`` holds the
-    pass's rollouts ``(packed, temperature, shared, width)``; a learner sets it anew for every pass."""
-    import torch
-
-    class RolloutLogprobs(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.policy = policy
-            self.data = (packed, temperature, shared, width)
-            self._no_split_modules = getattr(policy, "_no_split_modules", None)  # FSDP auto-wrap by layer class
-
-        def forward(self, rows: list[int], with_entropy: bool = False):
-            packed_, temp, shared_, width_ = self.data
-            lp, ent = rollout_logprobs(self.policy, packed_, rows, temp, with_entropy=with_entropy, shared=shared_)
-            pad = (0, width_ - lp.shape[1])  # back to the pass's width (B, C)
-            return torch.nn.functional.pad(lp, pad), (torch.nn.functional.pad(ent, pad) if ent is not None else None)
-
-    return RolloutLogprobs()
 
 
 def train_grpo(
@@ -402,7 +219,7 @@ class GRPOLearner:
             opt.load_state_dict(torch.load(optimizer_state, weights_only=True))
             for group in opt.param_groups:
                 group["lr"] = s.lr
-        self.wrapped, self.opt = self.accelerator.prepare(_rollout_module(policy), opt)
+        self.wrapped, self.opt = self.accelerator.prepare(rollout_module(policy), opt)
         self.passes, self._ref = 0, None
 
     @staticmethod
@@ -428,7 +245,7 @@ class GRPOLearner:
             return None
         if self._ref is None:
             ref = AutoModelForCausalLM.from_pretrained(self.ref_dir, dtype=getattr(torch, self.dtype))
-            self._ref = _rollout_module(ref.to(self.accelerator.device).eval())
+            self._ref = rollout_module(ref.to(self.accelerator.device).eval())
         return self._ref
 
     def policy_module(self):
@@ -484,11 +301,13 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     )
     batch = [samples[i] for i in kept]
     packed = pack_rollouts(learner.tok, batch, run.max_seq_len)
+    _say_what_was_packed(packed, len(batch), run.max_seq_len)
     _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
+    sampled = cmask  # every sampled token: where the sampler/trainer gap is measured, loss or not
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss
         cmask = mask_truncated(cmask, torch.tensor([x.truncated for x in batch]))
-    data = (packed, run.temperature, s.shared_prompt and not s.gradient_checkpointing, cmask.shape[1])
+    data = (packed, run.temperature, s.shared_prompt and not s.gradient_checkpointing, cmask.shape[1], run.top_p)
     inner = accelerator.unwrap_model(wrapped)
     inner.data = data
     dev = accelerator.device
@@ -500,29 +319,37 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     shares = [sorted({r for m in minis for r in rank_slice(m, q, world)} | {m[0] for m in minis}) for q in range(world)]
     mine, passes = shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
 
-    def no_grad_logprobs(model) -> torch.Tensor:
+    def no_grad_logprobs(model) -> tuple[torch.Tensor, torch.Tensor | None]:
         out = torch.zeros((len(batch), cmask.shape[1]), dtype=torch.float32, device=dev)
+        sup = out.clone() if run.top_p < 1 else None  # the nucleus log-probs, for the sampler comparison
         with torch.no_grad():
             for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
                 rows = mine[a * s.micro_batch_size : (a + 1) * s.micro_batch_size] or mine[:1]
-                out[torch.tensor(rows, device=dev)] = model(rows)[0]
-        return out  # (N, C) float32; rows only other ranks train on stay 0
+                lp, _, lp_sup = model(rows)
+                out[torch.tensor(rows, device=dev)] = lp
+                if sup is not None:
+                    sup[torch.tensor(rows, device=dev)] = lp_sup
+        return out, sup  # (N, C) float32 each; rows only other ranks train on stay 0
 
     no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
     no_sync_model.eval()
     # pi_old (Shao et al. 2024, Alg. 1): computed once per pass; with one optimizer step per pass it is the
     # policy of the training forward itself, so that forward's detached log-probs serve (TRL, num_iterations = 1).
-    old_lp = None if len(minis) == 1 else no_grad_logprobs(no_sync_model)
+    old_lp, old_sup = (None, None) if len(minis) == 1 else no_grad_logprobs(no_sync_model)
     # With beta = 0 the reference's log-probs feed only the KL guard metric the gate can halt on
     # (run.measure_kl); while the policy still is the reference, they are the old log-probs.
     want_ref = s.beta > 0 or run.measure_kl
     ref = learner._reference() if want_ref else None
     if ref is not None:
         ref.data = data
-    ref_lp = no_grad_logprobs(ref) if ref is not None else None
+    ref_lp = no_grad_logprobs(ref)[0] if ref is not None else None
     ref_is_old = want_ref and ref is None
     wrapped.train()
-    tensors = _StepTensors(cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp, ref_is_old)
+    sampler = packed.sampler_tensor(range(len(batch)), cmask.shape[1]).to(dev) if packed.sampler_lp else None
+    correction = _correction(s, run)
+    tensors = _StepTensors(
+        cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp, ref_is_old, old_sup, sampler, correction, sampled.to(dev)
+    )
     step_metrics = [
         _optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
         for k, mini in enumerate(minis)
@@ -536,10 +363,16 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
         "train/completion_len_p90": p90,
         "train/truncated_prompts": packed.truncated_prompts,
         "train/truncated_completions": packed.truncated_completions,
-        **{k: sum(d[k] for d in step_metrics) / len(step_metrics) for k in step_metrics[0]},
+        "train/longest_sequence": packed.longest_sequence,
+        "train/retokenized": packed.retokenized,
+        "train/prompt_hash_mismatches": packed.prompt_mismatches,
+        "train/sampler_correction": correction,
+        **{k: _reduce(k, [d[k] for d in step_metrics]) for k in step_metrics[0]},
         # what the gate's guards read: where the policy ended up, not the pass average
         **({"train/kl_last": last["train/kl/is_mean"]} if "train/kl/is_mean" in last else {}),  # absent: not measured
         "train/entropy_last": last.get("train/entropy/mean", 0.0),
+        # the sampler/trainer gap where the policy ended up (absent: the rollouts carry no sampler log-probs)
+        **({"train/sampler_gap_last": last["train/sampler/logp_diff_mean"]} if "train/sampler/logp_diff_mean" in last else {}),
         "train/seconds": time.perf_counter() - t0,
         "train/ranks": world,
     }
@@ -554,6 +387,39 @@ class _StepTensors:
     old_lp: object  # (N, C) float32, or None: the training forward's detached log-probs (one step per pass)
     ref_lp: object  # (N, C) float32, or None: the old log-probs (ref_is_old) or not measured
     ref_is_old: bool = False  # the policy still is the reference: KL is 0 against the old log-probs
+    old_sup: object = None  # (N, C) float32, or None: old log-probs on the sampler's support (top_p < 1)
+    sampler: object = None  # (N, C) float32 NaN-padded sampler log-probs, or None: none stored
+    correction: str = "none"  # "tis" | "mis" | "none" (``_correction``)
+    sampled: object = None  # (N, C) bool: every sampled completion token (truncated completions' too)
+
+
+def _correction(s: GRPOConfig, run: GRPORun) -> str:
+    """The sampler correction of this pass: ``grpo.sampler_correction``, with "auto" -> "tis" unless the rollouts
+    came from the learner's own module (``run.engine_shared``: then the gap is one forward's rounding, ~0)."""
+    if s.sampler_correction == "auto":
+        return "none" if run.engine_shared else "tis"
+    return s.sampler_correction
+
+
+def _reduce(name: str, values: list[float]) -> float:
+    """Combine a metric over steps or weighted micro-batch shares: the extreme for *_max / *_min, else the sum/mean."""
+    return max(values) if name.endswith("_max") else min(values) if name.endswith("_min") else sum(values) / len(values)
+
+
+def _say_what_was_packed(packed: PackedRollouts, n: int, max_seq_len: int) -> None:
+    """One log line each for what ``pack_rollouts`` had to cut, re-tokenize, or found changed since sampling."""
+    if msg := fit_message(packed, n, max_seq_len):
+        logger.warning(msg)
+    if packed.retokenized:
+        logger.info(
+            "%d of %d rollouts come from an older store without token ids: their text was re-tokenized", packed.retokenized, n
+        )
+    if packed.prompt_mismatches:
+        logger.warning(
+            "%d of %d rollouts' prompts tokenize differently now than when sampled (chat template or tokenizer changed)",
+            packed.prompt_mismatches,
+            n,
+        )
 
 
 def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors, loss_cfg, s: GRPOConfig, total, k, on_step):
@@ -563,7 +429,7 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
     """
     import torch
 
-    from ratchet.loop.train.losses import policy_loss
+    from ratchet.loop.train.losses import policy_loss, sampler_correction_weights
 
     dev = accelerator.device
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -571,15 +437,21 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
     n_tok = global_count(accelerator, float(t.cmask[rank_slice(mini, rank, world)].sum()))  # global active tokens
     n_seq = len(mini)  # global sequences (every rank holds the whole mini-batch's row list)
     acc: dict[str, float] = {}
+    gap_rows: list | None = [] if t.sampler is not None else None  # (row indices, pi_old on the sampler's support)
     for j, rows in enumerate(micros):
         weight = 1.0 if rows else 0.0  # an empty micro-batch: a zero-weight pass over a real row (see data_parallel)
         rows = rows or mini[:1]
         mb = torch.tensor(rows, device=dev)
         sync = accelerator.no_sync(wrapped) if j < len(micros) - 1 else contextlib.nullcontext()
         with sync:
-            lp, ent = wrapped(rows, with_entropy=True)
+            lp, ent, sup = wrapped(rows, with_entropy=True)
             old = t.old_lp[mb] if t.old_lp is not None else lp.detach()
             ref = t.ref_lp[mb] if t.ref_lp is not None else (old if t.ref_is_old else None)
+            weights = old_on_support = None
+            if t.sampler is not None:  # pi_old on the sampler's support against what the sampler reported
+                old_on_support = (t.old_sup[mb] if t.old_sup is not None else sup) if sup is not None else old
+                active = t.cmask[mb] & (weight > 0)
+                weights = sampler_correction_weights(t.correction, old_on_support, t.sampler[mb], active, s.sampler_is_cap)
             loss, m = policy_loss(
                 lp,
                 old,
@@ -590,6 +462,7 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
                 entropy=ent,
                 global_num_tokens=n_tok,
                 world_size=world,
+                is_weights=weights,
             )
             # token-mean divides by n_tok / world inside policy_loss; the sequence-level modes average over the
             # micro-batch's rows: rescale that mean to (row sum) * world / (global sequences).
@@ -602,10 +475,14 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
             accelerator.backward(loss * scale)
         for name, v in m.items():
             acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + (float(v) * len(rows) / n_seq if weight else 0.0)
+        if gap_rows is not None and weight:
+            gap_rows.append((mb, old_on_support))
     if world > 1:  # the mini-batch's metrics: every rank's weighted share summed
         names = sorted(acc)
         summed = accelerator.reduce(torch.tensor([acc[n] for n in names], dtype=torch.float64, device=dev), reduction="sum")
         acc = dict(zip(names, summed.tolist()))
+    if gap_rows is not None:  # over the whole mini-batch (every rank's rows gathered), so maxima and spreads are exact
+        acc.update({f"train/{k}": float(v) for k, v in _step_gap(accelerator, gap_rows, t).items()})
     params = [p for p in wrapped.parameters() if p.requires_grad]
     gnorm = float(accelerator.clip_grad_norm_(params, s.max_grad_norm))
     if not math.isfinite(gnorm):
@@ -618,6 +495,20 @@ def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors,
     if on_step:
         on_step(k + 1, total, acc)
     return acc
+
+
+def _step_gap(accelerator, gap_rows: list, t: _StepTensors) -> dict:
+    """``sampler_mismatch`` over one optimizer step's rows: this rank's, gathered from every rank when there are several."""
+    import torch
+
+    from ratchet.loop.train.mismatch import sampler_mismatch
+
+    idx = torch.cat([r for r, _ in gap_rows]) if gap_rows else torch.zeros(0, dtype=torch.long, device=t.cmask.device)
+    lp = torch.cat([x for _, x in gap_rows]) if gap_rows else torch.zeros((0, t.cmask.shape[1]), device=t.cmask.device)
+    parts = [lp.float(), t.sampler[idx], t.sampled[idx]]
+    if accelerator.num_processes > 1:  # padded rows carry mask 0: inactive
+        parts = [accelerator.gather(accelerator.pad_across_processes(x, dim=0)) for x in parts]
+    return sampler_mismatch(*parts)
 
 
 def _save_policy(accelerator, wrapped, tok, out_dir: Path, s: GRPOConfig, opt, optimizer_state) -> None:

@@ -43,19 +43,14 @@ def truncation_error(cfg: RatchetConfig, longest_prompt_tokens: int) -> str | No
     """One line naming the limit that would cut training sequences, or None when they all fit.
 
     A rollout completion has at most ``generation.max_new_tokens_cap`` tokens (the EOS included when it
-    stopped). RFT/SFT trains on prompt + completion + EOS within ``sft.max_seq_len``; GRPO keeps at most
-    ``sft.max_seq_len // 2`` completion tokens and fits prompt + completion within ``sft.max_seq_len``.
+    stopped). RFT/SFT trains on prompt + completion + EOS within ``sft.max_seq_len``; GRPO on prompt + the
+    sampled completion within ``sft.max_seq_len`` (no fixed share for either).
 
     Args:
         longest_prompt_tokens: the longest training prompt as rendered by the chat template, tokens.
     """
     cap, seq = cfg.generation.max_new_tokens_cap, cfg.sft.max_seq_len
     need = longest_prompt_tokens + cap + (1 if cfg.algorithm != "grpo" else 0)
-    if cfg.algorithm == "grpo" and cap > seq // 2:
-        return (
-            f"generation max_new_tokens ({cap}) exceeds sft.max_seq_len // 2 ({seq // 2}), so GRPO would cut "
-            f"completions; set sft.max_seq_len >= {max(2 * cap, need)} or lower the cap"
-        )
     if need > seq:
         return (
             f"sft.max_seq_len ({seq}) < longest prompt ({longest_prompt_tokens} tokens) + max_new_tokens ({cap})"

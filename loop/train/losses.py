@@ -23,6 +23,7 @@ Aggregation = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-n
 ImportanceLevel = Literal["token", "sequence", "sequence_token"]
 KLEstimator = Literal["k1", "k2", "k3"]
 KLPlacement = Literal["loss", "reward"]
+SamplerCorrection = Literal["tis", "mis", "none"]  # see sampler_correction_weights
 
 # TRL ``GRPOConfig.loss_type`` -> our aggregation mode (single process, no gradient accumulation).
 TRL_LOSS_TYPES: dict[str, Aggregation] = {
@@ -303,6 +304,55 @@ def soft_overlong_punishment(lengths: torch.Tensor, max_completion_length: int, 
 
 
 # --------------------------------------------------------------------------------------------------
+# rollout engine vs trainer: the sampler's log-probs against the trainer's (Yao et al. 2025)
+
+
+def sampler_log_ratio(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log pi_trainer - log pi_sampler per token (B, T) float32, detached; 0 where masked or the sampler gave NaN."""
+    valid = _as_bool(mask) & ~torch.isnan(sampler_logprobs)
+    return torch.where(valid, trainer_logprobs.detach().float() - torch.nan_to_num(sampler_logprobs.float()), 0.0)
+
+
+def truncated_is_weights(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float):
+    """Truncated importance sampling (TIS; Yao et al. 2025, "Your efficient RL framework secretly brings you
+    off-policy RL training"): each token's loss is weighted by w_t = min(pi_trainer(y_t) / pi_sampler(y_t), C),
+    pi_sampler the engine's distribution y_t was drawn from, pi_trainer the learner's at the same (old) weights:
+    the learner's policy gradient with variance bounded by C (the paper uses C = 2). TRL
+    ``vllm_importance_sampling_mode="token_truncate"`` (``clip_max = C``, no ``clip_min``).
+
+    Args: trainer_logprobs (B, T) float32 (detached here); sampler_logprobs (B, T) float32, NaN where the engine
+    gave none (weight 1 there); mask (B, T) bool or 0/1; cap C > 1.
+    Returns: (B, T) float32 in (0, C], 1 on masked positions; no gradient.
+    """
+    return torch.exp(sampler_log_ratio(trainer_logprobs, sampler_logprobs, mask)).clamp(max=cap)
+
+
+def masked_is_weights(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float):
+    """Sequence-level masked importance sampling (MIS; the follow-up of Yao et al. 2025, Liu et al. 2025, "When
+    speed kills stability"): rho_i = prod_t pi_trainer(y_t) / pi_sampler(y_t) weights all of sequence i's tokens and
+    a sequence whose rho_i leaves [1/C, C] is dropped: w_i = rho_i * 1[1/C <= rho_i <= C]. TRL
+    ``vllm_importance_sampling_mode="sequence_mask"`` with ``clip_min = 1/C``, ``clip_max = C``.
+
+    Args: as ``truncated_is_weights``. Returns: (B, 1) float32, 0 for dropped sequences; no gradient.
+    """
+    rho = torch.exp(sampler_log_ratio(trainer_logprobs, sampler_logprobs, mask).sum(-1, keepdim=True))  # (B, 1)
+    return torch.where((rho >= 1.0 / cap) & (rho <= cap), rho, 0.0)
+
+
+def sampler_correction_weights(
+    mode: SamplerCorrection, trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor | None:
+    """The loss weights of ``mode``: "tis" (``truncated_is_weights``), "mis" (``masked_is_weights``), "none" (None).
+    Raises ValueError: unknown ``mode`` (lists the valid ones) or ``cap`` <= 1."""
+    if mode not in get_args(SamplerCorrection):
+        raise ValueError(f"unknown sampler correction {mode!r}; valid: {list(get_args(SamplerCorrection))}")
+    if cap <= 1.0:
+        raise ValueError(f"importance-sampling cap C ({cap}) must be > 1; the paper uses 2")
+    fn = {"tis": truncated_is_weights, "mis": masked_is_weights}.get(mode)
+    return fn(trainer_logprobs, sampler_logprobs, mask, cap) if fn else None
+
+
+# --------------------------------------------------------------------------------------------------
 # aggregation
 
 
@@ -421,6 +471,7 @@ def policy_loss(
     entropy: torch.Tensor | None = None,
     global_num_tokens: float | None = None,
     world_size: int = 1,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped policy-gradient loss of the GRPO family, with optional KL to a reference policy.
 
@@ -437,6 +488,8 @@ def policy_loss(
             ``kl_placement == "loss"``; when given, ``kl/mean`` is logged either way.
         entropy: (B, T) float32 (``entropy_from_logits``), only for the ``entropy/mean`` metric.
         global_num_tokens, world_size: for "token-mean" under data parallelism (see ``aggregate_loss``).
+        is_weights: (B, T) or (B, 1) float32: the engine correction (``sampler_correction_weights``), multiplies the
+            clipped surrogate before the KL is added (TRL's ``importance_sampling_ratio``).
 
     Returns:
         (loss, metrics): loss is 0-d float32; metrics maps names ("loss/policy", "ratio/mean",
@@ -468,6 +521,9 @@ def policy_loss(
     per_token = clipped_surrogate(ratio, adv, config.epsilon_low, config.epsilon_high)  # (B,T)|(B,1)
     metrics = clip_fractions(ratio, adv, m, config.epsilon_low, config.epsilon_high)
     metrics["ratio/mean"] = masked_mean(ratio.detach(), m)
+    if is_weights is not None:  # a constant weight: no gradient flows into it
+        per_token = per_token * is_weights.detach()
+        metrics["sampler/is_weight_mean"] = masked_mean(is_weights.detach().float(), m)
     if ref_logprobs is not None:
         kl = kl_divergence(logprobs, torch.where(m, ref_logprobs, 0.0), config.kl_estimator)  # (B, T)
         metrics["kl/mean"] = masked_mean(kl.detach(), m)

@@ -28,10 +28,25 @@ StepFn = Callable[[int, int, float], None]  # (step, total_steps, loss)
 
 @dataclass(frozen=True)
 class SFTExample:
-    """A chat prompt and the completion to imitate."""
+    """A chat prompt and the completion to imitate: its text, and the token ids it was sampled as (None for text
+    that was never sampled, such as a reference solution, or a row of a store from before ids were stored)."""
 
     messages: list[dict[str, str]]
     completion: str
+    completion_ids: tuple[int, ...] | None = None
+
+
+def completion_token_ids(tokenizer, ex: SFTExample) -> list[int]:
+    """The completion's training token ids, ending in an end-of-turn token: the sampled ids when stored (an EOS
+    is appended only when the completion did not stop on one), else the text tokenized with the tokenizer's EOS
+    appended (a sampled completion stops on a special token: the tokenizer's EOS or the generation config's).
+    Where decode -> encode round-trips and the completion stopped on the tokenizer's EOS, both are the
+    same ids."""
+    if ex.completion_ids is not None:
+        ids = list(ex.completion_ids)
+        stopped = bool(ids) and (ids[-1] == tokenizer.eos_token_id or ids[-1] in tokenizer.all_special_ids)
+        return ids if stopped else ids + [tokenizer.eos_token_id]
+    return tokenizer(ex.completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
 
 
 @dataclass
@@ -47,17 +62,17 @@ class SFTResult:
 def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[int], list[int]]:
     """Token ids and labels for one example; labels are -100 on prompt tokens.
 
-    The prompt is rendered with the chat template exactly as at generation time; the completion is
-    followed by the template's end-of-turn token so the model learns to stop. When too long, prompt
-    tokens are dropped from the left (the completion is never cut).
+    The prompt is rendered with the chat template exactly as at generation time; the completion is its sampled ids
+    (``completion_token_ids``: text re-tokenized only where none were stored), ending in the end-of-turn token so
+    the model learns to stop. When too long, prompt tokens are dropped from the left (the completion is cut only
+    when it alone exceeds ``max_seq_len``).
 
     Returns:
         ``(input_ids, labels)``, two int lists of equal length <= ``max_seq_len``.
     """
     prompt = render_prompt(tokenizer, ex.messages)
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    c_ids = tokenizer(ex.completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    c_ids = c_ids[:max_seq_len]
+    c_ids = completion_token_ids(tokenizer, ex)[:max_seq_len]
     p_ids = p_ids[-(max_seq_len - len(c_ids)) :] if max_seq_len > len(c_ids) else []
     return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + c_ids
 
@@ -68,7 +83,7 @@ def truncation_counts(tokenizer, examples: Sequence[SFTExample], max_seq_len: in
     prompts = completions = 0
     for ex in examples:
         p = len(tokenizer(render_prompt(tokenizer, ex.messages), add_special_tokens=False)["input_ids"])
-        c = len(tokenizer(ex.completion, add_special_tokens=False)["input_ids"]) + 1
+        c = len(completion_token_ids(tokenizer, ex))
         completions += c > max_seq_len
         prompts += p + min(c, max_seq_len) > max_seq_len
     return {"train/truncated_prompts": prompts, "train/truncated_completions": completions}
@@ -175,6 +190,12 @@ def train_sft(
     model.config.use_cache = False
     model = with_lora(model, cfg.lora_r, cfg.lora_alpha, cfg.lora_target_modules)
     data = [tokenize_example(tok, ex, cfg.max_seq_len) for ex in examples]
+    if retok := sum(ex.completion_ids is None for ex in examples):
+        logger.info(
+            "%d of %d examples have no sampled token ids (reference text, or an older store): tokenized from text",
+            retok,
+            len(examples),
+        )
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     params = [p for p in model.parameters() if p.requires_grad]
@@ -220,6 +241,7 @@ def train_sft(
         "train/loss_last": losses[-1],
         "train/loss_mean": sum(losses) / len(losses),
         "train/examples": len(data),
+        "train/retokenized": retok,
         **truncation_counts(tok, examples, cfg.max_seq_len),
         "train/ranks": world,
         "perf/train_tokens_per_s": global_count(accelerator, tokens) / dt,

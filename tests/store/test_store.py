@@ -187,3 +187,32 @@ def test_older_store_gets_nullable_checkpoint_path_and_readers_name_unsaved_poli
         with pytest.raises(LookupError, match="not in the store"):
             checkpoint_dir(con, "nope")
     assert query(db, "SELECT checkpoint_id FROM checkpoints WHERE path IS NULL")[1] == [("u",)]
+
+
+def test_sampled_ids_and_logprobs_are_stored_and_an_older_store_migrates_to_null(db, tmp_path):
+    """``completion_token_ids INTEGER[]`` and ``sampler_logprobs DOUBLE[]`` go in through Parquet and come out of the
+    training queries; a store made before them gets the columns, its old rows reading NULL (training re-tokenizes those)."""
+    from ratchet.store.queries import rollout_groups
+
+    new = {**traj("t1", "p1", "Answer: 7"), "completion_token_ids": [5, 6, 2], "sampler_logprobs": [-0.5, -1.25, -0.01]}
+    new["prompt_ids_hash"] = "00ff00ff00ff00ff"
+    part = write_parquet([new], tmp_path / "part.parquet", "trajectories")
+    with transaction(db) as con:
+        ingest_parquet(con, "trajectories", [part])
+        insert_rows(con, "verdicts", [verdict("t1", True)])
+        assert con.execute("SELECT typeof(completion_token_ids), typeof(sampler_logprobs) FROM trajectories").fetchone() == (
+            "INTEGER[]",
+            "DOUBLE[]",
+        )
+        (row,) = rollout_groups(con, "r1", "v1")
+        assert (row["completion_token_ids"], row["sampler_logprobs"]) == ([5, 6, 2], [-0.5, -1.25, -0.01])
+        assert training_set(con, "r1", "v1", 2)[0]["completion_token_ids"] == [5, 6, 2]
+    old = tmp_path / "old.duckdb"
+    init_db(old)
+    with connect(old) as con:  # what an older Ratchet created: a row, and no such columns
+        insert_rows(con, "trajectories", [traj("t0", "p1", "Answer: 7")])
+        for col in ("completion_token_ids", "sampler_logprobs", "prompt_ids_hash"):
+            con.execute(f"ALTER TABLE trajectories DROP COLUMN {col}")
+    init_db(old)
+    got = query(old, "SELECT completion_token_ids, sampler_logprobs, prompt_ids_hash FROM trajectories")[1]
+    assert got == [(None, None, None)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment (.ci/run) must run these tests, not skip them
@@ -103,3 +104,30 @@ def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     assert vllm_backend.llm is None
     _, alive = psutil.wait_procs(engine_procs, timeout=10)
     assert not alive, f"engine processes still running after close(): {alive}"
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_backend, smollm2_dir, top_p):
+    """vLLM's processed log-probs of its sampled tokens against the GRPO trainer's forward (fp32, SmolLM2): they
+    line up, with top_p < 1 once the trainer renormalises over the nucleus (the mismatch vLLM vs transformers)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ratchet.loop.train.grpo import GRPOSample, pack_rollouts, rollout_logprobs
+    from ratchet.loop.train.sft import SFTExample
+
+    msgs = arithmetic_chats(4)
+    comps = vllm_backend.generate(msgs, SamplingParams(n=2, temperature=1.2, top_p=top_p, max_new_tokens=16, logprobs=True))
+    assert all(c.logprobs is not None and len(c.logprobs) == len(c.token_ids) for c in comps)
+    samples = [
+        GRPOSample(c.prompt_index, SFTExample(msgs[c.prompt_index], c.text, c.token_ids), 0.0, False, c.logprobs) for c in comps
+    ]
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    packed = pack_rollouts(tok, samples, 1024)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()
+    with torch.no_grad():
+        lp, _, sup = rollout_logprobs(model, packed, range(len(samples)), 1.2, top_p=top_p)
+    _, mask = packed.completion_tensors(range(len(samples)))
+    gap = ((sup if sup is not None else lp) - packed.sampler_tensor(range(len(samples)), mask.shape[1]))[mask]
+    gap = gap[~torch.isnan(gap)]
+    print(f"vLLM vs trainer, top_p={top_p}: mean |d| {gap.abs().mean():.2e}, max {gap.abs().max():.2e}")
+    assert float(gap.abs().mean()) < 1e-2 and float(gap.exp().mean()) == pytest.approx(1.0, abs=2e-2)

@@ -9,12 +9,12 @@ from ratchet.loop.train.grpo import (
     GRPOLearner,
     GRPORun,
     GRPOSample,
-    _rollout_module,
     _tokenize,
     completion_logprobs,
     group_advantages,
     pack_rollouts,
     rollout_logprobs,
+    rollout_module,
     train_grpo,
 )
 from ratchet.loop.train.sft import SFTExample
@@ -52,9 +52,9 @@ def test_left_padded_logprobs_match_unpadded(tiny_model_dir):
     short = GRPOSample(0, SFTExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
     with torch.no_grad():
         ids, attn, _, cmask, P = _tokenize(tok, [long, short], 256)
-        both, _ = completion_logprobs(model, ids, attn, P, 1.0)
+        both, _, _ = completion_logprobs(model, ids, attn, P, 1.0)
         ids1, attn1, _, cmask1, P1 = _tokenize(tok, [short], 256)
-        alone, _ = completion_logprobs(model, ids1, attn1, P1, 1.0)
+        alone, _, _ = completion_logprobs(model, ids1, attn1, P1, 1.0)
     n = int(cmask1.sum())
     assert torch.allclose(both[1, :n], alone[0, :n], atol=1e-5)
 
@@ -83,7 +83,7 @@ def test_grpo_pass_moves_probability_towards_rewarded_completions(tiny_model_dir
         pick = [s for s in batch if (s.reward > 0) == good]
         ids, attn, _, cmask, P = _tokenize(tok, pick, 256)
         with torch.no_grad():
-            lp, _ = completion_logprobs(model, ids, attn, P, 1.0)
+            lp, _, _ = completion_logprobs(model, ids, attn, P, 1.0)
         return float((lp * cmask).sum() / cmask.sum())
 
     assert mean_logprob(res.checkpoint_dir, True) - mean_logprob(tiny_model_dir, True) > mean_logprob(
@@ -134,7 +134,7 @@ def test_shared_prompt_forward_equals_plain_forward(tiny_model_dir):
     grads = []
     for shared in (True, False):
         model.zero_grad()
-        lp, ent = rollout_logprobs(model, packed, rows, 0.8, with_entropy=True, shared=shared)
+        lp, ent, _ = rollout_logprobs(model, packed, rows, 0.8, with_entropy=True, shared=shared)
         _, cmask = packed.completion_tensors(rows)
         (lp * cmask).sum().backward()
         grads.append(([p.grad.clone() for p in model.parameters()], lp.detach(), ent, cmask))
@@ -179,13 +179,13 @@ def test_training_forward_gives_pi_old_of_a_one_step_pass(tiny_model_dir):
     batch = samples([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
     packed = pack_rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), batch, 256)
     _, cmask = packed.completion_tensors(range(len(batch)))
-    module = _rollout_module(AutoModelForCausalLM.from_pretrained(tiny_model_dir), packed, 1.0, True, cmask.shape[1])
+    module = rollout_module(AutoModelForCausalLM.from_pretrained(tiny_model_dir), (packed, 1.0, True, cmask.shape[1], 1.0))
     for rows in ([0, 1, 2, 3], [4, 5, 6, 7], list(range(8))):
         module.eval()
         with torch.no_grad():
-            old, _ = module(rows)
+            old, _, _ = module(rows)
         module.train()
-        lp, _ = module(rows, with_entropy=True)
+        lp, _, _ = module(rows, with_entropy=True)
         assert lp.requires_grad
         torch.testing.assert_close(lp.detach() * cmask[rows], old * cmask[rows], atol=1e-5, rtol=0)
 

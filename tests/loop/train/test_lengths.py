@@ -5,7 +5,7 @@ from transformers import AutoTokenizer
 
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.loop.tasks.sources import chat_messages
-from ratchet.loop.train.grpo import GRPOSample, pack_rollouts
+from ratchet.loop.train.grpo import GRPOSample, fit_message, pack_rollouts
 from ratchet.loop.train.lengths import auto_max_new_tokens, check_no_truncation, round_max_new_tokens, truncation_error
 from ratchet.loop.train.sft import SFTExample, truncation_counts
 
@@ -36,7 +36,8 @@ def test_bad_auto_bounds_fail_in_one_line():
         ("rft", 64, 32, 32, r"sft.max_seq_len \(64\) < longest prompt \(32 tokens\) \+ max_new_tokens \(32\) \+ EOS"),
         ("rft", 65, 32, 32, None),
         ("grpo", 64, 32, 32, None),
-        ("grpo", 64, 40, 10, r"exceeds sft.max_seq_len // 2 \(32\)"),
+        ("grpo", 64, 40, 10, None),  # no fixed half for the completion: prompt + completion fit
+        ("grpo", 64, 56, 10, r"set sft.max_seq_len >= 66"),
         ("grpo", 64, 32, 33, r"set sft.max_seq_len >= 65"),
     ],
 )
@@ -66,5 +67,12 @@ def test_sft_and_grpo_count_what_they_cut(tiny_model_dir):
     samples = [GRPOSample(0, short, 1.0, False), GRPOSample(0, long, 0.0, True)]
     fits = pack_rollouts(tok, samples, 512)
     assert (fits.truncated_prompts, fits.truncated_completions) == (0, 0)
-    cut = pack_rollouts(tok, samples, 40)  # completions keep <= 20 tokens, the shared ~23-token prompt row keeps 20
-    assert (cut.truncated_prompts, cut.truncated_completions) == (2, 1)
+    plen = len(tok(tok.apply_chat_template(short.messages, tokenize=False, add_generation_prompt=True))["input_ids"])
+    cut = pack_rollouts(tok, samples, plen + 10)  # the prompt stays whole, the long completion keeps its first 10 tokens
+    assert (cut.truncated_prompts, cut.truncated_completions) == (0, 1)
+    assert [len(c) for c in cut.completions] == [len(fits.completions[0]), 10]
+    assert cut.longest_sequence == plen + len(fits.completions[1])
+    msg = fit_message(cut, 2, plen + 10)
+    assert f"set sft.max_seq_len >= {plen + len(fits.completions[1])}" in msg and "\n" not in msg
+    no_room = pack_rollouts(tok, samples, plen)  # a prompt that alone fills max_seq_len is cut on the left instead
+    assert no_room.truncated_prompts == 2 and all(len(c) <= plen // 2 for c in no_room.completions)

@@ -193,3 +193,91 @@ def test_policy_loss_matches_trl_grpo_trainer(tiny, tmp_path, case):
         assert metrics[ours_key].item() == pytest.approx(trl_metrics[trl_key], abs=TOL), ours_key
     if not kl_corr:
         assert metrics["kl/mean"].item() == pytest.approx(trl_metrics["kl"], abs=TOL)
+
+
+IS_CASES = [  # (id, our correction, TRL vllm_importance_sampling_mode, TRL loss_type, C)
+    ("tis_grpo", "tis", "token_truncate", "grpo", 1.5),
+    ("tis_dapo", "tis", "token_truncate", "dapo", 1.5),
+    ("mis_grpo", "mis", "sequence_mask", "grpo", 2.0),
+]
+
+
+@pytest.mark.parametrize("case", IS_CASES, ids=[c[0] for c in IS_CASES])
+def test_sampler_correction_matches_trl_vllm_importance_sampling(tiny, tmp_path, case):
+    """TRL applies ``importance_sampling_ratio`` (computed inline in ``_generate_and_score_completions`` from the old
+    and the vLLM log-probs, so it is not callable on its own) by multiplying the per-token loss before adding the KL
+    in ``_compute_loss``. Our TIS / MIS weights go through TRL's real loss path and ours: loss and gradients agree.
+    The weights themselves follow TRL's formulas (token_truncate: min(exp(old - sampler), C_max); sequence_mask:
+    exp(sum(old - sampler)) zeroed outside [C_min, C_max]), checked by hand in test_sampler_correction.py."""
+    from datasets import Dataset
+    from transformers import LlamaForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ratchet.loop.train.losses import sampler_correction_weights
+
+    _, mode, trl_mode, loss_type, cap = case
+    path, tok = tiny
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=MAX_COMPLETION_LENGTH,
+        loss_type=loss_type,
+        beta=BETA,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        temperature=TEMPERATURE,
+        use_bias_correction_kl=False,
+        vllm_importance_sampling_mode=trl_mode,
+        vllm_importance_sampling_clip_max=cap,
+        vllm_importance_sampling_clip_min=1 / cap if trl_mode.endswith("mask") else None,
+        bf16=False,
+        use_cpu=True,
+        report_to="none",
+        seed=0,
+    )
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": ["t2 t3"] * 4}),
+        processing_class=tok,
+    )
+    trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True  # the loss path TRL takes with vLLM
+    model = trainer.model
+    model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    batch = _batch()
+    mask = batch["completion_mask"].bool()
+    with torch.no_grad():
+        logps0, _ = _ratchet_forward(model, batch)
+    g = torch.Generator().manual_seed(3)
+    old = logps0 + 0.3 * torch.randn(logps0.shape, generator=g)
+    ref = logps0 + 0.2 * torch.randn(logps0.shape, generator=g)
+    sampler = old + 0.5 * torch.randn(logps0.shape, generator=g)  # the engine's log-probs: another kernel's
+    weights = sampler_correction_weights(mode, old, sampler, mask, cap)
+    if mode == "tis":  # the batch exercises the truncation
+        assert (weights[mask] == cap).any() and (weights[mask] < 1).any()
+    else:  # some sequences kept, some dropped
+        assert (weights == 0).any() and (weights > 0).any()
+    inputs = {
+        **batch,
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
+        "importance_sampling_ratio": weights,
+        "num_items_in_batch": batch["completion_mask"].sum(),
+    }
+    trl_loss = trainer._compute_loss(model, inputs)
+    trl_loss.backward()
+    trl_grads = _grads(model)
+    cfg = PolicyLossConfig.from_trl(
+        loss_type, epsilon_low=0.2, epsilon_high=0.28, beta=BETA, max_completion_length=MAX_COMPLETION_LENGTH
+    )
+    logps, _ = _ratchet_forward(model, batch)
+    loss, _ = policy_loss(logps, old, batch["advantages"], mask, cfg, ref_logprobs=ref, is_weights=weights)
+    loss.backward()
+    ours = _grads(model)
+    assert abs(loss.item() - trl_loss.item()) <= TOL
+    for n in trl_grads:
+        torch.testing.assert_close(ours[n], trl_grads[n], atol=TOL, rtol=TOL, msg=lambda m: f"grad of {n}: {m}")
