@@ -77,7 +77,7 @@ def print_rounds(db: str, campaign: str) -> None:
     """The campaign's held-out pass@1 per round (base first), the lower confidence bound of each round's change the
     gate decided on, each gate decision and, in plain words, why."""
     from ratchet.store.db import connect
-    from ratchet.store.queries import campaign_table
+    from ratchet.store.reports import campaign_table
 
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, campaign)
@@ -180,7 +180,8 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.queries import campaign_controls, status_rows
+    from ratchet.store.queries import campaign_controls
+    from ratchet.store.reports import status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")

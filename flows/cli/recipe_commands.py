@@ -31,7 +31,7 @@ def audit_gold(
     Exit 0 when the audit ran (findings are data, not failure); 2 on bad input or an unreadable store.
     """
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.queries import gold_audit
+    from ratchet.store.reports import gold_audit
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")

@@ -22,17 +22,16 @@ import jinja2
 
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
-from ratchet.store.queries import (
+from ratchet.store.queries import gate_set_rows, round_stage
+from ratchet.store.reports import (
     campaign_stages,
     campaign_table,
-    gate_set_rows,
     heldout_completion_metrics,
     pass1_history,
     report_campaigns,
     rollout_metrics,
     rollout_metrics_by_source,
     round_evaluations,
-    round_stage,
     round_training,
     training_origins,
 )

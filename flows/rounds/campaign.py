@@ -38,9 +38,8 @@ from ratchet.store.queries import (
     pinned_eval_prompts,
     round_incumbent,
     set_round_status,
-    training_metrics,
-    verifier_stats,
 )
+from ratchet.store.reports import training_metrics, verifier_stats
 from ratchet.store.retention import apply_plan, check_free_disk, retention_plan, round_write_bytes, stage_files
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS

@@ -16,7 +16,8 @@ from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, stored_gate_c
 from ratchet.loop.config import ConfigError, GateConfig
 from ratchet.loop.gate.sets import decide_sets
 from ratchet.store.db import StoreError, connect, require_store
-from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, training_metrics
+from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history
+from ratchet.store.reports import training_metrics
 
 
 def gate_overrides(changes: dict[str, object]) -> dict[str, object]:

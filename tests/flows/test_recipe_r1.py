@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.loop.config import load_config
 from ratchet.store.db import connect, query
-from ratchet.store.queries import stage_rounds
+from ratchet.store.reports import stage_rounds
 
 runner = CliRunner()
 

@@ -7,7 +7,7 @@ import pytest
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.queries import (
+from ratchet.store.reports import (
     heldout_completion_metrics,
     pass1_history,
     report_campaigns,

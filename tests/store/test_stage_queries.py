@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.queries import campaign_stages, round_stage, stage_rounds, training_origins
+from ratchet.store.queries import round_stage
+from ratchet.store.reports import campaign_stages, stage_rounds, training_origins
 
 NOW = datetime.now(UTC)
 

@@ -1,0 +1,363 @@
+"""Queries for what people read: the status and report tables, per-round metrics, pass@1 history, sweeps,
+the gold-label audit. The round path's own queries are in ``ratchet.store.queries``."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from ratchet.store.queries import _VERDICT_CTE, _rows
+
+
+def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
+    """The round's training-run metrics (``metrics_json`` decoded; its last on-policy step's), or None when it trained nothing."""
+    row = con.execute(
+        "SELECT metrics_json FROM training_runs WHERE round_id = ? ORDER BY coalesce(step, 0) DESC LIMIT 1", [round_id]
+    ).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
+    """Rows of the ``round_verifier_stats`` view for one round (reasons as text)."""
+    return _rows(
+        con.execute(
+            """SELECT source, task, purpose, verifier, n, reward_mean, reward_var, correct_rate, reasons::VARCHAR AS reasons
+                                FROM round_verifier_stats WHERE round_id = ?""",
+            [round_id],
+        )
+    )
+
+
+def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
+    """The base model's held-out pass@1 and one ``round_summary`` row per round of a campaign."""
+    base = con.execute(
+        """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
+                          WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""",
+        [campaign],
+    ).fetchone()
+    rows = _rows(con.execute("SELECT * FROM round_summary WHERE campaign = ? ORDER BY round_index", [campaign]))
+    return (None if base is None else base[0]), rows
+
+
+def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
+    """Campaign names (oldest first) and every round with its state, owner (``'host:pid'`` or None) and gate decision."""
+    names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY created_at").fetchall()]
+    has_owner = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'rounds' AND column_name = 'owner'"
+    ).fetchone()[0]
+    owner = "r.owner" if has_owner else "NULL"  # a store from before owners were recorded (read-only: not migrated here)
+    rounds = _rows(
+        con.execute(f"""SELECT c.name AS campaign, r.round_index, r.status, {owner} AS owner, g.decision, g.reason,
+                                         g.candidate_pass1, g.incumbent_pass1
+                                  FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+                                  ORDER BY c.name, r.round_index""")
+    )
+    return names, rounds
+
+
+ROLLOUT_METRICS_SQL = f"""
+WITH {_VERDICT_CTE},
+r AS (SELECT p.task, t.prompt_id, t.completion_tokens, t.finish_reason, v.correct, v.reward, v.format_ok, v.reason
+      FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
+      WHERE t.round_id = $round_id AND t.purpose = 'rollout'),
+per_prompt AS (SELECT task, prompt_id, count(*) AS n, count(*) FILTER (WHERE correct) AS c FROM r GROUP BY ALL),
+by_prompt AS (SELECT coalesce(task, 'all') AS task, count(*) AS prompts, min(n) AS k, avg((c > 0)::INT) AS pass_at_k
+              FROM per_prompt GROUP BY GROUPING SETS ((task), ())),
+by_traj AS (SELECT coalesce(task, 'all') AS task, count(*) AS rollouts, avg(correct::INT) AS pass_at_1,
+                   avg(reward) AS reward_mean, avg((NOT format_ok)::INT) AS format_error_rate,
+                   avg((finish_reason = 'length')::INT) AS truncated_rate,
+                   quantile_cont(completion_tokens, 0.9) AS completion_tokens_p90, histogram(reason) AS reasons
+            FROM r GROUP BY GROUPING SETS ((task), ()))
+SELECT task, prompts, rollouts, k, pass_at_1, pass_at_k, reward_mean, format_error_rate, truncated_rate,
+       completion_tokens_p90, reasons
+FROM by_traj JOIN by_prompt USING (task) WHERE rollouts > 0 ORDER BY task = 'all', task
+"""
+
+
+def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Per task of a round's rollouts, then one ``task = 'all'`` row (none when the round has no scored rollouts).
+
+    Each row: ``prompts``, ``rollouts``, ``k`` (the smallest group size), ``pass_at_1`` (mean correct,
+    the unbiased pass@1), ``pass_at_k`` (share of prompts with at least one correct rollout),
+    ``reward_mean``, ``format_error_rate`` (share with ``format_ok`` false; NULL if unchecked),
+    ``truncated_rate`` (share cut at ``max_new_tokens``), ``completion_tokens_p90`` (tokens, linear
+    interpolation as ``torch.quantile``) and ``reasons`` (``{verdict reason: count}``). Verdicts are
+    those of ``verifier_version``, or each trajectory's newest verdict when it is None.
+    """
+    return _rows(con.execute(ROLLOUT_METRICS_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
+
+
+ROLLOUT_SOURCE_SQL = f"""
+WITH {_VERDICT_CTE}
+SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
+       count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
+       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons
+FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
+WHERE t.round_id = $round_id AND t.purpose = 'rollout'
+GROUP BY ALL ORDER BY p.source
+"""
+
+
+def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Per task source of a round's rollouts: ``source``, ``task_format``, ``verifier`` (outcome verifier of its
+    verdicts), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``, ``reasons``; verdicts as in ``rollout_metrics``."""
+    return _rows(con.execute(ROLLOUT_SOURCE_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
+
+
+# The round's incumbent and candidate (from its gate decision, else the output of its last on-policy
+# step's training run: steps run in order, so the last to finish; `step` itself is absent from stores
+# made before multi-step rounds, which `ratchet report` reads without migrating), and the eval sets
+# its campaign evaluated on.
+_ROUND_CKPTS_CTE = """
+last_run AS (SELECT output_checkpoint_id FROM training_runs WHERE round_id = $round_id ORDER BY finished_at DESC LIMIT 1),
+rc AS (SELECT r.round_id, r.campaign_id, coalesce(r.finished_at, now()) AS as_of, x.role, x.checkpoint_id
+       FROM rounds r LEFT JOIN gate_decisions g USING (round_id),
+            LATERAL (VALUES ('incumbent', r.incumbent_checkpoint_id),
+                            ('candidate', coalesce(g.candidate_checkpoint_id, (SELECT output_checkpoint_id FROM last_run))))
+              x(role, checkpoint_id)
+       WHERE r.round_id = $round_id AND x.checkpoint_id IS NOT NULL),
+sets AS (SELECT DISTINCT t.eval_set_id FROM trajectories t JOIN rounds r USING (round_id)
+         WHERE r.campaign_id = (SELECT any_value(campaign_id) FROM rc) AND t.eval_set_id IS NOT NULL)"""
+
+
+def round_evaluations(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
+    """Held-out metrics of a round's incumbent and candidate: rows ``{role, checkpoint_id, metric, value, num_prompts}``.
+
+    An evaluation stored by an earlier round is reused (the gate does the same). If the campaign
+    evaluated on several eval sets (a verifier upgrade changes the set's id), each metric is the one
+    stored last before the round finished.
+    """
+    return _rows(
+        con.execute(
+            f"""
+        WITH {_ROUND_CKPTS_CTE}
+        SELECT rc.role, rc.checkpoint_id, e.metric, e.value, e.num_prompts
+        FROM rc JOIN evaluations e ON e.checkpoint_id = rc.checkpoint_id AND e.eval_set_id IN (SELECT eval_set_id FROM sets)
+        QUALIFY row_number() OVER (PARTITION BY rc.role, e.metric ORDER BY e.created_at <= rc.as_of DESC, e.created_at DESC) = 1
+        ORDER BY rc.role = 'candidate', e.metric""",
+            {"round_id": round_id},
+        )
+    )
+
+
+def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
+    """Held-out completions (greedy and sampled) of a round's incumbent and candidate, one row per role.
+
+    Each row: ``role``, ``checkpoint_id``, ``completions``, ``completion_tokens_p90`` (tokens),
+    ``format_error_rate``, ``truncated_rate``, ``reasons`` (``{verdict reason: count}``), over the
+    campaign's eval sets; verdicts chosen as in ``rollout_metrics``.
+    """
+    return _rows(
+        con.execute(
+            f"""
+        WITH {_VERDICT_CTE}, {_ROUND_CKPTS_CTE}
+        SELECT rc.role, rc.checkpoint_id, count(*) AS completions,
+               quantile_cont(t.completion_tokens, 0.9) AS completion_tokens_p90,
+               avg((NOT v.format_ok)::INT) AS format_error_rate, avg((t.finish_reason = 'length')::INT) AS truncated_rate,
+               histogram(v.reason) AS reasons
+        FROM rc JOIN trajectories t ON t.checkpoint_id = rc.checkpoint_id AND t.eval_set_id IN (SELECT eval_set_id FROM sets)
+        JOIN v USING (trajectory_id)
+        GROUP BY rc.role, rc.checkpoint_id ORDER BY rc.role = 'candidate'""",
+            {"round_id": round_id, "verifier_version": verifier_version},
+        )
+    )
+
+
+def round_training(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
+    """The round's training: ``{algorithm, steps, num_examples, kl_mean, entropy_mean, metrics}``, or None.
+
+    A round of several on-policy steps (``grpo.steps_per_round``) has a training run per step:
+    ``steps`` counts them, ``num_examples`` sums them, and the metrics are the last step's (those the
+    gate's guards read). ``kl_mean`` (mean KL to the reference over optimizer steps) and
+    ``entropy_mean`` (nats per token) are read from them when the algorithm is grpo, else NULL;
+    ``metrics`` holds every scalar training metric (``{name: value}``; per-step lists left out).
+    """
+    rows = _rows(
+        con.execute(
+            """
+        SELECT algorithm, count(*) OVER () AS steps, sum(num_examples) OVER () AS num_examples,
+               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/kl/mean"') AS DOUBLE) END AS kl_mean,
+               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/entropy/mean"') AS DOUBLE) END
+                 AS entropy_mean,
+               (SELECT map_from_entries(list(struct_pack(k := key, v := TRY_CAST(value AS DOUBLE))))
+                  FROM json_each(metrics_json) WHERE json_type(value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')) AS metrics
+        FROM training_runs WHERE round_id = ? ORDER BY finished_at DESC LIMIT 1""",
+            [round_id],
+        )
+    )
+    return rows[0] if rows else None
+
+
+def pass1_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Held-out pass@1 across a campaign's rounds, for the plot: one row per round in index order.
+
+    Each row: ``round_index``, ``status``, ``decision`` (NULL before the gate), ``incumbent_pass1``,
+    ``candidate_pass1`` and ``kept_pass1`` (the pass@1 of the checkpoint the round ends with: the
+    candidate's when promoted, else the incumbent's).
+    """
+    return _rows(
+        con.execute(
+            """
+        SELECT r.round_index, r.status, g.decision, g.incumbent_pass1, g.candidate_pass1,
+               CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1
+        FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+        WHERE c.name = ? ORDER BY r.round_index""",
+            [campaign],
+        )
+    )
+
+
+def report_campaigns(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict]:
+    """Campaigns (oldest first, or only ``campaign``): ``{name, campaign_id, algorithm, base_checkpoint_id, created_at, rounds}``."""
+    return _rows(
+        con.execute(
+            """
+        SELECT c.name, c.campaign_id, json_extract_string(c.config_json, '$.algorithm') AS algorithm, c.base_checkpoint_id,
+               c.created_at, (SELECT count(*) FROM rounds r WHERE r.campaign_id = c.campaign_id) AS rounds
+        FROM campaigns c WHERE CAST(? AS VARCHAR) IS NULL OR c.name = ? ORDER BY c.created_at, c.name""",
+            [campaign, campaign],
+        )
+    )
+
+
+# --- gold-label audit --------------------------------------------------------------------------------
+# Per prompt, the newest verdict of each sampled completion (all purposes, all rounds of the campaign:
+# a trajectory's round_id is '<campaign_id>-r<n>'); the most frequent parsed answer (ties: smallest text)
+# is flagged when it holds >= min_share of the samples, enough samples exist, and the verifier judged it wrong.
+GOLD_AUDIT_SQL = """
+WITH v AS (
+    SELECT trajectory_id, parsed, correct FROM verdicts
+    WHERE verifier = $verifier OR ($verifier = 'math' AND verifier = 'composite')  -- 'composite': stores before task formats
+    QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1
+), s AS (
+    SELECT c.name AS campaign, t.prompt_id, t.round_id, v.parsed, v.correct
+    FROM trajectories t JOIN v USING (trajectory_id)
+    JOIN campaigns c ON starts_with(t.round_id, c.campaign_id || '-r')
+    WHERE CAST($campaign AS VARCHAR) IS NULL OR c.name = $campaign
+), per_prompt AS (
+    SELECT campaign, prompt_id, count(*) AS samples, count(DISTINCT round_id) AS rounds,
+           count(*) FILTER (WHERE correct) AS correct_samples
+    FROM s GROUP BY ALL
+), votes AS (
+    SELECT campaign, prompt_id, parsed, count(*) AS votes, bool_or(correct) AS judged_correct
+    FROM s WHERE parsed IS NOT NULL GROUP BY campaign, prompt_id, parsed
+), answers AS (
+    SELECT *, row_number() OVER (PARTITION BY campaign, prompt_id ORDER BY votes DESC, parsed) AS rank FROM votes
+)
+SELECT a.campaign, a.prompt_id, p.question, p.answer AS gold, a.parsed AS majority_answer, a.votes,
+       pp.samples, a.votes / pp.samples AS share, pp.correct_samples, pp.rounds, p.split
+FROM answers a JOIN per_prompt pp USING (campaign, prompt_id) JOIN prompts p USING (prompt_id)
+WHERE a.rank = 1 AND NOT a.judged_correct AND pp.samples >= $min_samples AND a.votes / pp.samples >= $min_share
+ORDER BY share DESC, a.votes DESC, a.campaign, a.prompt_id
+"""
+
+
+def gold_audit(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    campaign: str | None = None,
+    min_share: float = 0.75,
+    min_samples: int = 4,
+    verifier: str = "math",
+) -> list[dict]:
+    """Prompts whose gold label may be wrong: most samples agree on one answer the verifier judged wrong.
+
+    Counts every sampled completion of the prompt across the campaign's rounds (rollouts and
+    evaluations), each by its newest ``verifier`` verdict.
+
+    Args:
+        campaign: one campaign's name, or None for all campaigns (one row per campaign and prompt).
+        min_share: least share of the prompt's samples, in (0, 1], on the majority answer.
+        min_samples: least samples of the prompt (fewer cannot show a consensus).
+        verifier: the verdicts' ``verifier`` column (``math``; older stores' ``composite`` verdicts count as math).
+
+    Returns:
+        Rows ``{campaign, prompt_id, question, gold, majority_answer, votes, samples, share,
+        correct_samples, rounds, split}``, highest share first.
+
+    Raises:
+        ValueError: ``min_share`` not in (0, 1] or ``min_samples`` < 1.
+    """
+    if not 0.0 < min_share <= 1.0:
+        raise ValueError(f"min_share ({min_share}) must be in (0, 1]; e.g. 0.75 flags prompts where 3 of 4 samples agree")
+    if min_samples < 1:
+        raise ValueError(f"min_samples ({min_samples}) must be >= 1")
+    params = {"verifier": verifier, "campaign": campaign, "min_share": min_share, "min_samples": min_samples}
+    return _rows(con.execute(GOLD_AUDIT_SQL, params))
+
+
+# --- sweeps: one comparison row per campaign -------------------------------------------------------
+SWEEP_SUMMARY_SQL = """
+WITH c AS (SELECT name, campaign_id, base_checkpoint_id FROM campaigns WHERE list_contains($names, name)),
+base AS (SELECT c.name, arg_min(e.value, e.created_at) AS base_pass1
+         FROM c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id AND e.metric = 'heldout/pass@1' GROUP BY c.name),
+rr AS (SELECT c.name, r.round_id, r.round_index, r.status, g.decision,
+              CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1,
+              g.candidate_pass1
+       FROM c JOIN rounds r USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)),
+per_campaign AS (SELECT name, count(*) FILTER (WHERE status = 'completed') AS rounds_done,
+                        count(*) FILTER (WHERE decision = 'promote') AS promotions,
+                        arg_max(kept_pass1, round_index) FILTER (WHERE kept_pass1 IS NOT NULL) AS final_pass1,
+                        max(candidate_pass1) AS best_candidate_pass1
+                 FROM rr GROUP BY name),
+kl AS (SELECT rr.name, avg(TRY_CAST(json_extract_string(tr.metrics_json, '$."train/kl/mean"') AS DOUBLE)) AS kl_mean
+       FROM rr JOIN training_runs tr USING (round_id) GROUP BY rr.name),
+v AS (SELECT trajectory_id, reward FROM verdicts
+      QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1),
+rw AS (SELECT rr.name, avg(v.reward) AS reward_mean
+       FROM rr JOIN trajectories t USING (round_id) JOIN v USING (trajectory_id) WHERE t.purpose = 'rollout' GROUP BY rr.name)
+SELECT c.name AS campaign, coalesce(pc.rounds_done, 0) AS rounds_done, coalesce(pc.promotions, 0) AS promotions,
+       base.base_pass1, pc.final_pass1, pc.best_candidate_pass1, kl.kl_mean, rw.reward_mean
+FROM c LEFT JOIN base USING (name) LEFT JOIN per_campaign pc USING (name) LEFT JOIN kl USING (name) LEFT JOIN rw USING (name)
+ORDER BY list_position($names, c.name)
+"""
+
+
+def sweep_summary(con: duckdb.DuckDBPyConnection, names: list[str]) -> list[dict]:
+    """One row per campaign in ``names`` (in that order; campaigns not in the store are absent).
+
+    Each row: ``campaign``, ``rounds_done``, ``promotions``, ``base_pass1`` (held-out pass@1 of the base
+    model), ``final_pass1`` (of the checkpoint the last gated round kept), ``best_candidate_pass1``,
+    ``kl_mean`` (mean over training runs of ``train/kl/mean``, NULL when not GRPO) and ``reward_mean``
+    (mean composite reward of all rollouts, newest verdicts); NULL where nothing was measured.
+    """
+    return _rows(con.execute(SWEEP_SUMMARY_SQL, {"names": names}))
+
+
+def training_origins(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
+    """Training examples of a round's training runs per origin (``rollout`` | ``reference`` | ``general``)."""
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'training_examples' AND column_name = 'origin'"
+    ).fetchone()[0]
+    origin = "coalesce(te.origin, 'rollout')" if has else "'rollout'"
+    rows = con.execute(
+        f"""SELECT {origin} AS origin, count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
+            WHERE tr.round_id = ? GROUP BY 1""",
+        [round_id],
+    ).fetchall()
+    return {o: n for o, n in rows}
+
+
+def stage_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Per round of a campaign: ``{round_index, stage, incumbent_checkpoint_id, candidate_checkpoint_id, decision,
+    algorithm}`` (the training run's algorithm; None when nothing trained), in round order."""
+    return _rows(
+        con.execute(
+            """SELECT r.round_index, r.stage, r.incumbent_checkpoint_id, g.candidate_checkpoint_id, g.decision,
+                      (SELECT any_value(tr.algorithm) FROM training_runs tr WHERE tr.round_id = r.round_id) AS algorithm
+               FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
+               WHERE c.name = ? ORDER BY r.round_index""",
+            [campaign],
+        )
+    )
+
+
+def campaign_stages(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """The ``[[stages]]`` of a campaign's recorded settings: ``{name, algorithm, rounds}`` each (empty without stages)."""
+    row = con.execute("SELECT config_json FROM campaigns WHERE name = ?", [campaign]).fetchone()
+    stages = json.loads(row[0]).get("stages") or [] if row else []
+    return [
+        {"name": s.get("name") or f"stage-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
+        for i, s in enumerate(stages)
+    ]
