@@ -20,7 +20,7 @@ from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
-from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
+from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model, verify_checkpoint
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
 from ratchet.loop.gate.sets import decide_sets, pooled
@@ -31,6 +31,7 @@ from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
     campaign_state,
+    checkpoint_dir,
     claim_round,
     eval_outcomes,
     gate_decision,
@@ -67,6 +68,7 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     init_db(ctx.db)  # last: a failing check above leaves no store behind
     with connect(ctx.db, read_only=True) as con:
         _check_same_settings(con, cfg)
+        _check_checkpoints(con, ctx)
     check_round_disk(ctx)
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
@@ -133,6 +135,24 @@ def _dotted(settings: dict, key: str) -> object:
     for part in key.split("."):
         settings = settings.get(part) if isinstance(settings, dict) else None
     return settings
+
+
+def _check_checkpoints(con, ctx: Ctx) -> None:
+    """Refuse, before any work, a continued campaign whose base or incumbent checkpoint's files no longer hash to the
+    id the store recorded (a corrupted or edited folder), instead of failing inside the round with a stray row.
+
+    Raises:
+        ModelError: the folder changed or is gone (the message names the checkpoint and the fix).
+    """
+    if campaign_by_name(con, ctx.cfg.campaign) is None:
+        return
+    state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
+    for ckpt in dict.fromkeys((state.base_checkpoint_id, state.incumbent_checkpoint_id)):
+        try:
+            path = checkpoint_dir(con, ckpt)
+        except LookupError as e:
+            raise ModelError(f"campaign {ctx.cfg.campaign!r}: {e}") from None
+        verify_checkpoint(path, ckpt)
 
 
 def _check_same_settings(con, cfg: RatchetConfig) -> None:

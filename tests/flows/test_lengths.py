@@ -49,3 +49,28 @@ def test_auto_max_new_tokens_changes_the_next_rounds_limit(prefect_harness, tiny
     assert caps[1] == auto_max_new_tokens(p90, 2, 12) != 2  # the tiny model's answers do not fit 2 tokens
     assert query(db, sql.format(2))[1] == [(caps[1],)]
     assert load_ctx(path, 2).eval_set_id() == load_ctx(path, 1).eval_set_id()  # evaluation keeps the fixed maximum
+
+
+def test_preflight_refuses_a_campaign_whose_checkpoint_changed(prefect_harness, tiny_config, tmp_path):  # noqa: F811
+    """A continued campaign whose recorded checkpoint's files were edited (or corrupted) is refused at preflight, in one
+    line naming the checkpoint, before any round starts; an untouched one passes."""
+    import shutil
+
+    from ratchet.flows.rounds.campaign import preflight, prepare_campaign
+    from ratchet.loop.checkpoints import ModelError
+    from ratchet.store.db import transaction
+
+    path = variant(tiny_config, "edited")
+    prepare_campaign.fn(str(path))
+    ctx = load_ctx(path)
+    base_id, base_dir = query(ctx.db, "SELECT checkpoint_id, path FROM checkpoints")[1][0]
+    copy = tmp_path / "base-copy"
+    shutil.copytree(base_dir, copy)
+    with transaction(ctx.db) as con:
+        con.execute("UPDATE checkpoints SET path = ? WHERE checkpoint_id = ?", [str(copy), base_id])
+    preflight(ctx.cfg)  # same files: fine
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace("{", '{"edited": 1, ', 1))
+    before = query(ctx.db, "SELECT count(*) FROM checkpoints")[1]
+    with pytest.raises(ModelError, match=rf"checkpoint {base_id} at .* was changed after it was recorded"):
+        preflight(ctx.cfg)
+    assert query(ctx.db, "SELECT count(*) FROM checkpoints")[1] == before  # nothing recorded
