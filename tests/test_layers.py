@@ -86,7 +86,7 @@ def test_import_contract_holds_on_the_real_folders(tmp_path):
     ("module", "line", "contract"),
     [
         ("verifiers/reward.py", "import ratchet.store.db", "Verifiers import neither"),
-        ("loop/gate.py", "import ratchet.flows.rounds.campaign", "Layers"),
+        ("loop/gate/__init__.py", "import ratchet.flows.rounds.campaign", "Layers"),
         ("flows/compute/training.py", "import prefect", "Worker processes and trainers"),
         ("store/queries.py", "import ratchet.loop.gate", "Layers"),
     ],

@@ -55,6 +55,8 @@ def test_two_ranks_equal_one_process(tiny_model_dir, tmp_path):
         r0, r1 = _load(multi, name, 0), _load(multi, name, 1)
         assert r0["rows"] and r1["rows"] and not set(r0["rows"]) & set(r1["rows"]), name
         assert sorted(r0["rows"] + r1["rows"]) == one["rows"], name
-        assert r0["grad_norms"] == pytest.approx(one["grad_norms"], rel=1e-5), name
+        # fp32 sums over other micro-batch partitions: measured 1.45e-5 relative on a later step's norm here (the same on
+        # the commit before this session); a loss scaled by a constant (what this guards against) is off by >= 2x.
+        assert r0["grad_norms"] == pytest.approx(one["grad_norms"], rel=1e-4), name
         assert max_rel_param_diff(single / name, multi / name, tiny_model_dir) <= 1e-5, name
         assert max_rel_param_diff(single / name, tiny_model_dir, tiny_model_dir) > 1e-3, name  # it did train
