@@ -128,6 +128,7 @@ rounds_per_run = 1
     run = lambda *a: subprocess.run([RATCHET, *a], env=env, capture_output=True, text=True, timeout=120)  # noqa: E731
     log, stop, out = tmp_path / "up.log", tmp_path / "stop", tmp_path / "reader.json"
     # From the store's folder: the catalog's views name paths relative to it.
+    Path(db).parent.mkdir(parents=True, exist_ok=True)  # the reader starts there before the daemon writes the store
     reader = subprocess.Popen(
         [sys.executable, "-c", HOLD_READER, str(Path(db).resolve()), str(stop), str(out)], cwd=Path(db).resolve().parent
     )
