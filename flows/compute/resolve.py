@@ -19,8 +19,17 @@ def checkpoint_path(ctx: Ctx, checkpoint_id: str) -> Path:
         LookupError: not in the store, or never saved (``ratchet.store.queries.checkpoint_dir``).
     """
     with connect(ctx.db, read_only=True) as con:
-        path = checkpoint_dir(con, checkpoint_id)
-    return verify_checkpoint(path, checkpoint_id)  # the files a round loads are the ones the id names
+        return verified_checkpoint_dir(con, checkpoint_id)
+
+
+def verified_checkpoint_dir(con, checkpoint_id: str) -> Path:
+    """``checkpoint_path`` on an open store connection: the folder, checked to hash to the recorded id.
+
+    Raises:
+        LookupError: not in the store, or never saved.
+        ModelError: the folder's files changed since the id was recorded, or it is gone.
+    """
+    return verify_checkpoint(checkpoint_dir(con, checkpoint_id), checkpoint_id)  # the files a round loads are the id's
 
 
 def rollout_cap(ctx: Ctx) -> int:

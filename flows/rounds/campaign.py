@@ -12,6 +12,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, training_guards
@@ -20,7 +21,7 @@ from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
-from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model, verify_checkpoint
+from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
 from ratchet.loop.gate.sets import decide_sets, pooled
@@ -31,7 +32,6 @@ from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
     campaign_state,
-    checkpoint_dir,
     claim_round,
     eval_outcomes,
     gate_decision,
@@ -149,10 +149,9 @@ def _check_checkpoints(con, ctx: Ctx) -> None:
     state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
     for ckpt in dict.fromkeys((state.base_checkpoint_id, state.incumbent_checkpoint_id)):
         try:
-            path = checkpoint_dir(con, ckpt)
+            verified_checkpoint_dir(con, ckpt)
         except LookupError as e:
             raise ModelError(f"campaign {ctx.cfg.campaign!r}: {e}") from None
-        verify_checkpoint(path, ckpt)
 
 
 def _check_same_settings(con, cfg: RatchetConfig) -> None:
