@@ -83,11 +83,14 @@ def _foreign(f: Path) -> None:
 
 
 def _range_files(folder: Path) -> list[tuple[int, int, Path]]:
-    """The row-range files of an insert-only table, ``(from, to, path)``; any other name is ignored and logged."""
+    """The row-range files of an insert-only table, ``(from, to, path)``; any other name is ignored and logged.
+
+    ``rows-<n>-<n>.parquet`` is the empty file an empty table is published as (so its view has a file to read).
+    """
     out = []
     for f in folder.glob("rows-*.parquet"):
         m = _ROWS.fullmatch(f.name)
-        if m and int(m[1]) < int(m[2]):
+        if m and int(m[1]) <= int(m[2]):
             out.append((int(m[1]), int(m[2]), f))
         else:
             _foreign(f)

@@ -144,24 +144,21 @@ rounds_per_run = 1
             done = (_q(db, "SELECT count(*) FROM rounds WHERE status = 'completed'") or [[0]])[0][0]
             if done >= RUNS and _completed_runs(prefect_db) >= RUNS:
                 break
-            assert time.monotonic() - t0 < 1800, log.read_text()[-3000:]
+            assert time.monotonic() - t0 < 1200, log.read_text()[-3000:]
             running = _q(db, "SELECT count(*) FROM rounds WHERE status = 'running'") or [[0]]
             if not killed and done >= 2 and running[0][0]:  # kill -9 mid-round, then start a new daemon
                 _kill_tree(proc)
                 killed = True
                 proc = _up(cfg, env, log, _free_port())
             st = json.loads(run("status", "--db", str(db), "--format", "json").stdout or '{"campaigns": []}')["campaigns"]
-            why = st[0].get("not_running") if st else None
-            if killed and not halted and done >= 3:  # a halt (the gate's, or a person's) happens ...
-                if not (why or "").startswith("halted"):
-                    assert run("campaign", "halt", "soak", "--reason", "soak: inspect", "--db", str(db)).returncode == 0
-                halted = True
-            elif halted and not resumed and (why or "").startswith("halted"):  # ... and is lifted
+            why = (st[0].get("not_running") if st else None) or ""
+            if why.startswith("halted"):  # the gate's halt (8 held-out prompts rarely prove non-inferiority) or ours
+                halted = True  # ... is lifted, each time, with the changed setting the later rounds run with
                 r = run("campaign", "resume", "soak", "--reason", "soak: lifted", "--db", str(db), "--set", "sft.lr=5e-5")
                 assert r.returncode == 0, r.stderr
                 resumed = True
-            elif why and why.startswith("halted") and resumed:  # the gate halted again: lift it again
-                run("campaign", "resume", "soak", "--reason", "soak: lifted again", "--db", str(db))
+            elif killed and not halted and done >= 3:  # no halt yet: a person's
+                assert run("campaign", "halt", "soak", "--reason", "soak: inspect", "--db", str(db)).returncode == 0
     finally:
         stop.touch()
         _kill_tree(proc) if proc.poll() is None else None

@@ -54,3 +54,17 @@ def test_foreign_duckdb_file_is_refused(tmp_path):
         con.execute("CREATE TABLE keep (x INT)")
     with pytest.raises(StoreError, match="not a Ratchet store"):
         init_db(db)
+
+
+def test_an_empty_table_is_published_once_and_never_taken_for_a_foreign_file(tmp_path, caplog):
+    db = tmp_path / "s.duckdb"
+    init_db(db)  # every table empty: each is published as one empty row-range file
+    empty = store_dir(db) / "tables" / "prompts" / "rows-000000000000-000000000000.parquet"
+    before = empty.stat().st_ino
+    with caplog.at_level("WARNING", logger="ratchet.store.catalog"):
+        with transaction(db) as con:  # a later publish, with prompts still empty
+            insert_rows(con, "rounds", [])
+        init_db(db)
+    assert "not written by Ratchet" not in caplog.text
+    assert empty.stat().st_ino == before  # not replaced under a reader that listed it
+    assert query(db, "SELECT count(*) FROM prompts")[1] == [(0,)]
