@@ -58,8 +58,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ratchet.verifiers.code._harness import make_codec
 from ratchet.verifiers.code.plan import BadTests, Plan, check_function, defined_names, entry_points, plan_tests
+from ratchet.verifiers.code.records import Malformed, decode, failure, fast_judge, indexed, shape
 from ratchet.verifiers.code.sandbox import (
     Isolation,
     Limits,
@@ -72,14 +72,6 @@ from ratchet.verifiers.code.sandbox import (
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = "code-1.4.0"
-
-
-# The one value codec, shared with the sandbox side (``ratchet.verifiers.code._harness.make_codec``): probe values come back
-# encoded by it, judge jobs get them encoded by it. The parent decodes a value only when it is small
-# (``_shape``): then every operation on it is bounded; a larger one is judged in the sandboxed judge run.
-_ENCODE, _DECODE = make_codec()
-PARENT_DECODE_CHARS = 64 * 1024  # encoded size up to which the parent decodes a value to judge it itself
-PARENT_HASHED_ITEMS = 256  # set items / dict keys up to which it does (equal-hash keys cost quadratic time)
 
 
 def _drop_think(text: str) -> str:
@@ -127,211 +119,6 @@ def extract_code(completion: str) -> str:
     return _drop_think(completion)
 
 
-def _fast_judge(expr: ast.expr, values: list[Any]) -> bool | None:
-    """Decide ``__p[k] == literal``, ``__p[k]`` and ``not __p[k]`` here; None when the judge run is needed.
-
-    Never raises: a value that compares by raising (a signalling-NaN ``Decimal``) or that was not decoded
-    here (too large) leaves the decision to the sandboxed judge run.
-    """
-    try:
-        return _fast_judge_unguarded(expr, values)
-    except Exception:  # a program value whose comparison raises: the judge run decides (and records the error)
-        return None
-
-
-def _fast_judge_unguarded(expr: ast.expr, values: list[Any]) -> bool | None:
-    def probe(n: ast.expr) -> int | None:
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
-            k = n.slice.value  # type: ignore[attr-defined]
-            return None if values[k] is _UNDECIDED else k  # type: ignore[no-any-return]
-        return None
-
-    if probe(expr) is not None:
-        return bool(values[probe(expr)])  # type: ignore[index]
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not) and probe(expr.operand) is not None:
-        return not values[probe(expr.operand)]  # type: ignore[index]
-    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], (ast.Eq, ast.NotEq)):
-        left, right = expr.left, expr.comparators[0]
-        k, lit = (probe(left), right) if probe(left) is not None else (probe(right), left)
-        if k is None:
-            return None
-        try:
-            expected = ast.literal_eval(lit)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return None
-        same = bool(values[k] == expected)  # both sides are plain builtins rebuilt here, small (``_decode``)
-        return same if isinstance(expr.ops[0], ast.Eq) else not same
-    return None
-
-
-# Records the harness may send: kind -> (min, max) number of fields after the kind.
-_RECORD_FIELDS = {
-    "start": (2, 2),
-    "loaded": (0, 1),
-    "exit": (1, 1),
-    "load_error": (1, 2),
-    "setup_error": (1, 1),
-    "value": (2, 2),
-    "error": (2, 3),  # index, exception type, message (a prep/judge error has no message)
-    "judged": (2, 2),
-    "judged_error": (2, 2),
-    "violation": (1, 1),
-    "done": (0, 0),
-    "call": (2, 2),
-    "checked": (1, 1),
-}
-
-
-class _Malformed(Exception):
-    """A record from the sandbox has the wrong shape; the run becomes a ``sandbox_violation``."""
-
-
-def _check_records(res: RunResult) -> None:
-    """Shape check of every record (kind, field count, field size).
-
-    Raises:
-        _Malformed: naming the first bad record.
-    """
-    for r in res.records:
-        span = _RECORD_FIELDS.get(r[0])
-        if span is None or not span[0] <= len(r) - 1 <= span[1]:
-            raise _Malformed(f"malformed record {r[0][:40]!r} with {len(r) - 1} fields")
-
-
-def _indexed(res: RunResult, kinds: tuple[str, ...], n: int) -> dict[int, list[str]]:
-    """Records of ``kinds`` keyed by their index, each index in ``range(n)`` and seen once.
-
-    Raises:
-        _Malformed: an index that is not a decimal in range, or a duplicate.
-    """
-    _check_records(res)
-    out: dict[int, list[str]] = {}
-    for r in res.records:
-        if r[0] in kinds:
-            if not (r[1].isascii() and r[1].isdigit() and len(r[1]) < 10 and int(r[1]) < n):
-                raise _Malformed(f"record for index {r[1][:20]!r}, but there are {n} (harness tampering)")
-            if int(r[1]) in out:
-                raise _Malformed(f"duplicate record for index {int(r[1])} (harness tampering)")
-            out[int(r[1])] = r
-    return out
-
-
-_SCALAR_TAGS = {
-    "none": 1,
-    "bool": 2,
-    "int": 2,
-    "float": 2,
-    "decimal": 2,
-    "str": 2,
-    "complex": 3,
-    "bytes": 2,
-    "bytearray": 2,
-    "range": 4,
-    "fraction": 3,
-}
-_HASHABLE_TAGS = {"none", "bool", "int", "float", "decimal", "str", "complex", "bytes", "range", "fraction", "tuple", "frozenset"}
-_MAPPING_TAGS = {"dict", "counter", "ordereddict", "defaultdict", "items"}
-_SEQUENCE_TAGS = {"list", "tuple", "set", "frozenset", "deque", "keys", "values", "iter"}
-
-
-def _shape(raw: str, max_nodes: int = 1_000_000, max_depth: int = 200) -> tuple[Any, int]:
-    """One encoded value from a record, checked for shape without building it: ``(json, hashed items)``.
-
-    Linear in the record's size: nothing is hashed or compared (a program's set of equal-hash ints costs
-    nothing here). Checks every tag and field, the nesting depth and that dict keys and set items are
-    hashable kinds; ``hashed items`` counts set items and dict keys (how costly a decode would be).
-
-    Raises:
-        _Malformed: not JSON, nested too deep, too many nodes, or not a well-formed tagged value.
-    """
-    try:
-        top = json.loads(raw)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        raise _Malformed(f"malformed value record: {str(exc)[:120]}") from None
-    hashed, nodes = 0, 0
-    stack: list[tuple[Any, int, bool]] = [(top, 0, False)]
-    while stack:
-        x, depth, need_hash = stack.pop()
-        nodes += 1
-        if depth > max_depth or nodes > max_nodes:
-            raise _Malformed(f"malformed value record: nested deeper than {max_depth} levels or over {max_nodes} nodes")
-        if type(x) is not list or not x or type(x[0]) is not str:
-            raise _Malformed(f"malformed value record: {str(x)[:60]!r} is not a tagged list")
-        tag, n = x[0], len(x)
-        if need_hash and tag not in _HASHABLE_TAGS:
-            raise _Malformed(f"malformed value record: an unhashable {tag[:20]!r} as a dict key or set item")
-        if tag in _SCALAR_TAGS:
-            ok = n == _SCALAR_TAGS[tag] and (tag == "none" or all(type(f) is (bool if tag == "bool" else str) for f in x[1:]))
-            if not ok or any(type(f) is str and len(f) > 1_000_000 for f in x[1:]):
-                raise _Malformed(f"malformed value record: bad {tag!r} value")
-            continue
-        if n < 2 or type(x[1]) is not list:
-            raise _Malformed(f"malformed value record: unknown tag {tag[:20]!r} or wrong shape")
-        if tag in _MAPPING_TAGS:
-            if n != (3 if tag == "defaultdict" else 2) or (tag == "defaultdict" and x[2] is not None and type(x[2]) is not str):
-                raise _Malformed(f"malformed value record: bad {tag!r} value")
-            for pair in x[1]:
-                if type(pair) is not list or len(pair) != 2:
-                    raise _Malformed("malformed value record: a mapping entry that is not [key, value]")
-                stack += [(pair[0], depth + 1, True), (pair[1], depth + 1, False)]
-            hashed += len(x[1])
-        elif tag in _SEQUENCE_TAGS:
-            if n != (3 if tag == "deque" else 2) or (tag == "deque" and x[2] is not None and type(x[2]) is not int):
-                raise _Malformed(f"malformed value record: bad {tag!r} value")
-            items_hash = tag in ("set", "frozenset", "keys")
-            stack += [(y, depth + 1, items_hash or (need_hash and tag == "tuple")) for y in x[1]]
-            hashed += len(x[1]) if items_hash else 0
-        else:
-            raise _Malformed(f"malformed value record: unknown tag {tag[:20]!r}")
-    return top, hashed
-
-
-def _decode(raw: str) -> Any:
-    """One encoded value, decoded here when that is cheap; ``_UNDECIDED`` when it is not (the judge run decodes it).
-
-    Raises:
-        _Malformed: as :func:`_shape`, or the value does not decode.
-    """
-    top, hashed = _shape(raw)
-    if len(raw) > PARENT_DECODE_CHARS or hashed > PARENT_HASHED_ITEMS:
-        return _UNDECIDED
-    try:
-        return _DECODE(top)
-    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError) as exc:
-        raise _Malformed(f"malformed value record: {str(exc)[:120]}") from None
-
-
-_UNDECIDED = object()  # a value the parent does not decode itself (see ``_decode``)
-
-
-def _failure(res: RunResult) -> tuple[str, dict[str, Any]] | None:
-    """Map sandbox-level events to (reason, details), or None when the run finished normally."""
-    try:
-        _check_records(res)
-    except _Malformed as exc:
-        return "sandbox_violation", {"violation": str(exc)}
-    kinds = {r[0] for r in res.records}
-    if "violation" in kinds:
-        return "sandbox_violation", {"violation": next(r[1] for r in res.records if r[0] == "violation")[:300]}
-    if res.forged_records:
-        return "sandbox_violation", {"violation": f"{res.forged_records} forged result records (harness tampering)"}
-    if res.output_exceeded:
-        return "sandbox_violation", {"violation": "output limit exceeded", "output_exceeded": True}
-    if res.disk_exceeded:
-        return "sandbox_violation", {"violation": "disk quota exceeded", "disk_exceeded": True}
-    if res.timed_out or res.returncode in (-9, -24):
-        return "timeout", {"timeout": True}
-    mem = any(r[0] in ("load_error", "error") and "MemoryError" in r for r in res.records)
-    if mem:
-        return "sandbox_violation", {"violation": "memory limit exceeded", "memory_exceeded": True}
-    if "load_error" in kinds or "exit" in kinds:
-        rec = next(r for r in res.records if r[0] in ("load_error", "exit"))
-        return "runtime_error", {"error": " ".join(rec[1:])[:300]}
-    if "done" not in kinds:
-        return "runtime_error", {"error": f"program ended before the tests ran (exit {res.returncode})"}
-    return None
-
-
 def _verdict(reason: str, t0: float, **details: Any) -> Verdict:
     return Verdict.outcome("code", VERSION, reason, t0, **details)
 
@@ -362,7 +149,7 @@ class _Runs:
         return res
 
 
-def _trusted_failure(runs: _Runs, what: str, bad: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+def _trustedfailure(runs: _Runs, what: str, bad: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """A trusted run (no model code) failed: the task's fault, unless the verification's budget ran out."""
     if runs.spent:
         return "timeout", {"timeout": True, "budget_s": runs.total_s}
@@ -374,12 +161,12 @@ def _prep_args(plan: Plan, runs: _Runs) -> tuple[list[Any], tuple[str, dict[str,
     if not plan.args:
         return [], None
     res = runs.run({"mode": "prep", "setup": plan.setup, "exprs": plan.args})
-    bad = _failure(res)
+    bad = failure(res)
     if bad:
-        return [], _trusted_failure(runs, "test setup", bad)
+        return [], _trustedfailure(runs, "test setup", bad)
     try:
-        recs = _indexed(res, ("value", "error"), len(plan.args))
-    except _Malformed as exc:
+        recs = indexed(res, ("value", "error"), len(plan.args))
+    except Malformed as exc:
         return [], ("bad_gold", {"error": str(exc)})
     out = []
     for i, expr in enumerate(plan.args):
@@ -388,8 +175,8 @@ def _prep_args(plan: Plan, runs: _Runs) -> tuple[list[Any], tuple[str, dict[str,
             why = "raised " + " ".join(r[2:]) if r else "did not run"
             return [], ("bad_gold", {"error": f"test argument {expr!r} {why}; arguments must be plain data (no objects)"[:300]})
         try:
-            out.append(_shape(r[2])[0])  # checked here: only well-formed data goes on
-        except _Malformed as exc:
+            out.append(shape(r[2])[0])  # checked here: only well-formed data goes on
+        except Malformed as exc:
             return [], ("bad_gold", {"error": f"test argument {expr!r} is not plain data: {exc}"[:300]})
     return out, None
 
@@ -407,20 +194,20 @@ def _run_asserts(program: str, plan: Plan, runs: _Runs, names: set[str]) -> tupl
         "candidate_names": sorted(names),
     }
     res = runs.run(job)
-    bad = _failure(res)
+    bad = failure(res)
     if bad:
         return bad
     try:
-        recs = _indexed(res, ("value", "error"), len(plan.probes))
+        recs = indexed(res, ("value", "error"), len(plan.probes))
         if len(recs) != len(plan.probes):
             return "runtime_error", {"error": "some tests did not run"}
         for k, r in sorted(recs.items()):
             if r[0] == "error":
                 return "runtime_error", {"error": f"test expression {plan.probes[k]!r} raised {' '.join(r[2:])[:200]}"}
-        values = [_decode(recs[k][2]) for k in range(len(plan.probes))]
-    except _Malformed as exc:
+        values = [decode(recs[k][2]) for k in range(len(plan.probes))]
+    except Malformed as exc:
         return "sandbox_violation", {"violation": str(exc)}
-    verdicts = [_fast_judge(j, values) for j in plan.judges]
+    verdicts = [fast_judge(j, values) for j in plan.judges]
     todo = [i for i, v in enumerate(verdicts) if v is None]
     if todo:
         judge = {
@@ -435,8 +222,8 @@ def _run_asserts(program: str, plan: Plan, runs: _Runs, names: set[str]) -> tupl
         if runs.spent:
             return "timeout", {"timeout": True, "budget_s": runs.total_s}
         try:
-            got = {k: r[2] == "True" for k, r in _indexed(jr, ("judged", "judged_error"), len(todo)).items() if r[0] == "judged"}
-        except _Malformed:
+            got = {k: r[2] == "True" for k, r in indexed(jr, ("judged", "judged_error"), len(todo)).items() if r[0] == "judged"}
+        except Malformed:
             got = {}
         for n, i in enumerate(todo):
             verdicts[i] = got.get(n, False)
@@ -459,18 +246,18 @@ def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, d
     answers: list[list[Any]] = []
     for _ in range(CHECK_ROUNDS):
         res = runs.run({"mode": "check", "test": test, "check": "check", "answers": answers})
-        bad = _failure(res)
+        bad = failure(res)
         if bad and answers:
             reason = "timeout" if bad[0] == "timeout" else "runtime_error"
             return reason, {**bad[1], "calls": len(answers), "error": f"check() failed on the program's answers: {bad[0]}"}
         if bad:
-            return _trusted_failure(runs, "check()", bad)
+            return _trustedfailure(runs, "check()", bad)
         try:
-            calls = _indexed(res, ("call",), 1_000_000)
+            calls = indexed(res, ("call",), 1_000_000)
             if sorted(calls) != list(range(len(answers), len(answers) + len(calls))):
-                raise _Malformed(f"check() calls numbered {sorted(calls)[:5]}, expected from {len(answers)}")
-            args = [_shape(calls[k][2])[0] for k in sorted(calls) if k >= len(answers)]
-        except _Malformed as exc:
+                raise Malformed(f"check() calls numbered {sorted(calls)[:5]}, expected from {len(answers)}")
+            args = [shape(calls[k][2])[0] for k in sorted(calls) if k >= len(answers)]
+        except Malformed as exc:
             if answers:  # the arguments are built from the program's answers
                 return "runtime_error", {
                     "calls": len(answers),
@@ -492,18 +279,18 @@ def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, d
         probes = [f"{entry}(*__a[{k}][0], **__a[{k}][1])" for k in range(len(args))]
         job = {"mode": "assert", "program": program, "setup": [], "args": args, "probes": probes, "candidate_names": [entry]}
         run = runs.run(job)
-        bad = _failure(run)
+        bad = failure(run)
         if bad:
             return bad
         try:
-            recs = _indexed(run, ("value", "error"), len(probes))
+            recs = indexed(run, ("value", "error"), len(probes))
             if len(recs) != len(probes):
                 return "runtime_error", {"error": "some tests did not run"}
             for k in range(len(probes)):
                 r = recs[k]
-                value = _shape(r[2])[0] if r[0] == "value" else " ".join(r[2:])[:200]  # decoded only by the check run
+                value = shape(r[2])[0] if r[0] == "value" else " ".join(r[2:])[:200]  # decoded only by the check run
                 answers.append([args[k], r[0], value])
-        except _Malformed as exc:
+        except Malformed as exc:
             return "sandbox_violation", {"violation": str(exc)}
     return "bad_gold", {"error": f"check() still calling the candidate after {CHECK_ROUNDS} rounds"}
 
@@ -522,13 +309,13 @@ def _run_stdio(program: str, gold: str | None, cases: list[tuple[str, str | None
             if not gold:
                 return "bad_gold", {"error": f"stdio test {i} has no expected stdout and no reference solution"}
             ref = runs.run({"mode": "stdio", "program": extract_code(gold)}, stdin.encode())
-            bad = _failure(ref)
+            bad = failure(ref)
             if bad:
-                reason, details = _trusted_failure(runs, f"reference solution on stdio test {i}", bad)
+                reason, details = _trustedfailure(runs, f"reference solution on stdio test {i}", bad)
                 return reason, {**details, "passed": passed, "total": len(cases)}
             expected = ref.stdout.decode("utf-8", "replace")
         res = runs.run({"mode": "stdio", "program": program}, stdin.encode())
-        bad = _failure(res)
+        bad = failure(res)
         if bad:
             return bad[0], {**bad[1], "passed": passed, "total": len(cases)}
         if _norm_out(res.stdout.decode("utf-8", "replace")) != _norm_out(expected):

@@ -106,7 +106,7 @@ def test_stdout_comparison_is_textual_050_is_not_05() -> None:
 
 
 def test_kernel_isolation_missing_refuses_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_bwrap_candidates", lambda: [])
+    monkeypatch.setattr(sandbox, "bwrap_candidates", lambda: [])
     sandbox.kernel_isolation_problem.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as err:

@@ -323,9 +323,9 @@ def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) ->
 
 def test_userns_refusal_names_the_fix() -> None:
     """Where bwrap cannot make namespaces the refusal names the sysctl (or AppArmor profile) that fixes it."""
-    from ratchet.verifiers.code.sandbox import _userns_hint
+    from ratchet.verifiers.code.bwrap import userns_hint
 
-    hint = _userns_hint("/x/bwrap")
+    hint = userns_hint("/x/bwrap")
     assert "sysctl" in hint
     if Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").exists():
         restricted = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read_text().strip() == "1"
