@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from pathlib import Path
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
+from ratchet.flows.rounds.closing import apply_retention, publish_round
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, training_guards
@@ -27,7 +26,7 @@ from ratchet.loop.gate import plan as gate_plan
 from ratchet.loop.gate.sets import decide_sets, pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
-from ratchet.store.events import events_of, recorded_settings
+from ratchet.store.events import recorded_settings
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -40,8 +39,8 @@ from ratchet.store.queries import (
     round_incumbent,
     set_round_status,
 )
-from ratchet.store.reports import training_metrics, verifier_stats
-from ratchet.store.retention import apply_plan, check_free_disk, retention_plan, round_write_bytes, stage_files
+from ratchet.store.reports import training_metrics
+from ratchet.store.retention import check_free_disk, round_write_bytes
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS
 
@@ -300,6 +299,53 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     return out
 
 
+def _decide_candidate(
+    con, ctx: Ctx, round_index: int, incumbent: str, candidate: str, consecutive_rejections: int
+) -> tuple[dict, list[dict]]:
+    """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set."""
+    g, es = ctx.cfg.gate, ctx.eval_set_id()
+    sets, best_ids, note = build_sets(
+        con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
+    )
+    if note:
+        run_logger().warning("gate: best ever promoted %s", note)
+    res = decide_sets(sets, g, consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx))
+    cand_pass1, inc_pass1 = pooled(sets)  # the report's pooled figures; the decision is per set
+    gating = [s for s in sets if s.role == "gate"]
+    plan_rates = gate_plan.plan(g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
+                                deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False)  # fmt: skip
+    decided = dict(
+        decision=res.decision,
+        reason=res.reason,
+        candidate_pass1=cand_pass1,
+        incumbent_pass1=inc_pass1,
+        delta=cand_pass1 - inc_pass1,
+        p_value=res.p_value,
+        lower_bound=res.lower_bound,
+        best_lower_bound=res.best_lower_bound,
+        best_checkpoint_id=best_ids[gating[0].name] if len(gating) == 1 else None,
+        error_rates_json=json.dumps(plan_rates.as_dict()),
+    )
+    set_rows = [
+        dict(
+            round_id=ctx.round_id,
+            eval_name=v.name,
+            role=v.role,
+            num_prompts=v.result.n,
+            decision=v.result.decision,
+            passed=v.passed,
+            reason=v.result.reason,
+            candidate_pass1=v.result.candidate_pass1,
+            incumbent_pass1=v.result.incumbent_pass1,
+            best_promoted_pass1=v.result.best_promoted_pass1,
+            lower_bound=v.result.lower_bound,
+            best_lower_bound=v.result.best_lower_bound,
+        )
+        for v in res.sets
+    ]
+    return decided, set_rows
+
+
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
     """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate.sets``); record promote /
@@ -343,48 +389,10 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                 reason="no candidate: no verified-correct trajectories to train on",
             )
         else:
-            sets, best_ids, note = build_sets(
-                con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
-            )
-            if note:
-                log.warning("gate: best ever promoted %s", note)
-            res = decide_sets(
-                sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=_training_guards(con, ctx)
-            )
-            cand_pass1, inc_pass1 = pooled(sets)  # the report's pooled figures; the decision is per set
-            gating = [s for s in sets if s.role == "gate"]
-            plan_rates = gate_plan.plan(g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
-                                        deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False)  # fmt: skip
-            row.update(
-                decision=res.decision,
-                reason=res.reason,
-                candidate_pass1=cand_pass1,
-                incumbent_pass1=inc_pass1,
-                delta=cand_pass1 - inc_pass1,
-                p_value=res.p_value,
-                lower_bound=res.lower_bound,
-                best_lower_bound=res.best_lower_bound,
-                best_checkpoint_id=best_ids[gating[0].name] if len(gating) == 1 else None,
-                error_rates_json=json.dumps(plan_rates.as_dict()),
-            )
-            set_rows = [
-                dict(
-                    round_id=ctx.round_id,
-                    eval_name=v.name,
-                    role=v.role,
-                    num_prompts=v.result.n,
-                    decision=v.result.decision,
-                    passed=v.passed,
-                    reason=v.result.reason,
-                    candidate_pass1=v.result.candidate_pass1,
-                    incumbent_pass1=v.result.incumbent_pass1,
-                    best_promoted_pass1=v.result.best_promoted_pass1,
-                    lower_bound=v.result.lower_bound,
-                    best_lower_bound=v.result.best_lower_bound,
-                    created_at=row["created_at"],
-                )
-                for v in res.sets
-            ]
+            decided, set_rows = _decide_candidate(con, ctx, round_index, incumbent, candidate, state.consecutive_rejections)
+            row.update(decided)
+            for r in set_rows:
+                r["created_at"] = row["created_at"]
         # One transaction: the decision, the promotion it implies and the round's completion land together.
         insert_rows(con, "gate_decisions", [row])
         if set_rows:
@@ -392,110 +400,9 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         seconds = _stage_seconds(ctx, [incumbent, candidate])
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
-    _publish(ctx, row)
+    publish_round(ctx, row)
     apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}
-
-
-def apply_retention(ctx: Ctx) -> dict:
-    """After a gate: delete the weights ``[retention]`` lets go (rows stay, ``deleted_at`` set) and, unless
-    ``keep_stage_files``, the round's ingested stage Parquet files. Returns ``{"checkpoints": n, "bytes": freed}``."""
-    r = ctx.cfg.retention
-    if not r.enabled:
-        return {"checkpoints": 0, "bytes": 0}
-    with transaction(ctx.db) as con:
-        plan = retention_plan(con, ctx.campaign_id, ctx.checkpoints_dir, r.keep_last_promoted)
-        freed = apply_plan(con, plan)
-    if not r.keep_stage_files:
-        for f in stage_files(ctx.campaign_dir / f"round-{ctx.round_index}"):
-            freed += f.stat().st_size
-            f.unlink(missing_ok=True)
-    if plan:
-        run_logger().info(
-            "retention: deleted %d checkpoint(s) (%s), %.1f MB freed", len(plan), ", ".join(d.why for d in plan), freed / 1e6
-        )
-    return {"checkpoints": len(plan), "bytes": freed}
-
-
-def artifact_key(ctx: Ctx, what: str) -> str:
-    """Prefect artifact key of one of a round's artifacts (lowercase letters, digits and dashes only)."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", f"{ctx.cfg.campaign}-round-{ctx.round_index}-{what}".lower())
-    return re.sub(r"-{2,}", "-", slug).strip("-")
-
-
-def _publish(ctx: Ctx, row: dict) -> None:
-    """Write the campaign's held-out pass@1 plot under the round's run dir, and, inside a Prefect run, publish
-    the round's metrics, verifier statistics and gate decision (with the plot embedded) as artifacts.
-
-    Artifacts: ``<campaign>-round-<n>-metrics`` (table, ``ratchet.flows.report.render.metrics_rows``),
-    ``<campaign>-round-<n>-verifier`` (table, reward and verdict reasons per task and purpose) and
-    ``<campaign>-round-<n>-gate`` (markdown). A task's ``.fn`` called outside a run publishes nothing.
-    """
-    from ratchet.flows.report.render import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
-    from ratchet.flows.rounds.progress import in_run_context
-
-    with connect(ctx.db, read_only=True) as con:
-        plot = write_pass1_plot(con, ctx.cfg.campaign, ctx.campaign_dir / f"round-{ctx.round_index}" / "report" / PLOT_NAME)
-        if not in_run_context():
-            return
-        metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
-        stats = verifier_stats(con, ctx.round_id)
-        events = events_of(con, ctx.cfg.campaign)[-5:]
-    create_table_artifact(
-        key=artifact_key(ctx, "metrics"),
-        table=metrics or [{"metric": "-", "scope": "-", "value": None}],
-        description=f"Round {ctx.round_index}: held-out, rollout and training metrics",
-    )
-    create_table_artifact(
-        key=artifact_key(ctx, "verifier"),
-        table=stats or [{"task": "-", "n": 0}],
-        description=f"Round {ctx.round_index}: reward mean/variance and verdict reasons per task",
-    )
-    fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-    figure = (
-        f"![held-out pass@1 across rounds]({data_uri(plot.read_bytes())})\n\nPlot file: `{plot}`"
-        if plot
-        else "No held-out pass@1 to plot yet."
-    )
-    create_markdown_artifact(
-        key=artifact_key(ctx, "gate"),
-        description=f"Round {ctx.round_index} gate decision",
-        markdown=(
-            f"## Round {ctx.round_index}: **{row['decision']}**\n\n{row['reason']}\n\n"
-            f"| | held-out pass@1 |\n|---|---|\n| incumbent `{row['incumbent_checkpoint_id']}` | {fmt(row['incumbent_pass1'])} |\n"
-            f"| candidate `{row['candidate_checkpoint_id']}` | {fmt(row['candidate_pass1'])} |\n"
-            f"| best promoted | {fmt(row['best_promoted_pass1'])} |\n\n"
-            f"rule {row.get('rule')}, margin {row['tolerance']}, lower bound of the change vs incumbent "
-            f"{fmt(row.get('lower_bound'))}, vs best promoted {fmt(row.get('best_lower_bound'))}\n\n"
-            + _rates_md(row.get("error_rates_json"))
-            + _events_md(events)
-            + f"### Held-out pass@1 across rounds\n\n{figure}\n"
-        ),
-    )
-
-
-def _rates_md(rates_json: str | None) -> str:
-    """The rule's simulated promote rates at this eval size (``gate_plan.Plan``) as one markdown line."""
-    if not rates_json:
-        return ""
-    r = json.loads(rates_json)
-    rate = r["promote_rate"]
-    return (
-        f"At {r['eval_prompts']} prompts this rule promotes a candidate truly 5 points worse {rate['-0.050']:.1%} of the "
-        f"time and one 5 points better {rate['+0.050']:.1%} (simulated, discordance {r['discordance']:g}; "
-        f"`ratchet gate plan --eval-prompts {r['eval_prompts']}`)\n\n"
-    )
-
-
-def _events_md(events: list[dict]) -> str:
-    """The campaign's last halts, pauses and resumes as a markdown list (empty when none)."""
-    if not events:
-        return ""
-    lines = [
-        f"- {e['created_at']} **{e['action']}** after round {e['after_round_index']} by {e['actor']}: {e['reason']}"
-        for e in events
-    ]
-    return "### Halts, pauses and resumes\n\n" + "\n".join(lines) + "\n\n"
 
 
 @flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)

@@ -17,6 +17,7 @@ the gap with truncated or masked importance sampling (``grpo.sampler_correction`
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import random
@@ -278,6 +279,60 @@ class GRPOLearner:
         return _train_pass(self, samples, run, on_step)
 
 
+def _minibatch_plan(packed, n: int, s, seed: int, rank: int, world: int) -> tuple[list[list[int]], list[int], int]:
+    """Every epoch's mini-batches up front (the same on every rank: one seeded rng), this rank's rows and the
+    number of micro-batch passes every rank makes (the largest share's; FSDP needs equal call counts)."""
+    rng = random.Random(seed)
+    orders = [_group_order(packed, n, rng) for _ in range(s.ppo_epochs)]
+    minis = [o[k : k + s.mini_batch_size] for o in orders for k in range(0, len(o), s.mini_batch_size)]
+    shares = [sorted({r for m in minis for r in rank_slice(m, q, world)} | {m[0] for m in minis}) for q in range(world)]
+    return minis, shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
+
+
+def _no_grad_logprobs(model, *, shape: tuple[int, int], mine: list[int], passes: int, micro: int, nucleus: bool, device):
+    """Per-token log-probs of this rank's rows under ``model`` without grad: ``(N, C)`` float32, and the nucleus
+    (top-p renormalised) log-probs when ``nucleus`` (else None); rows only other ranks train on stay 0."""
+    import torch
+
+    out = torch.zeros(shape, dtype=torch.float32, device=device)
+    sup = out.clone() if nucleus else None  # the nucleus log-probs, for the sampler comparison
+    with torch.no_grad():
+        for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
+            rows = mine[a * micro : (a + 1) * micro] or mine[:1]
+            lp, _, lp_sup = model(rows)
+            out[torch.tensor(rows, device=device)] = lp
+            if sup is not None:
+                sup[torch.tensor(rows, device=device)] = lp_sup
+    return out, sup
+
+
+def _pass_summary(base: dict, lengths, packed, correction: str, step_metrics: list[dict], world: int, seconds: float) -> dict:
+    """A training pass's metrics: the rollouts' (``base``), the packing's, each step's reduced, and the guards'."""
+    import torch
+
+    p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
+    last = step_metrics[-1]
+    return {
+        **base,
+        "train/completion_len_mean": float(lengths.mean()),
+        "train/completion_len_p90": p90,
+        "train/truncated_prompts": packed.truncated_prompts,
+        "train/truncated_completions": packed.truncated_completions,
+        "train/longest_sequence": packed.longest_sequence,
+        "train/retokenized": packed.retokenized,
+        "train/prompt_hash_mismatches": packed.prompt_mismatches,
+        "train/sampler_correction": correction,
+        **{k: _reduce(k, [d[k] for d in step_metrics]) for k in step_metrics[0]},
+        # what the gate's guards read: where the policy ended up, not the pass average
+        **({"train/kl_last": last["train/kl/is_mean"]} if "train/kl/is_mean" in last else {}),  # absent: not measured
+        "train/entropy_last": last.get("train/entropy/mean", 0.0),
+        # the sampler/trainer gap where the policy ended up (absent: the rollouts carry no sampler log-probs)
+        **({"train/sampler_gap_last": last["train/sampler/logp_diff_mean"]} if "train/sampler/logp_diff_mean" in last else {}),
+        "train/seconds": seconds,
+        "train/ranks": world,
+    }
+
+
 def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORun, on_step: StepFn | None) -> GRPOResult:
     import torch
 
@@ -313,23 +368,9 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     dev = accelerator.device
     rank, world = accelerator.process_index, accelerator.num_processes
     # Every epoch's order up front (the same on every rank: one seeded rng), so each rank knows its rows.
-    rng = random.Random(run.seed)
-    orders = [_group_order(packed, len(batch), rng) for _ in range(s.ppo_epochs)]
-    minis = [o[k : k + s.mini_batch_size] for o in orders for k in range(0, len(o), s.mini_batch_size)]
-    shares = [sorted({r for m in minis for r in rank_slice(m, q, world)} | {m[0] for m in minis}) for q in range(world)]
-    mine, passes = shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
-
-    def no_grad_logprobs(model) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out = torch.zeros((len(batch), cmask.shape[1]), dtype=torch.float32, device=dev)
-        sup = out.clone() if run.top_p < 1 else None  # the nucleus log-probs, for the sampler comparison
-        with torch.no_grad():
-            for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
-                rows = mine[a * s.micro_batch_size : (a + 1) * s.micro_batch_size] or mine[:1]
-                lp, _, lp_sup = model(rows)
-                out[torch.tensor(rows, device=dev)] = lp
-                if sup is not None:
-                    sup[torch.tensor(rows, device=dev)] = lp_sup
-        return out, sup  # (N, C) float32 each; rows only other ranks train on stay 0
+    minis, mine, passes = _minibatch_plan(packed, len(batch), s, run.seed, rank, world)
+    shape = (len(batch), cmask.shape[1])
+    no_grad_logprobs = functools.partial(_no_grad_logprobs, shape=shape, mine=mine, passes=passes, micro=s.micro_batch_size, nucleus=run.top_p < 1, device=dev)  # fmt: skip
 
     no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
     no_sync_model.eval()
@@ -355,27 +396,7 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
         for k, mini in enumerate(minis)
     ]
     learner.passes += 1
-    p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
-    last = step_metrics[-1]
-    summary = {
-        **base,
-        "train/completion_len_mean": float(lengths.mean()),
-        "train/completion_len_p90": p90,
-        "train/truncated_prompts": packed.truncated_prompts,
-        "train/truncated_completions": packed.truncated_completions,
-        "train/longest_sequence": packed.longest_sequence,
-        "train/retokenized": packed.retokenized,
-        "train/prompt_hash_mismatches": packed.prompt_mismatches,
-        "train/sampler_correction": correction,
-        **{k: _reduce(k, [d[k] for d in step_metrics]) for k in step_metrics[0]},
-        # what the gate's guards read: where the policy ended up, not the pass average
-        **({"train/kl_last": last["train/kl/is_mean"]} if "train/kl/is_mean" in last else {}),  # absent: not measured
-        "train/entropy_last": last.get("train/entropy/mean", 0.0),
-        # the sampler/trainer gap where the policy ended up (absent: the rollouts carry no sampler log-probs)
-        **({"train/sampler_gap_last": last["train/sampler/logp_diff_mean"]} if "train/sampler/logp_diff_mean" in last else {}),
-        "train/seconds": time.perf_counter() - t0,
-        "train/ranks": world,
-    }
+    summary = _pass_summary(base, lengths, packed, correction, step_metrics, world, time.perf_counter() - t0)
     rank_rows = sorted({kept[r] for m in minis for r in rank_slice(m, rank, world)})
     return GRPOResult(None, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept, rank_rows)
 

@@ -147,6 +147,33 @@ def with_lora(model, r: int, alpha: int, targets, gradient_checkpointing: bool =
     return model
 
 
+def _sft_step(accelerator, model, opt, sched, params, batch, mine: bool, cfg: SFTConfig, step: int) -> tuple[float, int]:
+    """One optimizer step on a collated batch ``(ids, mask, labels)``, each ``(B, T)`` int64; returns the whole
+    batch's mean completion NLL (nats/token, over every rank) and this rank's tokens. ``mine`` False: a
+    zero-weight pass (DDP needs one backward per rank).
+
+    Raises:
+        FloatingPointError: the loss is NaN or inf.
+    """
+    import torch
+
+    world = accelerator.num_processes
+    ids, mask, labels = (t.to(accelerator.device) for t in batch)
+    if not mine:
+        labels = torch.full_like(labels, IGNORE_INDEX)
+    n_tok = global_count(accelerator, float((labels[:, 1:] != IGNORE_INDEX).sum()))
+    logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
+    loss = completion_nll(logits, labels, n_tok / world)
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"SFT loss is {loss.item()} at step {step}; lower sft.lr (now {cfg.lr}) — nothing was saved")
+    accelerator.backward(loss)
+    accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return global_count(accelerator, loss.item()) / world, int(mask.sum()) if mine else 0
+
+
 def train_sft(
     init_dir: str | Path,
     examples: Sequence[SFTExample],
@@ -215,23 +242,9 @@ def train_sft(
             share = rank_slice(full, rank, world)
             mine.update(share)
             batch = [data[i] for i in share or full[:1]]  # an empty share: a zero-weight pass (DDP needs one backward)
-            ids, mask, labels = (t.to(accelerator.device) for t in collate(batch, pad_id))
-            if not share:
-                labels = torch.full_like(labels, IGNORE_INDEX)
-            n_tok = global_count(accelerator, float((labels[:, 1:] != IGNORE_INDEX).sum()))
-            logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
-            loss = completion_nll(logits, labels, n_tok / world)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"SFT loss is {loss.item()} at step {len(losses)}; lower sft.lr (now {cfg.lr}) — nothing was saved"
-                )
-            accelerator.backward(loss)
-            accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(global_count(accelerator, loss.item()) / world)  # the whole batch's mean NLL
-            tokens += int(mask.sum()) if share else 0
+            loss, n = _sft_step(accelerator, model, opt, sched, params, collate(batch, pad_id), bool(share), cfg, len(losses))
+            losses.append(loss)
+            tokens += n
             if on_step:
                 on_step(len(losses), total, losses[-1])
     _save(accelerator, model, tok, Path(out_dir), cfg)
