@@ -8,6 +8,7 @@ cut to ``MAX_PROSE_CHARS`` or scanned once with bounded quantifiers).
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 MAX_PROSE_CHARS = 300  # a prose final answer longer than this is an explanation, not an answer
 
@@ -200,8 +201,15 @@ _OPS = {"–": "-", "−": "-", "×": "*", "·": "*", "⋅": "*", "÷": "/", "\u
 _UNICODE_OPS = re.compile("|".join(map(re.escape, _OPS)))
 
 
-def _last_sentence(text: str) -> tuple[str, str, bool]:
-    """(last sentence, its line, whether the text has several lines) of ``text``'s bounded end."""
+class _Tail(NamedTuple):
+    sentence: str  # the last sentence (sentence ends inside math spans do not count)
+    line: str  # the line it is on
+    several_lines: bool  # whether the bounded end holds a line break
+    whole_line: bool  # whether the sentence starts its line (no sentence end before it)
+
+
+def _last_sentence(text: str) -> _Tail:
+    """The last sentence of ``text``'s bounded end (``MAX_PROSE_CHARS``), its line, and where it stands."""
     tail = _CLOSING.sub("", text.rstrip()[-MAX_PROSE_CHARS - 40 :])[-MAX_PROSE_CHARS:]
     breaks = list(_LINE_BREAK.finditer(tail))
     line = tail[breaks[-1].end() :] if breaks else tail
@@ -210,12 +218,12 @@ def _last_sentence(text: str) -> tuple[str, str, bool]:
     for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
         if not any(a <= m.start() < b for a, b in spans):
             start = m.end()
-    return line[start:].strip(), line, bool(breaks)
+    return _Tail(line[start:].strip(), line, bool(breaks), start == 0)
 
 
 def _comment_cut(text: str) -> str | None:
     """``text`` without its last sentence when that sentence is a comment on the conclusion, else None."""
-    sentence, _, _ = _last_sentence(text)
+    sentence = _last_sentence(text).sentence
     if not sentence or len(sentence) > 160 or not sentence.endswith((".", "!", "。")) or re.search(r"[\d$\\]", sentence):
         return None
     if _PROSE_STOP.search(sentence) or _HEDGE.search(sentence) or _SETUP.search(sentence) or _DOUBT_WORDS.search(sentence):
@@ -233,7 +241,7 @@ def _restated_value(text: str) -> str | None:
     number of the question (``She buys 3 apples.``) is no answer; never with a setup, negation, hedge,
     condition or comparison word (``_sole_number``).
     """
-    sentence, line, _ = _last_sentence(text)
+    sentence, line, _, _ = _last_sentence(text)
     if not line.rstrip().endswith((".", "!", "。")) or _SETUP.search(sentence):
         return None
     value = _sole_number(sentence.rstrip(" .!。"))
@@ -249,19 +257,11 @@ def _restated_value(text: str) -> str | None:
 
 def _last_sentence_value(text: str) -> str | None:
     """The pre-1.4 rules of ``_final_sentence``: one math span, or a finished conclusion sentence."""
-    tail = _CLOSING.sub("", text.rstrip()[-MAX_PROSE_CHARS - 40 :])[-MAX_PROSE_CHARS:]
-    breaks = list(_LINE_BREAK.finditer(tail))
-    line = tail[breaks[-1].end() :] if breaks else tail
-    spans = [(m.start(), m.end()) for m in _SPAN.finditer(line)]
-    start = 0
-    for m in _SENTENCE_END.finditer(line):  # sentence ends outside math spans
-        if not any(a <= m.start() < b for a, b in spans):
-            start = m.end()
-    sentence = line[start:].strip()
+    sentence, line, several_lines, whole_line = _last_sentence(text)
     conclusion = None
     for conclusion in _CONCLUSION.finditer(sentence):  # noqa: B007 (the last conclusion word opens the statement)
         pass
-    if not breaks and len(text.rstrip()) > MAX_PROSE_CHARS and start == 0:
+    if not several_lines and len(text.rstrip()) > MAX_PROSE_CHARS and whole_line:
         if conclusion is None:
             return None  # the last sentence is longer than a stated answer
         sentence = sentence[conclusion.start() :]

@@ -238,4 +238,6 @@ def test_new_readers_stay_linear_on_hostile_text() -> None:
     for text in hostile:
         extract_answer(text)
     parse_answer(("word " * 400)[:1999])
-    assert time.perf_counter() - t0 < 5.0
+    # ~4 s on an idle 2-core machine; a quadratic reader on these 1 MB texts takes hours, so a loose bound
+    # catches it without failing on a loaded machine
+    assert time.perf_counter() - t0 < 30.0
