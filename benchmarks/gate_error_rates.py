@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ratchet.loop.config import GateConfig  # noqa: E402
-from ratchet.loop.gate.plan import promote_rate, simulate_campaign  # noqa: E402
+from ratchet.loop.config import GateConfig
+from ratchet.loop.gate.plan import promote_rate, simulate_campaign
 
 DELTAS = (-0.10, -0.05, -0.03, 0.0, 0.03, 0.05, 0.10)
 SIZES = (48, 200, 1000)

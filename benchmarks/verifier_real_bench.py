@@ -24,14 +24,11 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_outputs_corpus import load
+from verifier_recall_bench import summarize
 
-from real_outputs_corpus import load  # noqa: E402
-from verifier_recall_bench import summarize  # noqa: E402
-
-from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch  # noqa: E402
+from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch
 
 
 def run_ratchet(rows: list[dict], repeat: int) -> tuple[list[bool], float]:

@@ -24,14 +24,11 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from math_recall_corpus import rows
 
-from math_recall_corpus import rows  # noqa: E402
-
-from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch  # noqa: E402
-from ratchet.verifiers.math.symbolic import _WARMUP  # noqa: E402
+from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch
+from ratchet.verifiers.math.symbolic import _WARMUP
 
 Row = tuple[str, str, str, str, bool]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ratchet.loop.generation.base import prompt_ids_hash, render_prompt
-from ratchet.loop.train.sft import SFTExample
+from ratchet.loop.train.examples import ChatExample
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class GRPOSample:
     the prompt ids it was sampled from (``loop.generation.base.prompt_ids_hash``; None when not stored)."""
 
     group: int
-    example: SFTExample
+    example: ChatExample
     reward: float
     truncated: bool
     sampler_logprobs: tuple[float, ...] | None = None
