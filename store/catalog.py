@@ -122,7 +122,7 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
     a replace). Insert-only tables get a file per new row range (``rows-<from>-<to>.parquet``; rows are
     never deleted, so their rowids are stable); the other tables a full new version (``v-<n>.parquet``)
     when their content hash changed. ``force``: a new version of every such table (after a migration).
-    Versions older than :data:`KEEP_VERSIONS_S` but the newest are removed.
+    A version superseded more than :data:`KEEP_VERSIONS_S` ago is removed (the newest always stays).
 
     ``con``: a read-write connection to the writer file, outside any open transaction (it holds the
     writer lock, so no two publishers race).
@@ -161,10 +161,15 @@ KEEP_VERSIONS_S = 600.0
 
 
 def _prune(versions: list[Path]) -> None:
+    """Remove each version superseded more than :data:`KEEP_VERSIONS_S` ago (the newest always stays).
+
+    A version is superseded when the next one is written, so its age is the next file's, not its own: a
+    version written long ago and superseded a moment ago may still be listed by a query that is reading it.
+    """
     now = time.time()
-    for f in versions[:-1]:
+    for f, newer in zip(versions[:-1], versions[1:]):
         try:
-            if now - f.stat().st_mtime > KEEP_VERSIONS_S:
+            if now - newer.stat().st_mtime > KEEP_VERSIONS_S:
                 f.unlink()
         except FileNotFoundError:
             pass

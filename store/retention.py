@@ -28,9 +28,17 @@ class Doomed:
 
 
 def folder_bytes(path: str | Path) -> int:
-    """Bytes of the files under ``path`` (0 when it is gone)."""
-    p = Path(path)
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
+    """Bytes of the files under ``path`` (0 when it is gone; a file deleted while it is summed counts 0)."""
+    total = 0
+    try:
+        for f in Path(path).rglob("*"):
+            try:
+                total += f.stat().st_size if f.is_file() else 0
+            except FileNotFoundError:
+                pass
+    except FileNotFoundError:
+        pass
+    return total
 
 
 def _kept(con: duckdb.DuckDBPyConnection, campaign_id: str, keep_last_promoted: int) -> set[str]:

@@ -68,3 +68,21 @@ def test_an_empty_table_is_published_once_and_never_taken_for_a_foreign_file(tmp
     assert "not written by Ratchet" not in caplog.text
     assert empty.stat().st_ino == before  # not replaced under a reader that listed it
     assert query(db, "SELECT count(*) FROM prompts")[1] == [(0,)]
+
+
+def test_a_version_stays_for_a_while_after_it_is_superseded(tmp_path):
+    """Its own age does not count: a query that listed an old version a moment ago is still reading it."""
+    import os
+    import time
+
+    from ratchet.store.catalog import KEEP_VERSIONS_S, _prune
+
+    old, new, newest = (tmp_path / f"v-{i:012d}.parquet" for i in (1, 2, 3))
+    long_ago = time.time() - 10 * KEEP_VERSIONS_S
+    for f in (old, new):
+        f.write_bytes(b"x")
+        os.utime(f, (long_ago, long_ago))
+    newest.write_bytes(b"x")  # supersedes `new` just now
+    _prune([old, new, newest])
+    assert not old.exists()  # superseded (by `new`) long ago
+    assert new.exists() and newest.exists()  # `new` was superseded just now; the newest always stays
