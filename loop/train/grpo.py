@@ -36,6 +36,7 @@ from ratchet.loop.train.rollout_batch import (  # noqa: F401 - re-exported: the 
     _tokenize,
     completion_logprobs,
     fit_message,
+    no_grad_logprobs,
     pack_rollouts,
     rollout_logprobs,
     rollout_module,
@@ -289,23 +290,6 @@ def _minibatch_plan(packed, n: int, s, seed: int, rank: int, world: int) -> tupl
     return minis, shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
 
 
-def _no_grad_logprobs(model, *, shape: tuple[int, int], mine: list[int], passes: int, micro: int, nucleus: bool, device):
-    """Per-token log-probs of this rank's rows under ``model`` without grad: ``(N, C)`` float32, and the nucleus
-    (top-p renormalised) log-probs when ``nucleus`` (else None); rows only other ranks train on stay 0."""
-    import torch
-
-    out = torch.zeros(shape, dtype=torch.float32, device=device)
-    sup = out.clone() if nucleus else None  # the nucleus log-probs, for the sampler comparison
-    with torch.no_grad():
-        for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
-            rows = mine[a * micro : (a + 1) * micro] or mine[:1]
-            lp, _, lp_sup = model(rows)
-            out[torch.tensor(rows, device=device)] = lp
-            if sup is not None:
-                sup[torch.tensor(rows, device=device)] = lp_sup
-    return out, sup
-
-
 def _pass_summary(base: dict, lengths, packed, correction: str, step_metrics: list[dict], world: int, seconds: float) -> dict:
     """A training pass's metrics: the rollouts' (``base``), the packing's, each step's reduced, and the guards'."""
     import torch
@@ -370,20 +354,20 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     # Every epoch's order up front (the same on every rank: one seeded rng), so each rank knows its rows.
     minis, mine, passes = _minibatch_plan(packed, len(batch), s, run.seed, rank, world)
     shape = (len(batch), cmask.shape[1])
-    no_grad_logprobs = functools.partial(_no_grad_logprobs, shape=shape, mine=mine, passes=passes, micro=s.micro_batch_size, nucleus=run.top_p < 1, device=dev)  # fmt: skip
+    logprobs_of = functools.partial(no_grad_logprobs, shape=shape, mine=mine, passes=passes, micro=s.micro_batch_size, nucleus=run.top_p < 1, device=dev)  # fmt: skip
 
     no_sync_model = wrapped if learner.fsdp else inner  # no DDP collectives for the no-grad passes
     no_sync_model.eval()
     # pi_old (Shao et al. 2024, Alg. 1): computed once per pass; with one optimizer step per pass it is the
     # policy of the training forward itself, so that forward's detached log-probs serve (TRL, num_iterations = 1).
-    old_lp, old_sup = (None, None) if len(minis) == 1 else no_grad_logprobs(no_sync_model)
+    old_lp, old_sup = (None, None) if len(minis) == 1 else logprobs_of(no_sync_model)
     # With beta = 0 the reference's log-probs feed only the KL guard metric the gate can halt on
     # (run.measure_kl); while the policy still is the reference, they are the old log-probs.
     want_ref = s.beta > 0 or run.measure_kl
     ref = learner._reference() if want_ref else None
     if ref is not None:
         ref.data = data
-    ref_lp = no_grad_logprobs(ref)[0] if ref is not None else None
+    ref_lp = logprobs_of(ref)[0] if ref is not None else None
     ref_is_old = want_ref and ref is None
     wrapped.train()
     sampler = packed.sampler_tensor(range(len(batch)), cmask.shape[1]).to(dev) if packed.sampler_lp else None

@@ -297,3 +297,20 @@ def rollout_module(policy, data: tuple | None = None):
             return tuple(pad_to(x, width) for x in out)
 
     return RolloutLogprobs()
+
+
+def no_grad_logprobs(model, *, shape: tuple[int, int], mine: list[int], passes: int, micro: int, nucleus: bool, device):
+    """Per-token log-probs of this rank's rows under ``model`` without grad: ``(N, C)`` float32, and the nucleus
+    (top-p renormalised) log-probs when ``nucleus`` (else None); rows only other ranks train on stay 0."""
+    import torch
+
+    out = torch.zeros(shape, dtype=torch.float32, device=device)
+    sup = out.clone() if nucleus else None  # the nucleus log-probs, for the sampler comparison
+    with torch.no_grad():
+        for a in range(passes):  # the same number of calls on every rank (FSDP gathers weights in each)
+            rows = mine[a * micro : (a + 1) * micro] or mine[:1]
+            lp, _, lp_sup = model(rows)
+            out[torch.tensor(rows, device=device)] = lp
+            if sup is not None:
+                sup[torch.tensor(rows, device=device)] = lp_sup
+    return out, sup
