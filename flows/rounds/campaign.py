@@ -300,9 +300,10 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
 
 
 def _decide_candidate(
-    con, ctx: Ctx, round_index: int, incumbent: str, candidate: str, consecutive_rejections: int
+    con, ctx: Ctx, round_index: int, incumbent: str, candidate: str, consecutive_rejections: int, created_at
 ) -> tuple[dict, list[dict]]:
-    """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set."""
+    """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set
+    (stamped ``created_at``, the decision's own time)."""
     g, es = ctx.cfg.gate, ctx.eval_set_id()
     sets, best_ids, note = build_sets(
         con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
@@ -340,6 +341,7 @@ def _decide_candidate(
             best_promoted_pass1=v.result.best_promoted_pass1,
             lower_bound=v.result.lower_bound,
             best_lower_bound=v.result.best_lower_bound,
+            created_at=created_at,
         )
         for v in res.sets
     ]
@@ -389,10 +391,10 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                 reason="no candidate: no verified-correct trajectories to train on",
             )
         else:
-            decided, set_rows = _decide_candidate(con, ctx, round_index, incumbent, candidate, state.consecutive_rejections)
+            decided, set_rows = _decide_candidate(
+                con, ctx, round_index, incumbent, candidate, state.consecutive_rejections, row["created_at"]
+            )
             row.update(decided)
-            for r in set_rows:
-                r["created_at"] = row["created_at"]
         # One transaction: the decision, the promotion it implies and the round's completion land together.
         insert_rows(con, "gate_decisions", [row])
         if set_rows:

@@ -142,9 +142,7 @@ rounds_per_run = 1
             time.sleep(3)
             peak = max(peak, folder_bytes(ckpts))
             # one checkpoint's size, seen while it exists (retention may delete every one: a gate that never promotes)
-            ckpt_size = max(
-                [ckpt_size, *(folder_bytes(p) for p in ckpts.iterdir() if p.is_dir())] if ckpts.is_dir() else [ckpt_size]
-            )
+            ckpt_size = max([ckpt_size, *(folder_bytes(p) for p in (ckpts.iterdir() if ckpts.is_dir() else ()))])
             done = (_q(db, "SELECT count(*) FROM rounds WHERE status = 'completed'") or [[0]])[0][0]
             if done >= RUNS and _completed_runs(prefect_db) >= RUNS:
                 break
