@@ -93,19 +93,6 @@ def test_a_shard_of_the_jobs_keeps_global_indices_and_greedy_outputs(vllm_backen
         vllm_backend.generate(msgs, SamplingParams(n=3, temperature=0.8, max_new_tokens=4), jobs=range(0, 4))
 
 
-def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
-    """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
-    import psutil
-
-    engine_procs = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM::")]
-    assert engine_procs, "expected vLLM engine processes (VLLM::EngineCore, VLLM::Worker)"
-    vllm_backend.close()
-    vllm_backend.close()
-    assert vllm_backend.llm is None
-    _, alive = psutil.wait_procs(engine_procs, timeout=10)
-    assert not alive, f"engine processes still running after close(): {alive}"
-
-
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
 def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_backend, smollm2_dir, top_p):
     """vLLM's processed log-probs of its sampled tokens against the GRPO trainer's forward (fp32, SmolLM2): they
@@ -131,3 +118,16 @@ def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_back
     gap = gap[~torch.isnan(gap)]
     print(f"vLLM vs trainer, top_p={top_p}: mean |d| {gap.abs().mean():.2e}, max {gap.abs().max():.2e}")
     assert float(gap.abs().mean()) < 1e-2 and float(gap.exp().mean()) == pytest.approx(1.0, abs=2e-2)
+
+
+def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
+    """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
+    import psutil
+
+    engine_procs = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM::")]
+    assert engine_procs, "expected vLLM engine processes (VLLM::EngineCore, VLLM::Worker)"
+    vllm_backend.close()
+    vllm_backend.close()
+    assert vllm_backend.llm is None
+    _, alive = psutil.wait_procs(engine_procs, timeout=10)
+    assert not alive, f"engine processes still running after close(): {alive}"
