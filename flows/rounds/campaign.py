@@ -15,16 +15,17 @@ from prefect.cache_policies import NONE
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
-from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, training_guards
+from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
+from ratchet.flows.rounds.sequential_eval import evaluate_sequentially
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
-from ratchet.loop.gate.sets import decide_sets, pooled
+from ratchet.loop.gate.sets import pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import events_of, recorded_settings
@@ -343,18 +344,20 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                 reason="no candidate: no verified-correct trajectories to train on",
             )
         else:
-            sets, best_ids, note = build_sets(
-                con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
-            )
-            if note:
-                log.warning("gate: best ever promoted %s", note)
-            res = decide_sets(
-                sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=_training_guards(con, ctx)
-            )
+            d = decide_stored(
+                con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
+                consecutive_rejections=state.consecutive_rejections, tripped_guards=_training_guards(con, ctx),
+                pinned=len(ctx.heldout()),
+            )  # fmt: skip
+            sets, res, best_ids, bases = d.sets, d.gate, d.best_ids, base_pass1(d)
+            if d.note:
+                log.warning("gate: best ever promoted %s", d.note)
             cand_pass1, inc_pass1 = pooled(sets)  # the report's pooled figures; the decision is per set
             gating = [s for s in sets if s.role == "gate"]
-            plan_rates = gate_plan.plan(g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
-                                        deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False)  # fmt: skip
+            plan_rates = None if g.sequential else gate_plan.plan(
+                g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
+                deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False,
+            )  # fmt: skip
             row.update(
                 decision=res.decision,
                 reason=res.reason,
@@ -365,7 +368,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                 lower_bound=res.lower_bound,
                 best_lower_bound=res.best_lower_bound,
                 best_checkpoint_id=best_ids[gating[0].name] if len(gating) == 1 else None,
-                error_rates_json=json.dumps(plan_rates.as_dict()),
+                error_rates_json=json.dumps(plan_rates.as_dict()) if plan_rates else None,
+                **decision_columns(d),
             )
             set_rows = [
                 dict(
@@ -381,6 +385,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
                     best_promoted_pass1=v.result.best_promoted_pass1,
                     lower_bound=v.result.lower_bound,
                     best_lower_bound=v.result.best_lower_bound,
+                    base_pass1=bases.get(v.name),
                     created_at=row["created_at"],
                 )
                 for v in res.sets
@@ -513,9 +518,12 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     try:
         candidate = on_policy_steps(config_path, round_index, incumbent)  # persistent engine or per-step processes
         drop_optimizer_states(load_ctx(config_path, round_index))
-        evaluate(config_path, round_index, incumbent)
-        if candidate is not None:
-            evaluate(config_path, round_index, candidate)
+        if candidate is not None and load_ctx(config_path, round_index).cfg.gate.sequential:
+            evaluate_sequentially(config_path, round_index, incumbent, candidate)  # batches until a bound decides
+        else:
+            evaluate(config_path, round_index, incumbent)
+            if candidate is not None:
+                evaluate(config_path, round_index, candidate)
         return gate(config_path, round_index, incumbent, candidate)
     except Exception:
         ctx = load_ctx(config_path, round_index)
