@@ -15,7 +15,7 @@ from pathlib import Path
 from ratchet.flows.rounds.gate_inputs import Grouping, decide_stored, stored_gate_config, training_guards
 from ratchet.loop.config import ConfigError, GateConfig
 from ratchet.store.db import StoreError, connect, require_store
-from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, pinned_eval_prompts
+from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, gate_set_rows, pinned_eval_prompts
 from ratchet.store.reports import training_metrics
 
 
@@ -74,6 +74,9 @@ def replay(db: str | Path, campaign: str, changes: dict[str, object] | None = No
             state = campaign_state(con, c["campaign_id"], es, before_round_index=row["round_index"])
             # decided before per-set gating (no recorded settings): one pooled set, as it was then
             pooled = grouping if row.get("settings_json") else Grouping({}, False)
+            # roles are run settings (not in the stored campaign settings): each set's role as that decision used it
+            roles = {r["eval_name"]: r["role"] for r in gate_set_rows(con, row["round_id"])}
+            pooled = Grouping({**pooled.roles, **roles}, pooled.by_source) if roles and pooled.roles else pooled
             guards = training_guards(
                 training_metrics(con, row["round_id"]), settings.get("algorithm", "rft"),
                 grpo.get("max_kl", 0.5), grpo.get("min_entropy", 0.01), grpo.get("max_sampler_gap"),
