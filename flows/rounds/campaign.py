@@ -18,7 +18,8 @@ from ratchet.flows.rounds.curriculum_setup import check_training_data, register_
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
-from ratchet.flows.rounds.sequential_eval import evaluate_sequentially
+from ratchet.flows.rounds.reverify import carry_over_promoted
+from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
@@ -75,7 +76,7 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
     name, size = smallest_gating_set(ctx)
-    warning = gate_warning(cfg, size, name)
+    warning = gate_warning(cfg, size, name) if not cfg.gate.sequential else sequential_warning(cfg, len(ctx.heldout()))
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
@@ -315,6 +316,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         return {"decision": existing[0], "reason": existing[1]}
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
+        for c in carry_over_promoted(con, ctx, round_index):  # evaluated under an older verifier: re-verified first
+            log.info("gate: re-verified the stored evaluation of %s under verifier %s", c, VERIFIER_VERSION)
         inc_scores = scores(eval_outcomes(con, incumbent, es, VERIFIER_VERSION), g.samples_per_prompt)
         inc_pass1 = sum(inc_scores) / len(inc_scores)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1

@@ -15,7 +15,14 @@ from pathlib import Path
 from ratchet.flows.rounds.gate_inputs import Grouping, decide_stored, stored_gate_config, training_guards
 from ratchet.loop.config import ConfigError, GateConfig
 from ratchet.store.db import StoreError, connect, require_store
-from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history, gate_set_rows, pinned_eval_prompts
+from ratchet.store.queries import (
+    campaign_by_name,
+    campaign_state,
+    decision_inputs,
+    gate_history,
+    gate_set_rows,
+    pinned_eval_prompts,
+)
 from ratchet.store.reports import training_metrics
 
 

@@ -10,6 +10,7 @@ from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, sequential_total, training_guards
 from ratchet.flows.rounds.stages import evaluate
 from ratchet.loop.campaign.context import load_ctx
+from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential
 from ratchet.loop.gate.sets import SetScores
 from ratchet.store.db import connect
@@ -30,7 +31,9 @@ def evaluate_sequentially(config_path: str, round_index: int, incumbent: str, ca
     with connect(ctx.db, read_only=True) as con:
         state = campaign_state(con, ctx.campaign_id, es)
         p = ctx.cfg.grpo
-        guards = training_guards(training_metrics(con, ctx.round_id), ctx.cfg.algorithm, p.max_kl, p.min_entropy, p.max_sampler_gap)
+        guards = training_guards(
+            training_metrics(con, ctx.round_id), ctx.cfg.algorithm, p.max_kl, p.min_entropy, p.max_sampler_gap
+        )
 
     def sets_at(n: int) -> list[SetScores]:
         evaluate(config_path, round_index, incumbent, prompts=n)  # only prompts it has no stored outcome on
@@ -43,3 +46,14 @@ def evaluate_sequentially(config_path: str, round_index: int, incumbent: str, ca
     seq = run_sequential(sets_at, g, total=total, consecutive_rejections=state.consecutive_rejections, tripped_guards=guards)
     run_logger().info("sequential gate: %s after %d of %d prompts (%s)", seq.gate.decision, seq.prompts_used, total, seq.stop)
     return seq
+
+
+def sequential_warning(cfg: RatchetConfig, pinned: int) -> str | None:
+    """One line when a sequential gate's ``max_eval_prompts`` exceeds the pinned eval set (it stops there)."""
+    g = cfg.gate
+    if g.max_eval_prompts <= pinned:
+        return None
+    return (
+        f"gate.max_eval_prompts = {g.max_eval_prompts} but the eval set pins {pinned} prompts: the sequential gate stops "
+        f"at {pinned} (raise tasks.heldout_prompts or the [[evals]] prompts, or lower gate.max_eval_prompts)"
+    )

@@ -25,6 +25,7 @@ from ratchet.flows.compute.rollout import live_worker
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.reverify import carry_over
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
@@ -328,7 +329,8 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
 
 @task(name="evaluate", cache_policy=NONE)
 def evaluate(config_path: str, round_index: int, checkpoint_id: str, prompts: int | None = None) -> dict:
-    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists.
+    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists, and re-verifies
+    one stored under an older verifier version instead of generating again (``reverify.carry_over``).
 
     ``prompts`` (the sequential gate): evaluate only the first that many eval prompts in prompt-id order, generating
     just those the checkpoint has no stored outcomes on yet (each prompt's outcome is computed once and stored)."""
@@ -336,6 +338,12 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str, prompts: in
     with stage_frame(config_path, round_index, "evaluate", dir_name=dir_name) as s:
         ctx, out = s.ctx, s.out
         es = ctx.eval_set_id()
+        with transaction(ctx.db) as con:  # evaluated under an older verifier: re-verify those completions, not regenerate
+            if carry_over(con, ctx, checkpoint_id):
+                s.log.info(
+                    "re-verified the stored evaluation of %s under the current verifier %s", checkpoint_id, VERIFIER_VERSION
+                )
+                _record_evaluation(con, ctx, checkpoint_id, replace=True)
         with connect(ctx.db, read_only=True) as con:
             stored = stored_metrics(con, checkpoint_id, es)
             todo = None if prompts is None else _not_evaluated(con, ctx, checkpoint_id, prompts)

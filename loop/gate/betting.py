@@ -22,6 +22,7 @@ import numpy as np
 
 _BET_CAP = 0.5  # largest bet: every factor 1 + lambda (x - m) stays >= 1/2 for x, m in [0, 1] (WSR 2023 use 1/2 or 3/4)
 
+
 def _bets(x: np.ndarray, alpha: float, horizon: int) -> np.ndarray:
     """Predictable plug-in bets ``(t,) float64`` for ``x: (t,) float64`` in [0, 1]: bet i uses only x_1 .. x_{i-1}."""
     t = len(x)

@@ -91,9 +91,10 @@ def run_sequential(
     if not cfg.sequential:
         raise ValueError("run_sequential needs gate.sequential = true (its bounds are the anytime-valid ones)")
     sizes = look_sizes(total, cfg.sequential_batch_prompts)
+    probe = cfg.model_copy(update={"max_consecutive_rejections": 10**9})  # at a look, "halt" is a guard's only
     for j, n in enumerate(sizes, 1):
         sets = sets_at(n)
-        stop = stop_reason(decide_sets(sets, cfg, consecutive_rejections=0, tripped_guards=tripped_guards), sets, cfg, n, total)
+        stop = stop_reason(decide_sets(sets, probe, consecutive_rejections=0, tripped_guards=tripped_guards), sets, cfg, n, total)
         if stop:
             break
     res = decide_sets(sets, cfg, consecutive_rejections=consecutive_rejections, tripped_guards=tripped_guards)

@@ -7,10 +7,12 @@ runs the real evaluate stage on the tiny model, look by look.
 
 import json
 
+from ratchet.flows.report.render import drift_plot
 from ratchet.flows.rounds.campaign import prepare_campaign
 from ratchet.flows.rounds.gate_replay import replay
 from ratchet.loop.campaign.context import load_ctx
-from ratchet.store.db import query
+from ratchet.store.db import connect, query
+from ratchet.store.reports import drift_history
 from tests.flows.test_gate_replay import _base, config, evaluate_as, run_round, write_tasks
 
 SEQ = {"gate.sequential": True, "gate.sequential_batch_prompts": 100, "gate.max_eval_prompts": 400}
@@ -18,7 +20,9 @@ SEQ = {"gate.sequential": True, "gate.sequential_batch_prompts": 100, "gate.max_
 
 def test_sequential_gate_stops_when_a_bound_decides_and_records_why(tmp_path, smollm2_dir):
     tasks = write_tasks(tmp_path, "sums", 1, 61)
-    path = config(tmp_path, smollm2_dir, **{"tasks.source": "jsonl", "tasks.path": str(tasks), "tasks.heldout_prompts": 400}, **SEQ)
+    path = config(
+        tmp_path, smollm2_dir, **{"tasks.source": "jsonl", "tasks.path": str(tasks), "tasks.heldout_prompts": 400}, **SEQ
+    )
     prepare_campaign.fn(str(path))
     ctx = load_ctx(path)
     evaluate_as(path, 1, _base(ctx), lambda i, p: i < 200)
@@ -66,6 +70,12 @@ def test_drift_from_the_base_on_a_guard_set_halts_a_promotion(tmp_path, smollm2_
     assert bases == {"main": 0.5, "canary": 1.0}
     passed = dict(query(ctx.db, "SELECT eval_name, passed FROM gate_set_decisions")[1])
     assert passed == {"main": True, "canary": True}  # the guard (vs the incumbent) passed; the drift check halted
+    with connect(ctx.db, read_only=True) as con:  # the report's drift curve
+        hist = {h["eval_name"]: h for h in drift_history(con, "gated")}
+        png = drift_plot(con, "gated")
+    assert round(hist["canary"]["change"], 9) == -0.04 and hist["canary"]["max_drift"] == 0.0 and hist["main"]["change"] > 0
+    assert hist["canary"]["drift_upper_bound"] == row[1] and hist["main"]["drift_upper_bound"] is None
+    assert png.startswith(b"\x89PNG")
     assert replay(ctx.db, "gated")[0]["replayed"] == "halt"
     assert replay(ctx.db, "gated", {"gate.max_drift": None})[0]["replayed"] == "promote"
 
@@ -94,3 +104,11 @@ def test_sequential_evaluation_computes_each_prompt_once(prefect_harness, tmp_pa
     ids = query(ctx.db, "SELECT prompt_id FROM trajectories WHERE checkpoint_id = ? ORDER BY prompt_id", [base])[1]
     assert [i for (i,) in ids] == sorted(p.prompt_id for p in ctx.heldout())[:10]
     assert json.loads(query(ctx.db, "SELECT settings_json FROM gate_decisions LIMIT 1")[1][0][0])["sequential"] is True
+
+
+def test_preflight_warns_when_the_sequential_gate_cannot_reach_its_maximum():
+    from ratchet.flows.rounds.sequential_eval import sequential_warning
+    from ratchet.loop.config import RatchetConfig
+
+    cfg = RatchetConfig(gate={"sequential": True, "max_eval_prompts": 1000})
+    assert "stops at 400" in sequential_warning(cfg, 400) and sequential_warning(cfg, 1000) is None

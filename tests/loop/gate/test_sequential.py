@@ -77,6 +77,9 @@ def test_clear_loss_stops_as_futile_and_an_unproven_one_runs_to_the_maximum():
     r = run_sequential(_sets(same, i), SEQ, total=400, consecutive_rejections=1)
     assert r.stop == "max_prompts" and r.prompts_used == 400 and r.looks == 4
     assert r.gate.decision == "halt" and "2 rejections in a row" in r.gate.reason  # the real count decides at the end
+    once = SEQ.model_copy(update={"max_consecutive_rejections": 1})  # halts on the first rejection, yet looks on
+    r = run_sequential(_sets(same, i), once, total=400, consecutive_rejections=0)
+    assert r.stop == "max_prompts" and r.gate.decision == "halt"
 
 
 def test_a_tripped_guard_stops_at_the_first_look():
