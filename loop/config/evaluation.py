@@ -88,9 +88,9 @@ class GateConfig(_Frozen):
         0.05,
         ge=0.0,
         le=1.0,
-        description="Halt when the candidate is shown to have drifted more than this below the base checkpoint "
-        "(pass@1, absolute) on the drift set: the guard sets, else the gating sets (the (1 - alpha) upper bound of "
-        "candidate - base < -max_drift). None: measure and store the drift, never halt on it.",
+        description="Halt instead of promoting a candidate shown to have drifted more than this below the base "
+        "checkpoint (pass@1, absolute) on a drift set: the guard sets, else the gating sets (the (1 - alpha) upper "
+        "bound of candidate - base < -max_drift; ratchet.loop.gate.drift). None: measure and store drift, never halt.",
     )
 
     @model_validator(mode="before")

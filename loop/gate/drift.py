@@ -10,9 +10,10 @@ A guard set compared only with the incumbent cannot see a slow slide: a 1-point 
 per round, yet adds up. The drift check compares with the base, so it does. It turns a **promotion** into a halt
 when the candidate is shown to sit more than ``gate.max_drift`` below the base on a drift set (upper bound <
 -max_drift): only a promotion moves the campaign, and a rejected candidate is never kept. On a gating set a promoted
-candidate is no worse than the best promoted (the base counts) minus ``margin``, so with ``max_drift >= margin`` the
-check can only fire on a guard set: the default (0.05 >= margin 0.03) leaves a campaign without guard sets decided as
-before.
+candidate's lower bound vs the best promoted (the base counts, so its pass@1 is >= the base's) is >= -margin, and
+upper bound >= point estimate >= that lower bound; so when base and best are compared on the same prompts (always,
+outside the sequential gate) and ``max_drift >= margin``, the check can only fire on a guard set: the default
+(0.05 >= margin 0.03) leaves a campaign without guard sets decided as before.
 """
 
 from __future__ import annotations
