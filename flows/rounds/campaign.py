@@ -298,7 +298,8 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     """Compute seconds per stage of this round, from the stage markers (reused evaluations count 0)."""
     sec = lambda stage, step=0: (read_marker(ctx.at_step(step).stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
     out = {s: sum(sec(s, k) for k in range(ctx.steps)) for s in ("generate", "verify", "filter", "train")}
-    out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c)
+    looks = [d.name for c in set(checkpoints) if c for d in ctx.stage_dir("x").parent.glob(f"evaluate-{c}-*")]  # sequential
+    out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c) + sum(sec(d) for d in looks)
     return out
 
 
