@@ -7,11 +7,15 @@
    (``gate_plan.simulate_campaign``; a halt ends it where it stands). Target: the final incumbent is at most
    ``margin`` below the base with probability >= 1 - alpha.
 
+3. The sequential rule (``gate.sequential = true``, ``ratchet.loop.gate.sequential.run_sequential``): promote rate
+   and mean prompts used for true changes -5 / -3 / 0 / +5 / +10 points, up to ``max_eval_prompts`` = 1000 in
+   batches of 100 (``gate_plan.sequential_rates``).
+
 The old rule (``rule = "no_detected_drop"``, McNemar) is measured beside the default for comparison.
 
-    python benchmarks/gate_error_rates.py [--trials 1000] [--campaigns 400]
+    python benchmarks/gate_error_rates.py [--trials 1000] [--campaigns 400] [--sequential-trials 400]
 
-Prints one JSON object (~1-2 min on one core at the defaults).
+Prints one JSON object (~3-4 min on one core at the defaults).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import time
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate.plan import promote_rate, simulate_campaign
+from ratchet.loop.gate.plan import promote_rate, sequential_rates, simulate_campaign
 
 DELTAS = (-0.10, -0.05, -0.03, 0.0, 0.03, 0.05, 0.10)
 SIZES = (48, 200, 1000)
@@ -46,10 +50,21 @@ def campaigns(cfg: GateConfig, runs: int) -> dict:
     }
 
 
+def sequential(trials: int) -> dict:
+    cfg = GateConfig(sequential=True, max_eval_prompts=1000, sequential_batch_prompts=100)
+    out = {}
+    for i, d in enumerate((-0.05, -0.03, 0.0, 0.05, 0.10)):
+        rate, used = sequential_rates(cfg, d, trials, seed=7000 + i)
+        out[f"{d:+.2f}"] = {"promote_rate": rate, "mean_prompts_used": round(used, 1)}
+    return {"gate": {k: cfg.model_dump()[k] for k in ("max_eval_prompts", "sequential_batch_prompts", "margin", "alpha")},
+            "trials": trials, "by_true_change": out}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1000, help="simulated rounds per (size, delta)")
     ap.add_argument("--campaigns", type=int, default=400, help="simulated 100-round campaigns")
+    ap.add_argument("--sequential-trials", type=int, default=400, help="simulated rounds per change, sequential rule")
     args = ap.parse_args()
     t0 = time.perf_counter()
     default = GateConfig()
@@ -76,6 +91,7 @@ def main() -> None:
             "campaign_100_rounds_200_prompts_each_1pt_worse": campaigns(legacy, args.campaigns),
         },
     }
+    out["sequential"] = sequential(args.sequential_trials)
     c = out["campaign_100_rounds_200_prompts_each_1pt_worse"]
     out["targets"]["campaign_within_margin_ge_1_minus_alpha"] = c["p_final_within_margin_of_base"] >= 1 - default.alpha
     out["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -208,6 +208,34 @@ def pass1_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
     )
 
 
+def drift_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Each gated round's drift from the base (``ratchet.loop.gate.drift``), for the report's drift curve, in round order.
+
+    Rows ``{round_index, eval_name, role, change, drift_upper_bound, max_drift}``: one per eval set with the base's
+    stored outcomes (``change`` = candidate - base pass@1 on it); ``drift_upper_bound`` is the round's bound on its
+    drift set (the one with the smallest bound; NULL on other sets); ``max_drift`` the setting the decision ran with.
+    Empty for a store written before drift was measured.
+    """
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'gate_set_decisions' AND column_name = 'base_pass1'"
+    ).fetchone()[0]
+    if not has:
+        return []
+    return _rows(
+        con.execute(
+            """
+        SELECT r.round_index, s.eval_name, s.role, s.candidate_pass1 - s.base_pass1 AS change,
+               CASE WHEN g.drift_set = s.eval_name THEN g.drift_upper_bound END AS drift_upper_bound,
+               TRY_CAST(json_extract(g.settings_json, '$.max_drift') AS DOUBLE) AS max_drift
+        FROM gate_set_decisions s JOIN gate_decisions g USING (round_id) JOIN rounds r USING (round_id)
+        JOIN campaigns c ON c.campaign_id = r.campaign_id
+        WHERE c.name = ? AND s.base_pass1 IS NOT NULL AND s.candidate_pass1 IS NOT NULL
+        ORDER BY r.round_index, s.eval_name""",
+            [campaign],
+        )
+    )
+
+
 def report_campaigns(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict]:
     """Campaigns (oldest first, or only ``campaign``): ``{name, campaign_id, algorithm, base_checkpoint_id, created_at, rounds}``."""
     return _rows(

@@ -208,6 +208,12 @@ class GateDecision(SQLModel, table=True):
     error_rates_json: str | None = Field(
         None, description="Simulated promote rates of the rule at this eval size (ratchet.loop.gate.plan.Plan.as_dict)"
     )
+    eval_prompts_used: int | None = Field(None, description="Sequential gate: eval prompts it used (NULL: not sequential)")
+    sequential_looks: int | None = Field(None, description="Sequential gate: looks (batches) it took")
+    sequential_stop: str | None = Field(None, description="Sequential gate: promoted | halted | futile | max_prompts")
+    drift: float | None = _dbl(default=None, description="pass@1 change of the candidate from the base on the drift set")
+    drift_upper_bound: float | None = _dbl(default=None, description="(1 - alpha) upper bound of that change")
+    drift_set: str | None = Field(None, description="The drift set (guard set, else gating set) with the smallest bound")
 
 
 class GateSetDecision(SQLModel, table=True):
@@ -227,6 +233,7 @@ class GateSetDecision(SQLModel, table=True):
     lower_bound: float | None = _dbl(default=None)
     best_lower_bound: float | None = _dbl(default=None)
     created_at: datetime
+    base_pass1: float | None = _dbl(default=None, description="The base checkpoint's pass@1 on this set (drift)")
 
 
 class CampaignEvent(SQLModel, table=True):

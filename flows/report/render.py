@@ -26,6 +26,7 @@ from ratchet.store.queries import gate_set_rows, round_stage
 from ratchet.store.reports import (
     campaign_stages,
     campaign_table,
+    drift_history,
     heldout_completion_metrics,
     pass1_history,
     report_campaigns,
@@ -154,6 +155,39 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
     return buf.getvalue()
 
 
+def drift_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
+    """PNG (bytes) of the drift curve: each eval set's candidate pass@1 minus the base's, by round
+    (``store.reports.drift_history``), the drift set's upper bound as triangles and ``-gate.max_drift`` as a dashed
+    line; None when no round measured drift."""
+    from matplotlib.figure import Figure
+
+    hist = drift_history(con, campaign)
+    if not hist:
+        return None
+    fig = Figure(figsize=(8, 3.5), dpi=100)
+    ax = fig.add_subplot()
+    for name in dict.fromkeys(h["eval_name"] for h in hist):
+        pts = [(h["round_index"], h["change"]) for h in hist if h["eval_name"] == name]
+        role = next(h["role"] for h in hist if h["eval_name"] == name)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} ({role}): candidate - base")
+    ubs = [(h["round_index"], h["drift_upper_bound"]) for h in hist if h["drift_upper_bound"] is not None]
+    if ubs:
+        ax.scatter(
+            [x for x, _ in ubs], [y for _, y in ubs], marker="v", color="#d62728", zorder=3, label="upper bound (drift set)"
+        )
+    limit = next((h["max_drift"] for h in reversed(hist) if h["max_drift"] is not None), None)
+    if limit is not None:
+        ax.axhline(-limit, color="#d62728", linestyle="--", linewidth=1, label=f"-gate.max_drift ({limit:g})")
+    ax.axhline(0.0, color="#7f7f7f", linewidth=0.8)
+    ax.set(xlabel="round", ylabel="pass@1 change from the base", title=f"campaign {campaign}: drift from the base")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
 def write_pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str, path: str | Path) -> Path | None:
     """Write the pass@1 plot to ``path`` (atomically); returns the path, or None when there is nothing to plot."""
     png = pass1_plot(con, campaign)
@@ -198,6 +232,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <p class="empty">No rounds yet in campaign {{ c.name }}: run <code>ratchet run</code> (or wait for its schedule).</p>
 {% else %}
 {% if c.plot %}<img alt="held-out pass@1 across rounds of {{ c.name }}" src="{{ c.plot }}">{% endif %}
+{% if c.drift_plot %}<img alt="drift from the base across rounds of {{ c.name }}" src="{{ c.drift_plot }}">{% endif %}
 {% if c.events %}
 <h3>Halts, pauses and resumes</h3>
 <table><tr><th>when</th><th>action</th><th>after round</th><th>by</th><th>reason</th></tr>
@@ -269,7 +304,9 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     stages = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_stages(con, campaign["name"]))
+    drift = drift_plot(con, campaign["name"]) if rounds else None
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    page["drift_plot"] = data_uri(drift) if drift else None
     return page | ({"algorithm": f"in stages: {stages}"} if stages else {})
 
 

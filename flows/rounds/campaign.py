@@ -14,16 +14,18 @@ from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.rounds.closing import apply_retention, publish_round
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
-from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, scores, training_guards
+from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
 from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
+from ratchet.flows.rounds.reverify import carry_over_promoted
+from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
-from ratchet.loop.gate.sets import decide_sets, pooled
+from ratchet.loop.gate.sets import pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import recorded_settings
@@ -73,7 +75,7 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
     name, size = smallest_gating_set(ctx)
-    warning = gate_warning(cfg, size, name)
+    warning = gate_warning(cfg, size, name) if not cfg.gate.sequential else sequential_warning(cfg, len(ctx.heldout()))
     if warning:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
@@ -295,7 +297,8 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
     """Compute seconds per stage of this round, from the stage markers (reused evaluations count 0)."""
     sec = lambda stage, step=0: (read_marker(ctx.at_step(step).stage_dir(stage)) or {}).get("compute_s", 0.0)  # noqa: E731
     out = {s: sum(sec(s, k) for k in range(ctx.steps)) for s in ("generate", "verify", "filter", "train")}
-    out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c)
+    looks = [d.name for c in set(checkpoints) if c for d in ctx.stage_dir("x").parent.glob(f"evaluate-{c}-*")]  # sequential
+    out["evaluate"] = sum(sec(f"evaluate-{c}") for c in set(checkpoints) if c) + sum(sec(d) for d in looks)
     return out
 
 
@@ -305,16 +308,20 @@ def _decide_candidate(
     """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set
     (stamped ``created_at``, the decision's own time)."""
     g, es = ctx.cfg.gate, ctx.eval_set_id()
-    sets, best_ids, note = build_sets(
-        con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g
-    )
-    if note:
-        run_logger().warning("gate: best ever promoted %s", note)
-    res = decide_sets(sets, g, consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx))
+    d = decide_stored(
+        con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
+        consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx),
+        pinned=len(ctx.heldout()),
+    )  # fmt: skip
+    sets, res, best_ids, bases = d.sets, d.gate, d.best_ids, base_pass1(d)
+    if d.note:
+        run_logger().warning("gate: best ever promoted %s", d.note)
     cand_pass1, inc_pass1 = pooled(sets)  # the report's pooled figures; the decision is per set
     gating = [s for s in sets if s.role == "gate"]
-    plan_rates = gate_plan.plan(g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
-                                deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False)  # fmt: skip
+    plan_rates = None if g.sequential else gate_plan.plan(
+        g, min(len(s.candidate) for s in gating), samples=g.samples_per_prompt,
+        deltas=(-gate_plan.EFFECT, gate_plan.EFFECT), trials=400, search=False,
+    )  # fmt: skip
     decided = dict(
         decision=res.decision,
         reason=res.reason,
@@ -325,7 +332,8 @@ def _decide_candidate(
         lower_bound=res.lower_bound,
         best_lower_bound=res.best_lower_bound,
         best_checkpoint_id=best_ids[gating[0].name] if len(gating) == 1 else None,
-        error_rates_json=json.dumps(plan_rates.as_dict()),
+        error_rates_json=json.dumps(plan_rates.as_dict()) if plan_rates else None,
+        **decision_columns(d),
     )
     set_rows = [
         dict(
@@ -341,6 +349,7 @@ def _decide_candidate(
             best_promoted_pass1=v.result.best_promoted_pass1,
             lower_bound=v.result.lower_bound,
             best_lower_bound=v.result.best_lower_bound,
+            base_pass1=bases.get(v.name),
             created_at=created_at,
         )
         for v in res.sets
@@ -362,6 +371,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         return {"decision": existing[0], "reason": existing[1]}
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
+        for c in carry_over_promoted(con, ctx, round_index):  # evaluated under an older verifier: re-verified first
+            log.info("gate: re-verified the stored evaluation of %s under verifier %s", c, VERIFIER_VERSION)
         inc_scores = scores(eval_outcomes(con, incumbent, es, VERIFIER_VERSION), g.samples_per_prompt)
         inc_pass1 = sum(inc_scores) / len(inc_scores)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
@@ -422,9 +433,12 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     try:
         candidate = on_policy_steps(config_path, round_index, incumbent)  # persistent engine or per-step processes
         drop_optimizer_states(load_ctx(config_path, round_index))
-        evaluate(config_path, round_index, incumbent)
-        if candidate is not None:
-            evaluate(config_path, round_index, candidate)
+        if candidate is not None and load_ctx(config_path, round_index).cfg.gate.sequential:
+            evaluate_sequentially(config_path, round_index, incumbent, candidate)  # batches until a bound decides
+        else:
+            evaluate(config_path, round_index, incumbent)
+            if candidate is not None:
+                evaluate(config_path, round_index, candidate)
         return gate(config_path, round_index, incumbent, candidate)
     except Exception:
         ctx = load_ctx(config_path, round_index)

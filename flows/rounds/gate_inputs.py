@@ -8,8 +8,10 @@ import json
 from dataclasses import dataclass
 
 from ratchet.loop.config import GateConfig, RatchetConfig
+from ratchet.loop.gate import drift as gate_drift
 from ratchet.loop.gate import per_prompt_means
-from ratchet.loop.gate.sets import SetScores
+from ratchet.loop.gate.sequential import run_sequential
+from ratchet.loop.gate.sets import RoundGate, SetScores, decide_sets
 from ratchet.store.queries import eval_outcomes, eval_set_members, promoted_before
 
 
@@ -43,54 +45,156 @@ class Grouping:
 
 def build_sets(
     con, grouping: Grouping, campaign_id: str, round_index: int, eval_set_id: str, incumbent: str, candidate: str,
-    verifier_version: str, gate: GateConfig,
+    verifier_version: str, gate: GateConfig, *, prompts: int | None = None,
 ) -> tuple[list[SetScores], dict[str, str | None], str | None]:  # fmt: skip
     """Each eval set's scores for one round, its best promoted checkpoint id, and a note when a promoted checkpoint
     could not be compared (no stored outcomes on this eval set, e.g. evaluated under another verifier version).
+
+    Every set also carries the base checkpoint's scores on it (``SetScores.base``, the drift measure). With
+    ``gate.sequential`` the candidate may cover only the first prompts of the eval set (prompt-id order; ``prompts``:
+    only the first that many), the incumbent must cover those, and a promoted checkpoint evaluated on fewer is
+    compared on the prompts both have (``SetScores.best_candidate``).
 
     Raises:
         RuntimeError: candidate and incumbent were evaluated on different prompts.
     """
     k = gate.samples_per_prompt
-    inc, cand = (eval_outcomes(con, c, eval_set_id, verifier_version) for c in (incumbent, candidate))
-    ids = [o["prompt_id"] for o in inc]
-    if [o["prompt_id"] for o in cand] != ids or not ids:
+    cand = eval_outcomes(con, candidate, eval_set_id, verifier_version)[:prompts]
+    ids = [o["prompt_id"] for o in cand]
+    inc_all = eval_outcomes(con, incumbent, eval_set_id, verifier_version)
+    inc = _on(inc_all, ids) if gate.sequential else inc_all
+    if inc is None or [o["prompt_id"] for o in inc] != ids or not ids:
         raise RuntimeError(
             f"candidate and incumbent were evaluated on different prompts (eval set {eval_set_id}); re-run the evaluate stage"
         )
     members = eval_set_members(con, campaign_id)
     key = [grouping.key(*members.get(p, ("heldout", "unknown"))) for p in ids]
+    promoted = promoted_before(con, campaign_id, round_index)
     others, skipped = {}, []
-    for c in promoted_before(con, campaign_id, round_index):
+    for c in promoted:
         if c in (incumbent, candidate) or c in others:
             continue
-        got = eval_outcomes(con, c, eval_set_id, verifier_version)
-        if [o["prompt_id"] for o in got] == ids:
+        got = {o["prompt_id"]: o for o in eval_outcomes(con, c, eval_set_id, verifier_version)}
+        if all(p in got for p in ids) or (gate.sequential and any(p in got for p in ids)):
             others[c] = got
         else:
             skipped.append(c)
-    pool = {incumbent: inc, **others}
-    role = grouping.roles
+    pool = {incumbent: {o["prompt_id"]: o for o in inc}, **others}
     sets, best_ids = [], {}
     for name in dict.fromkeys(key):
         idx = [i for i, x in enumerate(key) if x == name]
-        sub = {c: scores([outs[i] for i in idx], k) for c, outs in pool.items()}
-        best_id = max(sub, key=lambda c: sum(sub[c]))
         cand_out = [cand[i] for i in idx]
+        cand_scores = scores(cand_out, k)
+        sub = {c: _paired(outs, [ids[i] for i in idx], cand_scores, k) for c, outs in pool.items()}
+        sub = {c: v for c, v in sub.items() if v is not None}
+        best_id = max(sub, key=lambda c: sum(sub[c][0]) / len(sub[c][0]))
+        best, best_cand = sub[best_id]
+        base = sub.get(promoted[0])
         sets.append(
             SetScores(
                 name=name,
-                role=role.get(name, "gate"),
-                candidate=scores(cand_out, k),
-                incumbent=sub[incumbent],
-                best=None if best_id == incumbent else sub[best_id],
-                best_pass1=sum(sub[best_id]) / len(idx),
+                role=grouping.roles.get(name, "gate"),
+                candidate=cand_scores,
+                incumbent=sub[incumbent][0],
+                best=None if best_id == incumbent else best,
+                best_pass1=sum(best) / len(best),
                 candidate_no_answer_rate=sum(not o["greedy_answered"] for o in cand_out) / len(idx),
+                best_candidate=None if best_id == incumbent or len(best) == len(idx) else best_cand,
+                base=None if base is None else base[0],
+                base_candidate=None if base is None or len(base[0]) == len(idx) else base[1],
             )
         )
         best_ids[name] = best_id
     note = f"not compared (no outcomes on eval set {eval_set_id}): {', '.join(skipped)}" if skipped else None
     return sets, best_ids, note
+
+
+def _on(outcomes: list[dict], ids: list[str]) -> list[dict] | None:
+    """``outcomes`` on exactly ``ids`` (in that order), or None when one is missing."""
+    by = {o["prompt_id"]: o for o in outcomes}
+    return [by[p] for p in ids] if all(p in by for p in ids) else None
+
+
+def _paired(outs: dict[str, dict], ids: list[str], cand_scores: list[float], k: int):
+    """``(scores, candidate's scores)`` of one checkpoint on the prompts of ``ids`` it has outcomes on (None: none)."""
+    have = [i for i, p in enumerate(ids) if p in outs]
+    if not have:
+        return None
+    return scores([outs[ids[i]] for i in have], k), [cand_scores[i] for i in have]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A round's gate decision from the stored outcomes, with what it compared (``decide_stored``)."""
+
+    gate: RoundGate
+    sets: list[SetScores]
+    best_ids: dict[str, str | None]
+    note: str | None
+    drifts: list[gate_drift.Drift]
+    prompts_used: int | None = None  # sequential gate: prompts of the sequential order it used
+    looks: int | None = None
+    stop: str | None = None  # sequential gate: why it stopped (ratchet.loop.gate.sequential.STOPS)
+
+
+def decision_columns(d: Decided) -> dict:
+    """The ``gate_decisions`` columns of the sequential gate and the drift check (NULL when they did not run)."""
+    w = gate_drift.worst(d.drifts)
+    return dict(
+        eval_prompts_used=d.prompts_used,
+        sequential_looks=d.looks,
+        sequential_stop=d.stop,
+        drift=None if w is None else w.change,
+        drift_upper_bound=None if w is None else w.upper_bound,
+        drift_set=None if w is None else w.name,
+    )
+
+
+def base_pass1(d: Decided) -> dict[str, float | None]:
+    """Each eval set's base checkpoint pass@1 on the prompts it was compared on (``gate_set_decisions.base_pass1``)."""
+    return {s.name: None if s.base is None else sum(s.base) / len(s.base) for s in d.sets}
+
+
+def sequential_total(gate: GateConfig, pinned: int) -> int:
+    """The most eval prompts a sequential gate evaluates: ``gate.max_eval_prompts``, capped by the pinned eval set."""
+    return min(gate.max_eval_prompts, pinned)
+
+
+def decide_stored(
+    con, grouping: Grouping, campaign_id: str, round_index: int, eval_set_id: str, incumbent: str, candidate: str,
+    verifier_version: str, gate: GateConfig, *, consecutive_rejections: int, tripped_guards: list[str], pinned: int,
+) -> Decided:  # fmt: skip
+    """Decide a round on its stored per-prompt outcomes (no model calls): every eval set (``decide_sets``), or under
+    ``gate.sequential`` the looks of ``run_sequential`` over the prompts evaluated (the same looks the round took,
+    since they depend only on the outcomes), then the drift check (``ratchet.loop.gate.drift``). ``pinned``: the
+    eval set's size. Shared by the gate stage and ``ratchet gate replay``.
+
+    Raises:
+        RuntimeError: as ``build_sets``.
+    """
+    args = (con, grouping, campaign_id, round_index, eval_set_id, incumbent, candidate, verifier_version, gate)
+    got: dict[int | None, tuple] = {}
+
+    def sets_at(n: int | None) -> list[SetScores]:
+        got[n] = build_sets(*args, prompts=n)
+        return got[n][0]
+
+    seq = None
+    if gate.sequential:
+        pinned = pinned or len(eval_outcomes(con, candidate, eval_set_id, verifier_version))  # a store without pins
+        seq = run_sequential(
+            sets_at, gate, total=sequential_total(gate, pinned), consecutive_rejections=consecutive_rejections,
+            tripped_guards=tripped_guards,
+        )  # fmt: skip
+        res, (sets, best_ids, note) = seq.gate, got[seq.prompts_used]
+    else:
+        sets, best_ids, note = build_sets(*args)
+        res = decide_sets(sets, gate, consecutive_rejections=consecutive_rejections, tripped_guards=tripped_guards)
+    drifts = gate_drift.measure(sets, gate)
+    res = gate_drift.apply(res, drifts, gate)
+    if seq is None:
+        return Decided(res, sets, best_ids, note, drifts)
+    return Decided(res, sets, best_ids, note, drifts, seq.prompts_used, seq.looks, seq.stop)
 
 
 def training_guards(
@@ -118,7 +222,9 @@ def stored_gate_config(row: dict) -> GateConfig:
     """The ``[gate]`` a stored decision ran with: its ``settings_json``, else (decided before that was recorded) the old
     rule with the row's test and tolerance over the campaign's stored gate section."""
     if row.get("settings_json"):
-        return GateConfig.model_validate(json.loads(row["settings_json"]))
+        settings = json.loads(row["settings_json"])
+        settings.setdefault("max_drift", None)  # decided before the drift check existed: without it
+        return GateConfig.model_validate(settings)
     old = dict(json.loads(row["config_json"]).get("gate") or {})
     old.pop("tolerance", None)
     old.update(rule="no_detected_drop", margin=row["tolerance"], test=row["test"] if row["test"] != "score" else "mcnemar")

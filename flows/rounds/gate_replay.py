@@ -12,11 +12,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, stored_gate_config, training_guards
+from ratchet.flows.rounds.gate_inputs import Grouping, decide_stored, stored_gate_config, training_guards
 from ratchet.loop.config import ConfigError, GateConfig
-from ratchet.loop.gate.sets import decide_sets
 from ratchet.store.db import StoreError, connect, require_store
-from ratchet.store.queries import campaign_by_name, campaign_state, decision_inputs, gate_history
+from ratchet.store.queries import (
+    campaign_by_name,
+    campaign_state,
+    decision_inputs,
+    gate_history,
+    gate_set_rows,
+    pinned_eval_prompts,
+)
 from ratchet.store.reports import training_metrics
 
 
@@ -58,6 +64,7 @@ def replay(db: str | Path, campaign: str, changes: dict[str, object] | None = No
         settings = c["config"]
         grouping = Grouping.of(settings)
         grpo = settings.get("grpo") or {}
+        pinned = len(pinned_eval_prompts(con, c["campaign_id"]))
         for row in gate_history(con, campaign):
             g = _with(stored_gate_config(row), over)
             base = {
@@ -74,15 +81,18 @@ def replay(db: str | Path, campaign: str, changes: dict[str, object] | None = No
             state = campaign_state(con, c["campaign_id"], es, before_round_index=row["round_index"])
             # decided before per-set gating (no recorded settings): one pooled set, as it was then
             pooled = grouping if row.get("settings_json") else Grouping({}, False)
-            sets, _, _ = build_sets(
-                con, pooled, c["campaign_id"], row["round_index"], es, row["incumbent_checkpoint_id"],
-                row["candidate_checkpoint_id"], version, g,
-            )  # fmt: skip
+            # roles are run settings (not in the stored campaign settings): each set's role as that decision used it
+            roles = {r["eval_name"]: r["role"] for r in gate_set_rows(con, row["round_id"])}
+            pooled = Grouping({**pooled.roles, **roles}, pooled.by_source) if roles and pooled.roles else pooled
             guards = training_guards(
                 training_metrics(con, row["round_id"]), settings.get("algorithm", "rft"),
                 grpo.get("max_kl", 0.5), grpo.get("min_entropy", 0.01), grpo.get("max_sampler_gap"),
             )  # fmt: skip
-            res = decide_sets(sets, g, consecutive_rejections=state.consecutive_rejections, tripped_guards=guards)
+            res = decide_stored(
+                con, pooled, c["campaign_id"], row["round_index"], es, row["incumbent_checkpoint_id"],
+                row["candidate_checkpoint_id"], version, g, consecutive_rejections=state.consecutive_rejections,
+                tripped_guards=guards, pinned=pinned,
+            ).gate  # fmt: skip
             out.append({**base, "replayed": res.decision, "changed": res.decision != row["decision"], "reason": res.reason})
     return out
 

@@ -1,4 +1,5 @@
-"""``ratchet reverify``: re-score stored trajectories with the current verifier version.
+"""``ratchet reverify``: re-score stored trajectories with the current verifier version; ``carry_over``: the same for
+a checkpoint's stored evaluation before the gate compares it.
 
 New verdict rows are added next to the old ones (never overwritten), so a verifier change is
 auditable in SQL: join the two versions on ``trajectory_id`` to see every flip.
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
-from ratchet.loop.campaign.context import now, short_hash
+from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.evaluation.scoring import reward_spec, score_items, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
-from ratchet.store.ingest import ingest_parquet, write_parquet
-from ratchet.store.queries import trajectories_to_reverify
+from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
+from ratchet.store.queries import eval_outcomes, promoted_before, trajectories_to_reverify
 from ratchet.verifiers.reward import VERSION
 
 # Verdict names: the outcome verifier (math, code); 'composite' in stores written before task formats.
@@ -70,3 +72,52 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
         "inserted": inserted,
         "flips": {k: flips.get(k, 0) for k in ("wrong->right", "right->wrong", "unchanged", "new")},
     }
+
+
+def carry_over(con, ctx: Ctx, checkpoint_id: str, *, version: str = VERSION) -> int:
+    """Re-verify a checkpoint's stored evaluation made under an older verifier version, so the gate compares outcomes
+    of one verifier version without generating again.
+
+    A verifier change gives the campaign a new eval set id (the version is part of it), so the incumbent and the best
+    checkpoints ever promoted have no outcomes on it. When ``checkpoint_id`` has none on ``ctx.eval_set_id()`` but has
+    eval completions on the id the same prompts and decoding settings had under an older version (one found in the
+    store's verdicts), those completions are copied onto the current eval set (same text and tokens; trajectory ids of
+    the current eval set) and scored by the current verifier, next to the old rows. Returns the completions carried
+    over (0: nothing to do, or no older evaluation to re-verify).
+    """
+    es = ctx.eval_set_id()
+    if eval_outcomes(con, checkpoint_id, es, version):
+        return 0
+    olds = [v for (v,) in con.execute("SELECT DISTINCT verifier_version FROM verdicts ORDER BY 1").fetchall() if v != version]
+    prompts = {p.prompt_id: p for p in ctx.heldout()}
+    for old in olds:
+        cur = con.execute(
+            """SELECT * FROM trajectories WHERE checkpoint_id = ? AND eval_set_id = ?
+               AND purpose IN ('eval_greedy', 'eval_sample') ORDER BY prompt_id, purpose, sample_index""",
+            [checkpoint_id, ctx.eval_set_id(verifier=old)],
+        )
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        greedy = {r["prompt_id"] for r in rows if r["purpose"] == "eval_greedy"}
+        if not rows or not greedy <= set(prompts) or (greedy != set(prompts) and not ctx.cfg.gate.sequential):
+            continue  # another prompt set, or a partial evaluation only a sequential gate can use
+        copies = [
+            {
+                **r,
+                "trajectory_id": short_hash(es, r["prompt_id"], checkpoint_id, r["purpose"], r["sample_index"]),
+                "eval_set_id": es,
+            }
+            for r in rows
+        ]
+        scored = score_items([r["completion"] for r in copies], [asdict(prompts[r["prompt_id"]]) for r in copies], ctx.reward)
+        ts = now()
+        insert_rows(con, "trajectories", copies)
+        insert_rows(con, "verdicts", [verdict_row(r["trajectory_id"], kind, vd, ts) for r, (kind, vd) in zip(copies, scored)])
+        return len(copies)
+    return 0
+
+
+def carry_over_promoted(con, ctx: Ctx, round_index: int) -> list[str]:
+    """``carry_over`` for the base and every checkpoint promoted before ``round_index`` (the best-ever candidates the
+    gate compares with); returns the ids whose evaluation was re-verified."""
+    return [c for c in promoted_before(con, ctx.campaign_id, round_index) if carry_over(con, ctx, c)]

@@ -25,6 +25,7 @@ from ratchet.flows.compute.rollout import live_worker
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.reverify import carry_over
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
@@ -327,31 +328,50 @@ def train(config_path: str, round_index: int, step: int = 0, policy: str | None 
 
 
 @task(name="evaluate", cache_policy=NONE)
-def evaluate(config_path: str, round_index: int, checkpoint_id: str) -> dict:
-    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists."""
-    with stage_frame(config_path, round_index, "evaluate", dir_name=f"evaluate-{checkpoint_id}") as s:
+def evaluate(config_path: str, round_index: int, checkpoint_id: str, prompts: int | None = None) -> dict:
+    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists, and re-verifies
+    one stored under an older verifier version instead of generating again (``reverify.carry_over``).
+
+    ``prompts`` (the sequential gate): evaluate only the first that many eval prompts in prompt-id order, generating
+    just those the checkpoint has no stored outcomes on yet (each prompt's outcome is computed once and stored)."""
+    dir_name = f"evaluate-{checkpoint_id}" if prompts is None else f"evaluate-{checkpoint_id}-{prompts}"
+    with stage_frame(config_path, round_index, "evaluate", dir_name=dir_name) as s:
         ctx, out = s.ctx, s.out
         es = ctx.eval_set_id()
+        with transaction(ctx.db) as con:  # evaluated under an older verifier: re-verify those completions, not regenerate
+            if carry_over(con, ctx, checkpoint_id):
+                s.log.info(
+                    "re-verified the stored evaluation of %s under the current verifier %s", checkpoint_id, VERIFIER_VERSION
+                )
+                _record_evaluation(con, ctx, checkpoint_id, replace=True)
         with connect(ctx.db, read_only=True) as con:
             stored = stored_metrics(con, checkpoint_id, es)
-        if stored:
+            todo = None if prompts is None else _not_evaluated(con, ctx, checkpoint_id, prompts)
+        if (stored and prompts is None) or (prompts is not None and not todo):
             s.log.info("reusing stored evaluation of %s on eval set %s", checkpoint_id, es)
             return stored
         files = [out / "greedy.parquet", out / "samples.parquet", out / "verdicts.parquet"]
         s.ingest("trajectories", *files[:2])
         s.ingest("verdicts", files[2])
         if not s.done:
-            _evaluate_work(s, checkpoint_id, files)
+            _evaluate_work(s, checkpoint_id, files, todo)
         metrics: dict = {}
-        s.on_commit(lambda con: metrics.update(_record_evaluation(con, ctx, checkpoint_id)))
+        s.on_commit(lambda con: metrics.update(_record_evaluation(con, ctx, checkpoint_id, replace=prompts is not None)))
     s.log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
     return metrics
 
 
-def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path]) -> None:
-    """Generate the held-out completions (greedy, and the pass@k samples) of ``checkpoint_id`` and verify them."""
+def _not_evaluated(con, ctx: Ctx, checkpoint_id: str, prompts: int) -> list[Prompt]:
+    """The first ``prompts`` eval prompts in prompt-id order (the sequential gate's order) without a stored outcome."""
+    have = {o["prompt_id"] for o in eval_outcomes(con, checkpoint_id, ctx.eval_set_id(), VERIFIER_VERSION)}
+    return [p for p in sorted(ctx.heldout(), key=lambda p: p.prompt_id)[:prompts] if p.prompt_id not in have]
+
+
+def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path], only: list[Prompt] | None = None) -> None:
+    """Generate the held-out completions (greedy, and the pass@k samples) of ``checkpoint_id`` and verify them
+    (on ``only`` of the eval prompts when given)."""
     ctx, round_index = s.ctx, s.ctx.round_index
-    prompts, e, g, es = ctx.heldout(), ctx.cfg.eval, ctx.cfg.generation, ctx.eval_set_id()
+    prompts, e, g, es = ctx.heldout() if only is None else only, ctx.cfg.eval, ctx.cfg.generation, ctx.eval_set_id()
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=g.max_new_tokens_cap)  # fixed under 'auto' too
     sampled = (
         SamplingParams(n=e.num_samples, temperature=e.temperature, max_new_tokens=g.max_new_tokens_cap, seed=g.seed)
@@ -374,8 +394,9 @@ def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path]) -> None:
     s.finish({})
 
 
-def _record_evaluation(con, ctx: Ctx, checkpoint_id: str) -> dict:
-    """The ``evaluations`` rows of ``checkpoint_id`` on the campaign's eval set, from the stored verdicts; returns the metrics."""
+def _record_evaluation(con, ctx: Ctx, checkpoint_id: str, *, replace: bool = False) -> dict:
+    """The ``evaluations`` rows of ``checkpoint_id`` on the campaign's eval set, from the stored verdicts; returns the
+    metrics (``replace``: over every prompt evaluated so far, replacing a sequential gate's earlier, shorter rows)."""
     es = ctx.eval_set_id()
     # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
     outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
@@ -399,5 +420,6 @@ def _record_evaluation(con, ctx: Ctx, checkpoint_id: str) -> dict:
             )
             for k, v in metrics.items()
         ],
+        replace=replace,
     )
     return metrics

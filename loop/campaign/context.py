@@ -163,7 +163,9 @@ class Ctx:
         n, k = len(drawn), self.steps
         return drawn[self.step * n // k : (self.step + 1) * n // k]
 
-    def eval_set_id(self) -> str:
+    def eval_set_id(self, verifier: str = VERIFIER_VERSION) -> str:
+        """Identity of the campaign's evaluation (prompts and decoding settings); ``verifier``: the id it had under
+        another verifier version (``ratchet.flows.rounds.reverify.carry_over``)."""
         cfg = self.eval_cfg
         e, t = cfg.eval, cfg.tasks
         settings = {
@@ -173,7 +175,7 @@ class Ctx:
             "system_prompt": t.system_prompt,
             "fewshot": t.fewshot,
             **({"sources": [(s.source_name(), s.system_prompt, s.fewshot) for s in t.sources]} if t.sources else {}),
-            "verifier": VERIFIER_VERSION,
+            "verifier": verifier,
             "format_template": cfg.verifier.format_template,
         }
         return eval_set_id([p.prompt_id for p in self.heldout()], settings)

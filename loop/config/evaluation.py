@@ -69,6 +69,29 @@ class GateConfig(_Frozen):
         description="0: gate on greedy outcomes (one per prompt). k >= 2: gate on paired pass@1 estimates, each prompt's "
         "mean correctness over its eval_sample completions (needs eval.num_samples >= k and test = 'bootstrap').",
     )
+    sequential: bool = Field(
+        False,
+        description="Evaluate the candidate in batches of held-out prompts (pinned prompt-id order) and stop as soon as "
+        "an anytime-valid bound decides (a betting confidence sequence, Waudby-Smith & Ramdas 2023), up to "
+        "max_eval_prompts; the incumbent's outcomes on added prompts are computed once and stored.",
+    )
+    max_eval_prompts: int = Field(
+        1000,
+        ge=1,
+        description="Sequential gate: the most held-out prompts a round evaluates (capped by the pinned eval set; raise "
+        "tasks.heldout_prompts to allow more), also the horizon the bets are tuned for.",
+    )
+    sequential_batch_prompts: int = Field(
+        100, ge=1, description="Sequential gate: held-out prompts added per look (each look re-checks the bounds)."
+    )
+    max_drift: float | None = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Halt instead of promoting a candidate shown to have drifted more than this below the base "
+        "checkpoint (pass@1, absolute) on a drift set: the guard sets, else the gating sets (the (1 - alpha) upper "
+        "bound of candidate - base < -max_drift; ratchet.loop.gate.drift). None: measure and store drift, never halt.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -101,6 +124,11 @@ class GateConfig(_Frozen):
             raise ValueError(
                 f"gate.samples_per_prompt = {self.samples_per_prompt} gives per-prompt means, which gate.test = "
                 f"'{self.test}' cannot bound; set gate.test = 'bootstrap' (paired bootstrap) or gate.samples_per_prompt = 0"
+            )
+        if self.sequential and self.rule != "noninferiority":
+            raise ValueError(
+                "gate.sequential = true decides by anytime-valid non-inferiority bounds; set gate.rule = 'noninferiority' "
+                "or gate.sequential = false"
             )
         if self.rule == "noninferiority" and self.test == "mcnemar":
             raise ValueError(

@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from ratchet.loop.config import GateConfig
+from ratchet.loop.gate.betting import anytime_p, betting_bound
 
 Decision = Literal["promote", "reject", "halt"]
 
@@ -174,11 +175,16 @@ def lower_bound(candidate: Sequence[float], incumbent: Sequence[float], cfg: Gat
     one-sided p-value of the non-inferiority test H0: delta <= -cfg.margin (small p: evidence it is no worse).
 
     ``gate.test = "score"``: Tango's score bound (0/1 outcomes only); ``"bootstrap"``: BCa cluster bootstrap.
+    ``gate.sequential``: the anytime-valid betting bound and p-value (``ratchet.loop.gate.betting``, Waudby-Smith &
+    Ramdas 2023) with horizon ``gate.max_eval_prompts``, valid at every look of a sequential gate; any test.
 
     Raises:
         ValueError: score on scores that are not 0/1 (gate per-prompt means with test = 'bootstrap').
     """
     x, y = np.asarray(candidate, dtype=np.float64), np.asarray(incumbent, dtype=np.float64)  # (m,), (m,)
+    if cfg.sequential:
+        d = x - y
+        return betting_bound(d, cfg.alpha, cfg.max_eval_prompts), anytime_p(d, cfg.alpha, cfg.max_eval_prompts, -cfg.margin)
     if cfg.test == "bootstrap":
         d = x - y
         means = _boot_means(d, cfg.bootstrap_samples, 0) if d.any() else np.zeros(1)
@@ -244,12 +250,15 @@ def decide(
     candidate_no_answer_rate: float,
     tripped_guards: Sequence[str] = (),
     best_promoted_scores: Sequence[float] | None = None,
+    best_candidate_scores: Sequence[float] | None = None,
 ) -> GateResult:
     """Decide on one candidate and one eval set under the campaign's ``[gate]`` settings (rule, margin, alpha, limits).
 
     ``candidate`` / ``incumbent``: one score per prompt, greedy outcome (bool / 0-1) or pass@1 estimate in [0, 1]
     (``per_prompt_means``). ``best_promoted_scores``: the best checkpoint ever promoted, on the same prompts in the
     same order; without it the floor is its point estimate ``best_promoted_pass1`` minus margin.
+    ``best_candidate_scores``: the candidate's scores paired with ``best_promoted_scores`` when the best promoted has
+    outcomes on fewer prompts (a sequential gate's earlier, shorter evaluation); default: ``candidate``.
     ``consecutive_rejections`` counts rejections before this round; ``tripped_guards`` are reasons from training
     guard metrics (KL, entropy) that force a halt. Takes ~0.1 ms on 1000 greedy prompts (score bound).
 
@@ -257,7 +266,8 @@ def decide(
         ValueError: unpaired or empty outcomes; McNemar or the score bound on scores that are not 0/1.
     """
     m = len(candidate)
-    if m == 0 or m != len(incumbent) or (best_promoted_scores is not None and len(best_promoted_scores) != m):
+    best_cand = candidate if best_candidate_scores is None else best_candidate_scores
+    if m == 0 or m != len(incumbent) or (best_promoted_scores is not None and len(best_promoted_scores) != len(best_cand)):
         raise ValueError(
             f"gate needs paired non-empty outcomes (got {m}, {len(incumbent)}"
             + (f" and {len(best_promoted_scores)} for the best promoted" if best_promoted_scores is not None else "")
@@ -269,7 +279,7 @@ def decide(
         p, lb, best_lb = _worse_p(candidate, incumbent, cfg), None, None
     else:
         lb, p = lower_bound(candidate, incumbent, cfg)
-        best_lb = lower_bound(candidate, best_promoted_scores, cfg)[0] if best_promoted_scores is not None else None
+        best_lb = lower_bound(best_cand, best_promoted_scores, cfg)[0] if best_promoted_scores is not None else None
     best = float(np.mean(best_promoted_scores)) if best_promoted_scores is not None else best_promoted_pass1
     common = dict(
         candidate_pass1=cand, incumbent_pass1=inc, best_promoted_pass1=best, delta=delta, p_value=p, test=cfg.test,

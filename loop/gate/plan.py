@@ -195,3 +195,28 @@ def simulate_campaign(
         else:
             streak += 1
     return {"rounds_run": ran, "promotions": len(promoted) - 1, "halted": False, "final_true_drop": p_base - p_inc}
+
+
+def sequential_rates(
+    cfg: GateConfig, delta: float, trials: int, *, total: int | None = None, discordance: float = DISCORDANCE,
+    p_incumbent: float = 0.5, seed: int = 0,
+) -> tuple[float, float]:  # fmt: skip
+    """``(promote rate, mean prompts used)`` of the sequential gate (``ratchet.loop.gate.sequential.run_sequential``,
+    the real look-by-look decision) over ``trials`` simulated greedy rounds with true change ``delta``, on up to
+    ``total`` prompts (default ``cfg.max_eval_prompts``), batches of ``cfg.sequential_batch_prompts``.
+
+    Raises:
+        ValueError: ``cfg.sequential`` is off, or the cell probabilities are impossible (``simulate_pairs``).
+    """
+    from ratchet.loop.gate.sequential import run_sequential
+    from ratchet.loop.gate.sets import SetScores
+
+    n = total or cfg.max_eval_prompts
+    cand, inc = simulate_pairs(n, delta, trials, discordance=discordance, p_incumbent=p_incumbent, seed=seed)
+    promoted, used = 0, 0
+    for c, i in zip(cand, inc):
+        at = lambda m, c=c, i=i: [SetScores("heldout", "gate", c[:m], i[:m], None, float(i[:m].mean()))]  # noqa: E731
+        r = run_sequential(at, cfg, total=n, consecutive_rejections=0)
+        promoted += r.gate.decision == "promote"
+        used += r.prompts_used
+    return promoted / trials, used / trials

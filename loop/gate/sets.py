@@ -30,6 +30,9 @@ class SetScores:
     best: Sequence[float] | None  # the best checkpoint ever promoted on this set (None: no stored outcomes)
     best_pass1: float
     candidate_no_answer_rate: float = 0.0
+    best_candidate: Sequence[float] | None = None  # the candidate paired with ``best`` when that covers fewer prompts
+    base: Sequence[float] | None = None  # the campaign's base checkpoint on this set (drift; None: no stored outcomes)
+    base_candidate: Sequence[float] | None = None  # the candidate paired with ``base`` when that covers fewer prompts
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def decide_sets(
     for s in sets:
         r = decide(
             s.candidate, s.incumbent, cfg, best_promoted_pass1=s.best_pass1, best_promoted_scores=s.best,
+            best_candidate_scores=s.best_candidate,
             consecutive_rejections=0, candidate_no_answer_rate=s.candidate_no_answer_rate if s.role != "report" else 0.0,
         )  # fmt: skip
         label = f"{s.name}: " if len(sets) > 1 else ""
