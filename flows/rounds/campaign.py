@@ -12,6 +12,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from ratchet.common.files import file_mode
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
@@ -393,8 +394,27 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     _publish(ctx, row)
+    _track(ctx)
     apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}
+
+
+def _track(ctx: Ctx) -> None:
+    """Write the campaign's gated rounds that ``[tracking]``'s sinks lack (this one, and any a failure left out).
+
+    A sink that fails is logged and skipped: the round is in the store, and the next round or `ratchet track`
+    back-fills it.
+    """
+    if not (sinks := ctx.cfg.tracking.sinks()):
+        return
+    from ratchet.flows.report.tracking import track
+
+    for name, uri in sinks.items():
+        try:
+            written, held = track(ctx.db, ctx.cfg.campaign, {name: uri}, experiment=ctx.cfg.tracking.experiment)[name]
+            run_logger().info("tracking: %s %s: %d round(s) written, %d already there", name, uri, written, held)
+        except Exception as e:  # noqa: BLE001 - sinks raise their own error types; the gated round is committed already
+            run_logger().warning("tracking: %s %s failed (%s); `ratchet track --to %s` back-fills it later", name, uri, e, name)
 
 
 def apply_retention(ctx: Ctx) -> dict:
@@ -528,6 +548,11 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
     """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
     a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
+    with file_mode(load_ctx(config_path).cfg.service.file_mode):  # the store, run dir and models it creates
+        return _campaign_rounds(config_path, rounds)
+
+
+def _campaign_rounds(config_path: str, rounds: int | None) -> list[dict]:
     log = run_logger()
     prepare_campaign(config_path)
     config_path = apply_recorded_settings(config_path)  # settings a `campaign resume --set` changed

@@ -6,49 +6,29 @@ from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
 from ratchet.store.db import query
-from tests.flows.test_round import write_sum_tasks
+from tests.store.test_file_modes import modes_outside
 
 
-@pytest.fixture(scope="module")
-def promoted_store(prefect_harness, tiny_model_dir, tmp_path_factory):
-    """A store with one round of the tiny model whose gate promoted its candidate (margin 1: any candidate passes)."""
-    from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.loop.campaign.context import save_config
-    from ratchet.loop.config import load_config
+def test_campaign_files_are_private(tracked_campaign):
+    """Store, Parquet snapshots, run dir (stage files, checkpoints) and $RATCHET_HOME/cache files the round wrote:
+    0600/0700 (the test harness's Prefect database there is Prefect's, started before the flow)."""
+    from ratchet.loop.checkpoints import ratchet_home
 
-    tmp = tmp_path_factory.mktemp("model-export")
-    cfg = load_config(
-        None,
-        **{
-            "db": str(tmp / "r.duckdb"),
-            "campaign": "tiny",
-            "max_rounds": 1,
-            "model.name_or_path": str(tiny_model_dir),
-            "tasks.source": "jsonl",
-            "tasks.path": str(write_sum_tasks(tmp)),
-            "tasks.heldout_fraction": 0.3,
-            "tasks.fewshot": 0,
-            "tasks.system_prompt": "sys",
-            "tasks.train_prompts_per_round": 12,
-            "tasks.heldout_prompts": 10,
-            "generation.group_size": 2,
-            "generation.max_new_tokens": 6,
-            "sft.epochs": 1,
-            "sft.lr": 1e-4,
-            "gate.margin": 1.0,
-            "gate.max_no_answer_rate": 1.0,
-        },
-    )
-    decisions = run_campaign(save_config(cfg))
-    assert [d["decision"] for d in decisions] == ["promote"], decisions
-    return tmp / "r.duckdb"
+    db, started = tracked_campaign.db, tracked_campaign.started
+    made = [p for p in db.parent.iterdir() if p.name.startswith("r.")]  # the test wrote tasks.jsonl; the sinks have tests
+    assert {"r.duckdb", "r.duckdb.store", "r.runs"} <= {p.name for p in made}
+    assert any(p.suffix == ".safetensors" for p in (db.parent / "r.runs").rglob("*"))
+    for p in made:
+        assert modes_outside(p, "private") == []
+    home = [p for p in (ratchet_home() / "cache").rglob("*") if p.is_file() and p.stat().st_mtime >= started]
+    assert [p for p in home if p.stat().st_mode & 0o077] == []
 
 
-def test_promoted_model_loads_generates_and_states_its_lineage(promoted_store, tmp_path):
+def test_promoted_model_loads_generates_and_states_its_lineage(tracked_campaign, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    db = str(promoted_store)
+    db = str(tracked_campaign.db)
     out = tmp_path / "hf"
     r = CliRunner().invoke(app, ["export", "--db", db, "--campaign", "tiny", "--what", "model", "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -79,8 +59,8 @@ def test_promoted_model_loads_generates_and_states_its_lineage(promoted_store, t
     assert f"| 1 | {algorithm} | {examples} | jsonl:tasks.jsonl ({examples}) |" in body and "| 1 | promote |" in body
 
 
-def test_export_by_id_and_refusals(promoted_store, tmp_path):
-    db = str(promoted_store)
+def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
+    db = str(tracked_campaign.db)
     runner = CliRunner()
     base = query(db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
     r = runner.invoke(
@@ -91,7 +71,7 @@ def test_export_by_id_and_refusals(promoted_store, tmp_path):
     card = (tmp_path / "b" / "README.md").read_text()
     assert "Promoted by the gate in:** never" in card  # the base: never promoted
     refusals = {
-        "inside the store": str(promoted_store.parent / "r.duckdb.store" / "model"),
+        "inside the store": str(tracked_campaign.db.parent / "r.duckdb.store" / "model"),
         "exists": str(tmp_path / "b"),
     }
     for msg, path in refusals.items():
