@@ -12,6 +12,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# The process umask of each `[service] file_mode`: what Ratchet creates (store, run dir, $RATCHET_HOME, Prefect's
+# database) is owner-only, or also group-readable (so engineers in the service's group can run `ratchet sql`).
+FILE_MODES = {"private": 0o077, "group": 0o027}  # files 0600 / 0640, folders 0700 / 0750
+
+
+def set_file_mode(mode: str) -> int:
+    """Set the process umask for ``mode`` (a key of :data:`FILE_MODES`); returns the previous umask.
+
+    Raises:
+        ValueError: ``mode`` is not one of them (the message lists them).
+    """
+    if mode not in FILE_MODES:
+        raise ValueError(f'file mode {mode!r} is not one of {", ".join(FILE_MODES)}; e.g. [service] file_mode = "private"')
+    return os.umask(FILE_MODES[mode])
+
+
+@contextmanager
+def file_mode(mode: str) -> Iterator[None]:
+    """Create files under ``mode``'s umask inside the block, then restore the umask the process had."""
+    old = set_file_mode(mode)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:

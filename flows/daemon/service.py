@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratchet.loop.config import DaemonConfig, RatchetConfig
+from ratchet.common.files import set_file_mode
+from ratchet.loop.config import ConfigError, DaemonConfig, RatchetConfig
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +198,6 @@ def check_schedule(cfg: RatchetConfig) -> None:
         ConfigError: Prefect rejects the cron expression.
     """
     from ratchet.flows.daemon.schedules import prefect_schedule
-    from ratchet.loop.config import ConfigError
 
     try:
         prefect_schedule(cfg.schedule)
@@ -365,7 +365,15 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
     prior_url = os.environ.get("PREFECT_API_URL")
     prior_auth = os.environ.get("PREFECT_API_AUTH_STRING")
     info = {"pid": os.getpid(), "host": socket.gethostname(), "api_url": None, "started_at": time.time()}
-    locks = [acquire_lock(state_path(), info, f"PREFECT_HOME {state_path().parent}")]
+    modes = sorted({c.service.file_mode for c in dcfg.campaigns})
+    if len(modes) > 1:  # the daemon's own files (Prefect's database, its logs) are shared by every campaign
+        raise ConfigError(f"campaigns set different service.file_mode ({', '.join(modes)}); set one value for all of them")
+    prior_umask = set_file_mode(modes[0] if modes else "private")  # the Prefect server and every flow run inherit it
+    try:
+        locks = [acquire_lock(state_path(), info, f"PREFECT_HOME {state_path().parent}")]
+    except BaseException:
+        os.umask(prior_umask)
+        raise
     try:
         for db in dict.fromkeys(str(Path(c.db).resolve()) for c in dcfg.campaigns):
             locks.append(acquire_lock(store_lock_path(db), info, f"store {db}"))
@@ -412,6 +420,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
     finally:
         for lock in reversed(locks):
             lock.release()
+        os.umask(prior_umask)
         if prior_url is None:
             os.environ.pop("PREFECT_API_URL", None)
             if prior_auth is None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NONE
 
+from ratchet.common.files import file_mode
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
-from ratchet.flows.rounds.closing import apply_retention, publish_round
+from ratchet.flows.rounds.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
@@ -414,6 +415,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     publish_round(ctx, row)
+    track_round(ctx)
     apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}
 
@@ -451,6 +453,11 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
     """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
     a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
+    with file_mode(load_ctx(config_path).cfg.service.file_mode):  # the store, run dir and models it creates
+        return _campaign_rounds(config_path, rounds)
+
+
+def _campaign_rounds(config_path: str, rounds: int | None) -> list[dict]:
     log = run_logger()
     prepare_campaign(config_path)
     config_path = apply_recorded_settings(config_path)  # settings a `campaign resume --set` changed

@@ -115,3 +115,21 @@ def _events_md(events: list[dict]) -> str:
         for e in events
     ]
     return "### Halts, pauses and resumes\n\n" + "\n".join(lines) + "\n\n"
+
+
+def track_round(ctx: Ctx) -> None:
+    """Write the campaign's gated rounds that ``[tracking]``'s sinks lack (this one, and any a failure left out).
+
+    A sink that fails is logged and skipped: the round is in the store, and the next round or `ratchet track`
+    back-fills it.
+    """
+    if not (sinks := ctx.cfg.tracking.sinks()):
+        return
+    from ratchet.flows.report.tracking import track
+
+    for name, uri in sinks.items():
+        try:
+            written, held = track(ctx.db, ctx.cfg.campaign, {name: uri}, experiment=ctx.cfg.tracking.experiment)[name]
+            run_logger().info("tracking: %s %s: %d round(s) written, %d already there", name, uri, written, held)
+        except Exception as e:  # noqa: BLE001 - sinks raise their own error types; the gated round is committed already
+            run_logger().warning("tracking: %s %s failed (%s); `ratchet track --to %s` back-fills it later", name, uri, e, name)

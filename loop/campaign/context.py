@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from ratchet.common.files import atomic_write_text
+from ratchet.common.files import atomic_write_text, file_mode
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.curriculum import stage_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
@@ -200,9 +200,11 @@ def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:
 
 
 def save_config(cfg: RatchetConfig) -> Path:
-    """Write the campaign's config where its tasks can read it; returns the path."""
+    """Write the campaign's config where its tasks can read it (under ``[service] file_mode``: the run dir's first
+    files); returns the path."""
     path = cfg.resolved_run_dir() / cfg.campaign / "config.json"
-    return atomic_write_text(path, cfg.model_dump_json(indent=1))
+    with file_mode(cfg.service.file_mode):
+        return atomic_write_text(path, cfg.model_dump_json(indent=1))
 
 
 # --- stage markers: a stage is done iff its marker exists (written last, atomically) -------------

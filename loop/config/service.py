@@ -1,6 +1,8 @@
-"""Config of a campaign as a service: ``[schedule]``, ``[retention]`` and the daemon's ``[prefect]`` server."""
+"""Config of a campaign as a service: ``[schedule]``, ``[retention]``, ``[service]`` and the daemon's ``[prefect]`` server."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -58,6 +60,37 @@ class RetentionConfig(_Frozen):
     )
     keep_stage_files: bool = Field(False, description="true: keep each round's stage Parquet files and shards after ingest.")
     enabled: bool = Field(True, description="false: never delete anything after a gate (`ratchet gc` still can).")
+
+
+class ServiceConfig(_Frozen):
+    """How a campaign's process treats the files it creates (docs/daemon.md); not part of its identity."""
+
+    file_mode: Literal["private", "group"] = Field(
+        "private",
+        description="Modes of the files Ratchet creates under the store, the run dir and $RATCHET_HOME (and Prefect's "
+        "database under `ratchet up`): 'private' 0600 files / 0700 folders (umask 077); 'group' 0640 / 0750 (umask 027), "
+        "so users in the service's group can read the store (`ratchet sql`). CLI commands without a config: env "
+        "RATCHET_FILE_MODE.",
+    )
+
+
+class TrackingConfig(_Frozen):
+    """Where each gated round is also written (docs/tracking.md): any combination; the store stays the source of truth."""
+
+    mlflow: str | None = Field(
+        None,
+        description="MLflow tracking URI, e.g. 'sqlite:///runs/mlflow.db' (offline) or 'http://host:5000'; one run per "
+        "round. Needs `pip install 'ratchet[tracking]'`.",
+    )
+    tensorboard: str | None = Field(
+        None, description="TensorBoard log dir: scalars per round (step = round index) under <dir>/<campaign>."
+    )
+    wandb: str | None = Field(None, description="W&B offline folder (`wandb sync` uploads it later); needs `pip install wandb`.")
+    experiment: str | None = Field(None, description="MLflow experiment / W&B project; unset: the campaign name.")
+
+    def sinks(self) -> dict[str, str]:
+        """``{sink: URI or folder}`` of the sinks that are set."""
+        return {k: v for k, v in (("mlflow", self.mlflow), ("tensorboard", self.tensorboard), ("wandb", self.wandb)) if v}
 
 
 class PrefectConfig(_Frozen):
