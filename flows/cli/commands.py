@@ -276,7 +276,7 @@ def sql(
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
     format: str = typer.Option("table", "--format", help="table | csv | json"),
     timeout_s: float = typer.Option(
-        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it holds the store's lock while it runs)."
+        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it reads snapshots and takes no lock)."
     ),
 ) -> None:
     """Query the trajectory store, read-only: no file access, no ATTACH/INSTALL/SET, one statement. Safe while a round writes."""
@@ -290,20 +290,25 @@ def sql(
         cols, rows = query(db, query_text, timeout_s=timeout_s)
     except StoreError as e:
         fail(str(e))
-    except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "no message"
-        fail(f"{type(e).__name__}: {first}")
+    except duckdb.Error as e:  # DuckDB's whole message: its "Did you mean" hint and the caret under the error's place
+        fail(f"{type(e).__name__}: {str(e).strip() or 'no message'}")
     print(render_rows(cols, rows, format), end="")
 
 
+def _csv_value(v):
+    """A CSV field: nested values (DuckDB LIST, STRUCT, MAP) as JSON text, never Python's repr."""
+    return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+
+
 def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
+    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON) or a plain table."""
     if fmt == "json":
         return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(cols)
-        w.writerows(rows)
+        w.writerows([_csv_value(v) for v in r] for r in rows)
         return buf.getvalue()
     t = plain_table(*cols)
     for r in rows:
