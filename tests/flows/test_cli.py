@@ -261,7 +261,20 @@ def test_export_format_follows_the_extension_or_refuses_a_mismatch(fmt, out, wan
 
 def test_export_refuses_a_mismatched_extension_in_one_line(db, tmp_path):
     r = runner.invoke(
-        app, ["export", "--db", str(db), "--campaign", "c", "--what", "rollouts", "--format", "parquet", "--out", str(tmp_path / "x.jsonl")]
+        app,
+        [
+            "export",
+            "--db",
+            str(db),
+            "--campaign",
+            "c",
+            "--what",
+            "rollouts",
+            "--format",
+            "parquet",
+            "--out",
+            str(tmp_path / "x.jsonl"),
+        ],
     )
     assert r.exit_code == 2 and "jsonl extension" in r.stderr and r.stderr.strip().count("\n") == 0
     assert not (tmp_path / "x.jsonl").exists()

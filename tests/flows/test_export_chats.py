@@ -25,12 +25,28 @@ def sources_campaign(tmp_path, tiny_model_dir):
     cfg.write_text(
         "\n".join(
             [
-                'campaign = "own"', "max_rounds = 1", f'db = "{tmp_path / "r.duckdb"}"', f'run_dir = "{tmp_path / "runs"}"',
-                "[model]", f'name_or_path = "{tiny_model_dir}"',
-                "[tasks]", "train_prompts_per_round = 12", "heldout_prompts = 8", "heldout_fraction = 0.3",
-                "[generation]", "group_size = 2", "max_new_tokens = 6", "temperature = 0.7",
-                "[sft]", "epochs = 1", "lr = 1e-4",
-                "[[tasks.sources]]", 'name = "sums"', f'path = "{tasks}"', 'format = "math"', "fewshot = 2",
+                'campaign = "own"',
+                "max_rounds = 1",
+                f'db = "{tmp_path / "r.duckdb"}"',
+                f'run_dir = "{tmp_path / "runs"}"',
+                "[model]",
+                f'name_or_path = "{tiny_model_dir}"',
+                "[tasks]",
+                "train_prompts_per_round = 12",
+                "heldout_prompts = 8",
+                "heldout_fraction = 0.3",
+                "[generation]",
+                "group_size = 2",
+                "max_new_tokens = 6",
+                "temperature = 0.7",
+                "[sft]",
+                "epochs = 1",
+                "lr = 1e-4",
+                "[[tasks.sources]]",
+                'name = "sums"',
+                f'path = "{tasks}"',
+                'format = "math"',
+                "fewshot = 2",
                 f'system_prompt = "{SYSTEM}"',
             ]
         )  # fmt: skip
@@ -40,7 +56,9 @@ def sources_campaign(tmp_path, tiny_model_dir):
 
 
 def _export(db, what, out):
-    r = CliRunner().invoke(app, ["export", "--db", str(db), "--campaign", "own", "--what", what, "--format", "jsonl", "--out", str(out)])
+    r = CliRunner().invoke(
+        app, ["export", "--db", str(db), "--campaign", "own", "--what", what, "--format", "jsonl", "--out", str(out)]
+    )
     assert r.exit_code == 0, r.output
     return r, [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -55,8 +73,8 @@ def test_export_rows_render_to_their_prompt_tokens(prefect_harness, sources_camp
     from transformers import AutoTokenizer
 
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.loop.config import load_config
     from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.config import load_config
 
     cfg_path, db = sources_campaign
     run_campaign(save_config(load_config(cfg_path)), rounds=1)

@@ -33,4 +33,6 @@ def test_stored_chat_is_used_and_old_rows_are_rebuilt_per_source_and_counted(tmp
     want = TaskSet(cfg.tasks).messages(Prompt("b", "sums", "", "What is 5 + 2?", "", "train"))
     assert want[0] == {"role": "system", "content": "Own prompt."} and len(want) == 4
     assert got.messages[1] == [*want, {"role": "assistant", "content": "Answer: 7"}]
-    assert got.texts[1].startswith("<|im_start|>system\nOwn prompt.") and got.texts[1].endswith("<|im_start|>assistant\nAnswer: 7")
+    assert got.texts[1].startswith("<|im_start|>system\nOwn prompt.") and got.texts[1].endswith(
+        "<|im_start|>assistant\nAnswer: 7"
+    )
