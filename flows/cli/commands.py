@@ -23,8 +23,6 @@ app = typer.Typer(
 )
 model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Model weights.")
 app.add_typer(model_app, name="model")
-tasks_app = typer.Typer(no_args_is_help=True, help="Task files: check them before a campaign.")
-app.add_typer(tasks_app, name="tasks")
 
 
 class RichReporter:
@@ -331,50 +329,6 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
         except ModelError as e:
             fail(str(e))
     console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
-
-
-@tasks_app.command("check")
-def tasks_check(
-    file: Path = typer.Argument(..., help="Task file (.jsonl, .jsonl.gz, .parquet or a save_to_disk folder)."),
-    task_format: Optional[str] = typer.Option(
-        None, "--task-format", help="math | humaneval | mbpp | stdio (default: detected from the fields)."
-    ),
-    solutions: Optional[Path] = typer.Option(
-        None, "--solutions", help='Samples JSONL ({"task_id": ..., "completion": ...}) to score instead of the references.'
-    ),
-    timeout_s: float = typer.Option(20.0, "--timeout-s", min=0.1, help="Limit per sandboxed run, seconds."),
-    format: str = typer.Option("table", "--format", help="table | json"),
-) -> None:
-    """Load a task file as a campaign would and run every reference solution (or sample) through the verifier."""
-    from ratchet.loop.tasks.check import check_task_file
-    from ratchet.loop.tasks.formats import FORMATS, TaskDataError
-
-    if format not in ("table", "json"):
-        fail(f"--format {format!r} is not one of table, json")
-    if task_format is not None and task_format not in FORMATS:
-        fail(f"--task-format {task_format!r} is not one of {', '.join(FORMATS)}")
-    try:
-        with console.status(f"verifying the tasks of {file}…"):
-            results, summary = check_task_file(file, task_format=task_format, samples=solutions, timeout_s=timeout_s)
-    except TaskDataError as e:
-        fail(str(e))
-    bad = [r for r in results if r.status != "passed"]
-    if format == "json":
-        for r in bad:
-            print(json.dumps({"task_id": r.task_id, "status": r.status, "detail": r.detail}))
-        print(json.dumps(summary))
-        return
-    t = plain_table("task", "status", "why", title=f"{file}: tasks that did not pass")
-    for r in bad:
-        t.add_row(*map(cell, [r.task_id, r.status, r.detail[:160]]))
-    if bad:
-        console.print(t)
-    console.print(
-        f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors; "
-        f"pass@1 {summary['pass_at_1']:.3f}",
-        highlight=False,
-        markup=False,
-    )
 
 
 @app.command()
