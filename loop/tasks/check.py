@@ -99,7 +99,7 @@ def check_task_file(
             continue
         seen[tid] = where
         try:
-            fmt = fmt or detect_format(raw, where)
+            fmt = fmt or detect_format(raw, where, spec)
             rec = to_record(raw, where, fmt, spec, Path(path).name)
         except TaskDataError as e:
             results.append(TaskResult(tid, "error", str(e)))
