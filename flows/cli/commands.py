@@ -40,8 +40,9 @@ class RichReporter:
         self.progress.console.print(text)
 
 
-def _run(cfg, rounds: int | None = None) -> None:
-    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table."""
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
+    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
+    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir)."""
     from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
@@ -50,11 +51,18 @@ def _run(cfg, rounds: int | None = None) -> None:
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
-            warnings = preflight(cfg)
+            warnings = preflight(cfg, dry_run=dry_run)
     except known_errors() as e:
         fail(str(e))
     for w in warnings:
         err.print(f"warning: {w}", highlight=False, soft_wrap=True)
+    if dry_run:
+        console.print(
+            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate); "
+            f"nothing was written",
+            highlight=False,
+        )
+        return
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
@@ -159,6 +167,9 @@ def run(
         None, "--rounds", min=1, help="Run at most N more rounds now; max_rounds stays the campaign's total."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Run every preflight check and stop: nothing is written to the store or the run dir."
+    ),
 ) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
@@ -168,7 +179,7 @@ def run(
         cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         fail(str(e))
-    _run(cfg, rounds)
+    _run(cfg, rounds, dry_run=dry_run)
 
 
 @app.command()
