@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratchet.loop.config import RecordFields, TaskConfig
+from ratchet.loop.config import GenerationConfig, RecordFields, TaskConfig
 from ratchet.loop.config.template import toml_value
 from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS, TaskDataError, detect_format, read_records, worked_solution
 from ratchet.loop.tasks.sources import FileTasks, split_of
@@ -39,6 +39,7 @@ class StarterSource:
     train: int
     heldout: int
     longest_shot_chars: int
+    longest_prompt_chars: int  # system prompt, examples and the longest question
 
 
 def guess_fields(first: dict) -> dict[str, str]:
@@ -79,6 +80,9 @@ def read_source(path: Path, heldout_fraction: float, fewshot: int = FEWSHOT) -> 
         sum(p.split == "train" for p in tasks.prompts),
         sum(p.split == "heldout" for p in tasks.prompts),
         max((len(a) for _, a in shots or code_shots), default=0),
+        len(DEFAULT_SYSTEM_PROMPTS[fmt])
+        + sum(len(q) + len(a) for q, a in shots or code_shots)
+        + max((len(p.question) for p in tasks.prompts), default=0),
     )
 
 
@@ -128,6 +132,10 @@ def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSH
     train = min(t.train_prompts_per_round, sum(s.train for s in sources))
     longest = max(s.longest_shot_chars for s in sources)
     floor = max(64, min(256, int(2 * longest / CHARS_PER_TOKEN)))
+    cap = GenerationConfig().max_new_tokens_max
+    # training takes prompt + completion: room for the longest prompt (chat template ~10 tokens a turn) and the cap
+    prompt_tokens = max(s.longest_prompt_chars / CHARS_PER_TOKEN + 10 * (2 * fewshot + 2) for s in sources)
+    max_seq_len = -(-int(prompt_tokens + cap + 1) // 64) * 64
     lines = [
         f"# Written by `ratchet init --tasks`: a first campaign over {', '.join(str(f) for f in files)}.",
         "# Every other key takes its default (`ratchet init --path full.toml` writes them all, with what each does).",
@@ -145,6 +153,10 @@ def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSH
         "# the longest worked example below twice, so a first round is not cut short",
         'max_new_tokens = "auto"',
         f"max_new_tokens_min = {floor}",
+        "",
+        "[sft]",
+        f"# the longest prompt (estimated) plus max_new_tokens_max ({cap}): training never truncates (the preflight checks it)",
+        f"max_seq_len = {max_seq_len}",
     ]
     extra: dict[Path, str] = {}
     for s in sources:
