@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
+import os
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -65,6 +68,11 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
         return
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Prefect's flow engine takes SIGTERM first (its handler raises in the flow, logs the crash of every run on the
+    # stack, then calls ours): those lines repeat what ours says, so they are dropped.
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(_quiet_termination)
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
@@ -76,7 +84,37 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
         fail(str(e))
     finally:
         set_reporter(None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print_rounds(cfg.db, cfg.campaign)
+
+
+STOP_GRACE_S = 8.0  # worker processes get this long to exit on SIGTERM before SIGKILL
+
+
+def _quiet_termination(record: logging.LogRecord) -> bool:
+    """A logging filter: False for Prefect's record of a run that a termination signal (handled by ``_stop_run``) ended."""
+    return "termination signal" not in record.getMessage()
+
+
+def _stop_run(signum, frame=None) -> None:
+    """SIGINT/SIGTERM during ``ratchet run``: stop its worker processes and exit at once (130 / 143) with one line.
+
+    Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction, so the
+    next ``ratchet run`` resumes the round at the stage that was running (the round's owner process is gone). A
+    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
+    name = signal.Signals(signum).name
+    err.print(
+        f"ratchet run: {name} received, stopped; run the same command again to resume the round", highlight=False, soft_wrap=True
+    )
+    from ratchet.common.procs import stop_descendants
+
+    stop_descendants(grace_s=STOP_GRACE_S)
+    console.show_cursor(True)  # the progress display hid it
+    os._exit(128 + signum)
 
 
 def print_rounds(db: str, campaign: str) -> None:

@@ -502,7 +502,19 @@ def _events_md(events: list[dict]) -> str:
     return "### Halts, pauses and resumes\n\n" + "\n".join(lines) + "\n\n"
 
 
-@flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
+def round_run_name() -> str:
+    """``'<campaign> round-<n>'``: the round's flow-run name, so a daemon's runs of several campaigns tell apart."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    try:
+        name = json.loads(Path(params["config_path"]).read_text())["campaign"]
+    except (OSError, KeyError, ValueError, TypeError):
+        name = "campaign"  # never fails a round over its display name
+    return f"{name} round-{params.get('round_index')}"
+
+
+@flow(name="improvement_round", flow_run_name=round_run_name, log_prints=True)
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 

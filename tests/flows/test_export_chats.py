@@ -92,3 +92,8 @@ def test_export_rows_render_to_their_prompt_tokens(prefect_harness, sources_camp
     # every stored chat is the one the engine counted: the store itself agrees with the export
     n_null = query(db, "SELECT count(*) FROM trajectories WHERE prompt_messages IS NULL")[1][0][0]
     assert n_null == 0
+    # the round's subflow is named after its campaign (a daemon serving several campaigns lists them apart)
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        assert "own round-1" in {r.name for r in client.read_flow_runs()}
