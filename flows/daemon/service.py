@@ -308,6 +308,8 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
                 c["started"],
             )
     registering = False
+    if stop_signals:  # a signal arrived while catching up: stop() saw `registering` and left it to us
+        return
     await runner.start()
 
 
