@@ -6,9 +6,11 @@ with every descendant found by walking the tree, so a grandchild that called ``s
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
+from collections.abc import Iterable
 
 import psutil
 
@@ -58,3 +60,37 @@ def kill_tree(proc: subprocess.Popen, *, grace_s: float = 0.0) -> None:
             pass
     signal_tree(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def stop_descendants(known: Iterable[psutil.Process] = (), spare_pgids: Iterable[int] = (), grace_s: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace_s`` seconds, every process in ``known`` or below this one; returns their pids.
+
+    ``known``: a snapshot taken when a stop began, so grandchildren that lost their parent (reparented to init) are
+    still found. Processes in a group of ``spare_pgids`` (a server stopped separately) are left alone.
+    """
+    spare = set(spare_pgids)
+
+    def doomed(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) not in spare
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            return False
+
+    procs = {p.pid: p for p in [*known, *_descendants(os.getpid())]}
+    running = [p for p in procs.values() if doomed(p)]
+    for p in running:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, still = psutil.wait_procs(running, timeout=grace_s)
+    for p in still:
+        try:
+            logging.getLogger(__name__).warning(
+                "process %d (%s) ignored SIGTERM for %.0f s: killing it", p.pid, " ".join(p.cmdline()[:3]), grace_s
+            )
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(still, timeout=5)
+    return [p.pid for p in running]

@@ -1,7 +1,9 @@
 """Rows for ``ratchet export``: a round's (or a campaign's) training set, rollouts with verdicts, or eval outcomes.
 
-Each query returns one row per trajectory with its prompt (question, gold answer, task, split) and
-the newest verdict; the chat the model saw is added by the caller (it needs the tokenizer).
+Each query returns one row per trajectory with its prompt (question, gold answer, task, split), the newest verdict,
+the prompt's length in tokens as the engine counted it (``prompt_tokens``) and the exact chat the engine was given
+(``prompt_messages``, JSON; NULL in a store from before chats were stored); the caller turns that chat into the
+exported ``messages`` and rendered ``text`` (it needs the tokenizer).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ WHATS = ("training-set", "rollouts", "evals")
 _NEWEST_VERDICT = """v AS (SELECT * FROM verdicts
       QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1)"""
 
-_COLUMNS = """r.round_index, t.round_id, t.trajectory_id, t.prompt_id, p.task, p.split, p.question, p.answer,
-       t.completion, t.checkpoint_id, t.purpose, t.sample_index, t.step, t.temperature, t.seed, t.finish_reason,
+_COLUMNS = """r.round_index, t.round_id, t.trajectory_id, t.prompt_id, p.source, p.task, p.split, p.question, p.answer,
+       t.prompt_messages, t.prompt_tokens, t.completion, t.checkpoint_id, t.purpose, t.sample_index, t.step, t.temperature, t.seed, t.finish_reason,
        t.completion_tokens, v.correct, v.reward, v.reason AS verdict_reason, v.verifier_version"""
 
 _SQL = {

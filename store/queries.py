@@ -29,7 +29,7 @@ IS_EVAL_PROMPT = """EXISTS (SELECT 1 FROM eval_set_prompts e JOIN prompts ep ON 
 TRAINING_SET_SQL = """
 WITH ok AS (
     SELECT t.trajectory_id, t.prompt_id, t.sample_index, t.completion, t.completion_token_ids, t.prompt_ids_hash,
-           p.question, p.source,
+           t.prompt_messages, p.question, p.source,
            row_number() OVER (PARTITION BY t.prompt_id, trim(t.completion) ORDER BY t.sample_index) AS dup
     FROM trajectories t
     JOIN prompts p USING (prompt_id)
@@ -40,14 +40,16 @@ WITH ok AS (
 ), kept AS (
     SELECT *, row_number() OVER (PARTITION BY prompt_id ORDER BY sample_index) AS rank FROM ok WHERE dup = 1
 )
-SELECT trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash FROM kept
+SELECT trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash, prompt_messages
+FROM kept
 WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
 """.replace("{NOT_EVAL}", IS_EVAL_PROMPT)
 
 
 def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
-    """Rows ``{trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash}`` to
-    fine-tune on this round (never an eval prompt); ``completion_token_ids`` is NULL for rows of an older store."""
+    """Rows ``{trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash,
+    prompt_messages}`` to fine-tune on this round (never an eval prompt); ``completion_token_ids`` and
+    ``prompt_messages`` (the stored chat, JSON) are NULL for rows of an older store."""
     cur = con.execute(
         TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt}
     )
@@ -58,13 +60,13 @@ def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_versi
     """The train-split rollouts of one on-policy step of a round with their rewards, grouped by prompt (for GRPO).
 
     Rows ``{trajectory_id, prompt_id, source, question, completion, finish_reason, reward, completion_token_ids,
-    sampler_logprobs, prompt_ids_hash}`` ordered by (prompt_id, sample_index) (the last three NULL for rows an older
-    store wrote, or sampler_logprobs when not requested). Held-out and evaluation prompts are excluded like in
+    sampler_logprobs, prompt_ids_hash, prompt_messages}`` ordered by (prompt_id, sample_index) (the last four NULL for
+    rows an older store wrote, or sampler_logprobs when not requested). Held-out and evaluation prompts are excluded like in
     ``training_set``.
     """
     cur = con.execute(
         f"""SELECT t.trajectory_id, t.prompt_id, p.source, p.question, t.completion, t.finish_reason, v.reward,
-                  t.completion_token_ids, t.sampler_logprobs, t.prompt_ids_hash
+                  t.completion_token_ids, t.sampler_logprobs, t.prompt_ids_hash, t.prompt_messages
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
              AND coalesce(t.step, 0) = ? AND NOT {IS_EVAL_PROMPT}

@@ -29,13 +29,21 @@ def verifier_stats(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     )
 
 
+# The base model's held-out pass@1 on each campaign's OWN eval set: campaigns sharing a store (and a base model)
+# evaluate it on different prompts, so the evaluation must be one of the eval sets the campaign's gate compared on,
+# or one the campaign's own rounds computed (round ids '<campaign_id>-r<n>'; gate rows before eval sets were stored).
+BASE_PASS1_SQL = """WITH gate_sets AS (SELECT DISTINCT campaign_id, eval_set_id FROM gate_decisions WHERE eval_set_id IS NOT NULL)
+    SELECT c.name, e.value AS base_pass1
+    FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id AND e.metric = 'heldout/pass@1'
+    LEFT JOIN gate_sets gs ON gs.campaign_id = c.campaign_id AND gs.eval_set_id = e.eval_set_id
+    WHERE gs.eval_set_id IS NOT NULL OR starts_with(e.round_id, c.campaign_id || '-r')
+    QUALIFY row_number() OVER (PARTITION BY c.name ORDER BY gs.eval_set_id IS NULL, e.created_at) = 1"""
+
+
 def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
-    """The base model's held-out pass@1 and one ``round_summary`` row per round of a campaign."""
-    base = con.execute(
-        """SELECT e.value FROM campaigns c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id
-                          WHERE c.name = ? AND e.metric = 'heldout/pass@1' ORDER BY e.created_at LIMIT 1""",
-        [campaign],
-    ).fetchone()
+    """The base model's held-out pass@1 (on the campaign's own eval set: ``BASE_PASS1_SQL``) and one
+    ``round_summary`` row per round of a campaign."""
+    base = con.execute(f"SELECT base_pass1 FROM ({BASE_PASS1_SQL}) WHERE name = ?", [campaign]).fetchone()
     rows = _rows(con.execute("SELECT * FROM round_summary WHERE campaign = ? ORDER BY round_index", [campaign]))
     return (None if base is None else base[0]), rows
 
@@ -318,8 +326,7 @@ def gold_audit(
 # --- sweeps: one comparison row per campaign -------------------------------------------------------
 SWEEP_SUMMARY_SQL = """
 WITH c AS (SELECT name, campaign_id, base_checkpoint_id FROM campaigns WHERE list_contains($names, name)),
-base AS (SELECT c.name, arg_min(e.value, e.created_at) AS base_pass1
-         FROM c JOIN evaluations e ON e.checkpoint_id = c.base_checkpoint_id AND e.metric = 'heldout/pass@1' GROUP BY c.name),
+base AS (SELECT * FROM ({BASE_PASS1_SQL}) WHERE list_contains($names, name)),
 rr AS (SELECT c.name, r.round_id, r.round_index, r.status, g.decision,
               CASE WHEN g.decision = 'promote' THEN g.candidate_pass1 ELSE g.incumbent_pass1 END AS kept_pass1,
               g.candidate_pass1
@@ -339,7 +346,7 @@ SELECT c.name AS campaign, coalesce(pc.rounds_done, 0) AS rounds_done, coalesce(
        base.base_pass1, pc.final_pass1, pc.best_candidate_pass1, kl.kl_mean, rw.reward_mean
 FROM c LEFT JOIN base USING (name) LEFT JOIN per_campaign pc USING (name) LEFT JOIN kl USING (name) LEFT JOIN rw USING (name)
 ORDER BY list_position($names, c.name)
-"""
+""".replace("{BASE_PASS1_SQL}", BASE_PASS1_SQL)
 
 
 def sweep_summary(con: duckdb.DuckDBPyConnection, names: list[str]) -> list[dict]:

@@ -121,6 +121,11 @@ class Trajectory(SQLModel, table=True):
     prompt_ids_hash: str | None = Field(
         None, description="sha256 of the prompt token ids the engine was given, 16 hex (loop.generation.base.prompt_ids_hash)"
     )
+    prompt_messages: str | None = Field(
+        None,
+        description="The exact chat the engine was given (JSON list of {role, content}: system, few-shot turns, user): "
+        "export and training read it, never re-render it from settings. NULL only for rows written before it was stored",
+    )
 
 
 class VerdictRow(SQLModel, table=True):

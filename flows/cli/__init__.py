@@ -3,7 +3,7 @@ and the recipes' (``recipe_commands``: ``audit-gold``, ``sweep``)."""
 
 from __future__ import annotations
 
-from ratchet.flows.cli import campaign_commands, gate_commands
+from ratchet.flows.cli import campaign_commands, gate_commands, tasks_commands
 from ratchet.flows.cli.commands import app
 from ratchet.flows.cli.daemon_commands import register
 from ratchet.flows.cli.recipe_commands import register as register_recipes
@@ -14,6 +14,7 @@ register_recipes(app)
 campaign_commands.register(app)
 gate_commands.register(app)
 app.command("track")(track)
+tasks_commands.register(app)
 
 
 def main() -> None:

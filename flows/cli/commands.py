@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
+import os
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -23,8 +26,6 @@ app = typer.Typer(
 )
 model_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Model weights.")
 app.add_typer(model_app, name="model")
-tasks_app = typer.Typer(no_args_is_help=True, help="Task files: check them before a campaign.")
-app.add_typer(tasks_app, name="tasks")
 
 
 class RichReporter:
@@ -42,8 +43,9 @@ class RichReporter:
         self.progress.console.print(text)
 
 
-def _run(cfg, rounds: int | None = None) -> None:
-    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table."""
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
+    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
+    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir)."""
     from ratchet.flows.daemon.service import check_schedule
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
@@ -52,13 +54,25 @@ def _run(cfg, rounds: int | None = None) -> None:
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
-            warnings = preflight(cfg)
+            warnings = preflight(cfg, dry_run=dry_run)
     except known_errors() as e:
         fail(str(e))
     for w in warnings:
         err.print(f"warning: {w}", highlight=False, soft_wrap=True)
+    if dry_run:
+        console.print(
+            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate); "
+            f"nothing was written",
+            highlight=False,
+        )
+        return
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Prefect's flow engine takes SIGTERM first (its handler raises in the flow, logs the crash of every run on the
+    # stack, then calls ours): those lines repeat what ours says, so they are dropped.
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(_quiet_termination)
     try:
         with Progress(*cols, console=console, transient=False) as progress:
             set_reporter(RichReporter(progress))
@@ -70,7 +84,37 @@ def _run(cfg, rounds: int | None = None) -> None:
         fail(str(e))
     finally:
         set_reporter(None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print_rounds(cfg.db, cfg.campaign)
+
+
+STOP_GRACE_S = 8.0  # worker processes get this long to exit on SIGTERM before SIGKILL
+
+
+def _quiet_termination(record: logging.LogRecord) -> bool:
+    """A logging filter: False for Prefect's record of a run that a termination signal (handled by ``_stop_run``) ended."""
+    return "termination signal" not in record.getMessage()
+
+
+def _stop_run(signum, frame=None) -> None:
+    """SIGINT/SIGTERM during ``ratchet run``: stop its worker processes and exit at once (130 / 143) with one line.
+
+    Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction, so the
+    next ``ratchet run`` resumes the round at the stage that was running (the round's owner process is gone). A
+    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
+    name = signal.Signals(signum).name
+    err.print(
+        f"ratchet run: {name} received, stopped; run the same command again to resume the round", highlight=False, soft_wrap=True
+    )
+    from ratchet.common.procs import stop_descendants
+
+    stop_descendants(grace_s=STOP_GRACE_S)
+    console.show_cursor(True)  # the progress display hid it
+    os._exit(128 + signum)
 
 
 def print_rounds(db: str, campaign: str) -> None:
@@ -161,6 +205,9 @@ def run(
         None, "--rounds", min=1, help="Run at most N more rounds now; max_rounds stays the campaign's total."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Run every preflight check and stop: nothing is written to the store or the run dir."
+    ),
 ) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
@@ -170,7 +217,7 @@ def run(
         cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         fail(str(e))
-    _run(cfg, rounds)
+    _run(cfg, rounds, dry_run=dry_run)
 
 
 @app.command()
@@ -276,7 +323,7 @@ def sql(
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
     format: str = typer.Option("table", "--format", help="table | csv | json"),
     timeout_s: float = typer.Option(
-        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it holds the store's lock while it runs)."
+        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it reads snapshots and takes no lock)."
     ),
 ) -> None:
     """Query the trajectory store, read-only: no file access, no ATTACH/INSTALL/SET, one statement. Safe while a round writes."""
@@ -290,20 +337,25 @@ def sql(
         cols, rows = query(db, query_text, timeout_s=timeout_s)
     except StoreError as e:
         fail(str(e))
-    except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "no message"
-        fail(f"{type(e).__name__}: {first}")
+    except duckdb.Error as e:  # DuckDB's whole message: its "Did you mean" hint and the caret under the error's place
+        fail(f"{type(e).__name__}: {str(e).strip() or 'no message'}")
     print(render_rows(cols, rows, format), end="")
 
 
+def _csv_value(v):
+    """A CSV field: nested values (DuckDB LIST, STRUCT, MAP) as JSON text, never Python's repr."""
+    return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+
+
 def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
+    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON) or a plain table."""
     if fmt == "json":
         return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(cols)
-        w.writerows(rows)
+        w.writerows([_csv_value(v) for v in r] for r in rows)
         return buf.getvalue()
     t = plain_table(*cols)
     for r in rows:
@@ -326,50 +378,6 @@ def model_pull(force: bool = typer.Option(False, help="Download and convert agai
         except ModelError as e:
             fail(str(e))
     console.print(f"SmolLM2-135M-Instruct ready at {path} (checkpoint {read_checkpoint_id(path)}; integrity checked)")
-
-
-@tasks_app.command("check")
-def tasks_check(
-    file: Path = typer.Argument(..., help="Task file (.jsonl, .jsonl.gz, .parquet or a save_to_disk folder)."),
-    task_format: Optional[str] = typer.Option(
-        None, "--task-format", help="math | humaneval | mbpp | stdio (default: detected from the fields)."
-    ),
-    solutions: Optional[Path] = typer.Option(
-        None, "--solutions", help='Samples JSONL ({"task_id": ..., "completion": ...}) to score instead of the references.'
-    ),
-    timeout_s: float = typer.Option(20.0, "--timeout-s", min=0.1, help="Limit per sandboxed run, seconds."),
-    format: str = typer.Option("table", "--format", help="table | json"),
-) -> None:
-    """Load a task file as a campaign would and run every reference solution (or sample) through the verifier."""
-    from ratchet.loop.tasks.check import check_task_file
-    from ratchet.loop.tasks.formats import FORMATS, TaskDataError
-
-    if format not in ("table", "json"):
-        fail(f"--format {format!r} is not one of table, json")
-    if task_format is not None and task_format not in FORMATS:
-        fail(f"--task-format {task_format!r} is not one of {', '.join(FORMATS)}")
-    try:
-        with console.status(f"verifying the tasks of {file}…"):
-            results, summary = check_task_file(file, task_format=task_format, samples=solutions, timeout_s=timeout_s)
-    except TaskDataError as e:
-        fail(str(e))
-    bad = [r for r in results if r.status != "passed"]
-    if format == "json":
-        for r in bad:
-            print(json.dumps({"task_id": r.task_id, "status": r.status, "detail": r.detail}))
-        print(json.dumps(summary))
-        return
-    t = plain_table("task", "status", "why", title=f"{file}: tasks that did not pass")
-    for r in bad:
-        t.add_row(*map(cell, [r.task_id, r.status, r.detail[:160]]))
-    if bad:
-        console.print(t)
-    console.print(
-        f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors; "
-        f"pass@1 {summary['pass_at_1']:.3f}",
-        highlight=False,
-        markup=False,
-    )
 
 
 @app.command()

@@ -92,22 +92,48 @@ def init(
         help="Write a ready campaign instead of the defaults: 'r1' = the DeepSeek-R1 pipeline in four [[stages]] "
         "(cold-start sft -> reasoning grpo with a language reward -> rft + general SFT data -> grpo for all scenarios).",
     ),
+    tasks: Optional[list[Path]] = typer.Option(
+        None,
+        "--tasks",
+        help="Your task file(s): write a campaign with one [[tasks.sources]] per file (format detected, its system "
+        "prompt, worked few-shot examples from the file, max_new_tokens = 'auto', a held-out size). More files may "
+        "follow: --tasks a.jsonl b.jsonl.",
+    ),
+    more: Optional[list[Path]] = typer.Argument(None, hidden=True, help="More task files after --tasks FILE."),
 ) -> None:
-    """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), or a recipe."""
+    """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), a recipe, or a
+    campaign over your own task files (--tasks)."""
     from ratchet.common.files import atomic_write_text
     from ratchet.loop.config.template import RECIPES, render_default_toml, render_recipe
+    from ratchet.loop.tasks.formats import TaskDataError
+    from ratchet.loop.tasks.starter import starter_config
 
+    files = [*(tasks or []), *(more or [])]
+    if more and not tasks:
+        fail(f"unexpected argument {more[0]}; task files go after --tasks: ratchet init --tasks {more[0]}")
     if recipe is not None and recipe not in RECIPES:
         fail(f"--recipe {recipe!r} is unknown; recipes: {', '.join(RECIPES)}")
+    if recipe is not None and files:
+        fail("--recipe and --tasks are exclusive; pass one of them")
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     if path.is_dir():
         fail(f"{path} is a directory; pass --path FILE.toml")
+    extra: dict[Path, str] = {}
     try:
-        text = render_recipe(recipe) if recipe else render_default_toml()
+        if files:
+            text, extra = starter_config(files, path)
+        else:
+            text = render_recipe(recipe) if recipe else render_default_toml()
+        for p, content in extra.items():
+            atomic_write_text(p, content)
         atomic_write_text(path, text)  # a crash or full disk never leaves half a config behind
+    except TaskDataError as e:
+        fail(str(e))
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
+    for p in extra:
+        console.print(f"wrote {p} (worked few-shot examples from your file)", highlight=False)
     console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)
 
 

@@ -11,6 +11,26 @@ import typer
 from ratchet.flows.cli.common import DB_HELP, console, fail
 
 FORMATS = ("parquet", "jsonl", "hf")
+EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def output_format(format: str | None, out: Path) -> str:
+    """The export format: ``--format`` when given, else the one ``--out``'s extension names (parquet without one).
+
+    Raises:
+        ValueError: the format is unknown, or ``--out``'s extension names another format than ``--format``.
+    """
+    by_ext = EXTENSIONS.get(out.suffix.lower())
+    if format is None:
+        return by_ext or "parquet"
+    if format not in FORMATS:
+        raise ValueError(f"--format {format!r} is not one of {', '.join(FORMATS)}")
+    if by_ext is not None and by_ext != format:
+        raise ValueError(
+            f"--out {out} has a {by_ext} extension but --format is {format}; drop --format (the extension decides) "
+            f"or name the file for {format}"
+        )
+    return format
 
 
 def export(
@@ -18,7 +38,12 @@ def export(
     campaign: str = typer.Option(..., "--campaign", help="Campaign name."),
     round_index: Optional[int] = typer.Option(None, "--round", help="Only this round (default: every round of the campaign)."),
     what: str = typer.Option(..., "--what", help="training-set | rollouts | evals | model (a Hugging Face model folder)"),
-    format: str = typer.Option("parquet", "--format", help="parquet | jsonl | hf (a `datasets` folder, load_from_disk)"),
+    format: Optional[str] = typer.Option(
+        None,
+        "--format",
+        help="parquet | jsonl | hf (a `datasets` folder, load_from_disk); default: --out's extension (.parquet, .jsonl), "
+        "else parquet",
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Output file (parquet, jsonl) or folder (hf)."),
     force: bool = typer.Option(False, "--force", help="Replace --out if it exists (never a file inside a store)."),
     checkpoint: str = typer.Option(
@@ -37,8 +62,10 @@ def export(
     from ratchet.store.db import StoreError, check_output_path, connect, require_store
     from ratchet.store.export import campaign_config_json, export_table
 
-    if format not in FORMATS:
-        fail(f"--format {format!r} is not one of {', '.join(FORMATS)}")
+    try:
+        format = output_format(format, out)
+    except ValueError as e:
+        fail(str(e))
     try:
         check_output_path(out, force=force and format != "hf")  # a datasets folder is never replaced
     except StoreError as e:
@@ -48,10 +75,17 @@ def export(
             require_store(con, db)
             table = export_table(con, campaign, what, round_index)
             config_json = campaign_config_json(con, campaign)
-        messages, texts = chats(config_json, table.column("question").to_pylist(), table.column("completion").to_pylist())
+        got = chats(config_json, table.select(["prompt_id", "source", "question", "completion", "prompt_messages"]).to_pylist())
     except (StoreError, ValueError, ModelError) as e:
         fail(str(e))
-    table = table.append_column("messages", pa.array(messages)).append_column("text", pa.array(texts, pa.string()))
+    if got.rerendered:
+        console.print(
+            f"note: {got.rerendered} of {table.num_rows} rows have no stored chat (a store from before chats were "
+            "stored): their messages were rebuilt from the campaign's settings and may differ from what the model saw",
+            highlight=False,
+        )
+    table = table.drop_columns(["prompt_messages"])
+    table = table.append_column("messages", pa.array(got.messages)).append_column("text", pa.array(got.texts, pa.string()))
     if format == "parquet":
         atomic_write_parquet(table, out)
     elif format == "jsonl":

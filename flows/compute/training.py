@@ -9,6 +9,7 @@ Prefect (import contracts in pyproject.toml).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
 from ratchet.loop.train.sft import SFTExample, train_sft
+
+logger = logging.getLogger(__name__)
 
 
 def train_compute(
@@ -42,15 +45,16 @@ def train_compute(
 
 def _train_rft(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
     sft = ctx.cfg.sft
+    chats = stored_chats(ctx, examples)
     res = train_sft(
         init_dir,
         [
             SFTExample(
-                json.loads(e["messages_json"]) if e.get("messages_json") else ctx.messages(_as_prompt(e)),
+                chat,
                 e["completion"],
                 _ids(e.get("completion_token_ids")),  # None: a reference solution, or a row of an older store
             )
-            for e in examples
+            for e, chat in zip(examples, chats, strict=True)
         ],
         out,
         sft,
@@ -67,16 +71,17 @@ def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple
     for a per-step training process and a persistent round's learner."""
     gen = ctx.cfg.generation
     group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
+    chats = stored_chats(ctx, rows)
     samples = [
         GRPOSample(
             group_of[r["prompt_id"]],
-            SFTExample(ctx.messages(_as_prompt(r)), r["completion"], _ids(r.get("completion_token_ids"))),
+            SFTExample(chat, r["completion"], _ids(r.get("completion_token_ids"))),
             float(r["reward"]),
             r["finish_reason"] == "length",
             sampler_logprobs=None if r.get("sampler_logprobs") is None else tuple(map(float, r["sampler_logprobs"])),
             prompt_hash=r.get("prompt_ids_hash"),
         )
-        for r in rows
+        for r, chat in zip(rows, chats, strict=True)
     ]
     run = GRPORun(
         temperature=ctx.cfg.rollout_temperature,
@@ -116,6 +121,29 @@ def _train_grpo(
     )
     metrics = {**res.metrics, "steps": res.step_metrics}
     return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
+
+
+def stored_chats(ctx: Ctx, rows: list[dict]) -> list[list[dict[str, str]]]:
+    """The chat each training row was generated from, as stored with it: a general record's own turns
+    (``messages_json``), else the trajectory's ``prompt_messages``; a reference solution (never sampled) takes its
+    prompt as the round renders it. Rollouts of a store from before chats were stored are re-rendered from the
+    round's settings too, counted and logged once (their prompt may differ from what was sampled)."""
+    out, rerendered = [], 0
+    for r in rows:
+        stored = r.get("messages_json") or r.get("prompt_messages")
+        if stored:
+            out.append(json.loads(stored))
+            continue
+        out.append(ctx.messages(_as_prompt(r)))
+        rerendered += r.get("origin") in (None, "rollout")
+    if rerendered:
+        logger.warning(
+            "%d of %d training rollouts have no stored chat (rows of a store from before chats were stored): their "
+            "prompt was re-rendered from the round's settings",
+            rerendered,
+            len(rows),
+        )
+    return out
 
 
 def _ids(ids) -> tuple[int, ...] | None:

@@ -6,7 +6,7 @@ each campaign like ``ratchet run`` does, mark rounds left ``running`` by a dead 
 serve one deployment per campaign with a Prefect ``Runner`` (each flow run is a child process in
 its own process group).
 
-Stop (SIGINT or SIGTERM): the runner stops polling and cancels in-flight flow runs (killing their
+Stop (SIGINT, SIGTERM, or SIGHUP when its terminal closes): the runner stops polling and cancels in-flight flow runs (killing their
 process groups); rounds and flow runs they left running are marked crashed; the server's process
 group is terminated; the locks are released. A second signal during shutdown is ignored.
 """
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.common.files import set_file_mode
+from ratchet.common.procs import stop_descendants
 from ratchet.loop.config import ConfigError, DaemonConfig, RatchetConfig
 
 logger = logging.getLogger(__name__)
@@ -236,35 +237,8 @@ def _drain_prefect_workers() -> None:
 
 
 def _stop_descendants(known: list, spare_pgids: list[int], grace_s: float = 10.0) -> list[int]:
-    """SIGTERM, then SIGKILL after ``grace_s`` seconds, every process in ``known`` or below this one; returns their pids.
-
-    ``known`` is a snapshot taken when the stop began, so grandchildren that lost their parent
-    (reparented to init) are still found. Processes in ``spare_pgids`` (the server) are left alone.
-    """
-    import psutil
-
-    def doomed(p) -> bool:
-        try:
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) not in spare_pgids
-        except (psutil.NoSuchProcess, ProcessLookupError):
-            return False
-
-    procs = {p.pid: p for p in [*known, *psutil.Process().children(recursive=True)]}
-    alive = [p for p in procs.values() if doomed(p)]
-    for p in alive:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, still = psutil.wait_procs(alive, timeout=grace_s)
-    for p in still:
-        logger.warning("process %d (%s) ignored SIGTERM for %.0f s: killing it", p.pid, " ".join(p.cmdline()[:3]), grace_s)
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(still, timeout=5)
-    return [p.pid for p in alive]
+    """``ratchet.common.procs.stop_descendants``: this process's descendants and ``known`` (a snapshot), but the server."""
+    return stop_descendants(known, spare_pgids, grace_s)
 
 
 async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list[str], tree: list) -> None:
@@ -279,7 +253,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     registering = True
     loop = asyncio.get_running_loop()
 
-    def on_signal(signum, frame=None) -> None:
+    def on_signal(signum, frame=None) -> None:  # SIGINT, SIGTERM, SIGHUP (the terminal closed)
         if stop_signals:
             logger.warning("already stopping; waiting for flow runs to be cancelled and the server to stop")
             return
@@ -301,6 +275,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
 
     runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)  # closing the terminal stops the daemon as SIGTERM does, never kills it
     served = {}
     for cfg, path in campaigns:
         # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
@@ -333,6 +308,8 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
                 c["started"],
             )
     registering = False
+    if stop_signals:  # a signal arrived while catching up: stop() saw `registering` and left it to us
+        return
     await runner.start()
 
 
@@ -360,7 +337,8 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
 
     stop_signals: list[str] = []
     tree: list = []  # this process's descendants when the stop began
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serving: SIGTERM unwinds like Ctrl-C (server stopped)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # until serving: SIGTERM and SIGHUP unwind like Ctrl-C (server stopped)
+        signal.signal(sig, signal.default_int_handler)
     p = dcfg.prefect
     prior_url = os.environ.get("PREFECT_API_URL")
     prior_auth = os.environ.get("PREFECT_API_AUTH_STRING")
@@ -406,7 +384,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
                 try:
                     asyncio.run(_serve(campaigns, stop_signals, tree))
                 finally:
-                    for s in (signal.SIGINT, signal.SIGTERM):
+                    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                         signal.signal(s, lambda *_: logger.warning("already stopping"))
                     _stop_descendants(tree, spare_pgids=server_pid)
                     _crash_orphans(

@@ -28,7 +28,7 @@ from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
 from ratchet.loop.gate.sets import pooled
 from ratchet.loop.tasks.sources import Prompt
-from ratchet.store.db import connect, init_db, transaction
+from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.events import recorded_settings
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
@@ -52,10 +52,11 @@ class CampaignConflict(ValueError):
     """A campaign of that name exists in the store with different settings."""
 
 
-def preflight(cfg: RatchetConfig) -> list[str]:
+def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     """Check what a campaign needs before any flow starts, so bad input fails fast in one line.
 
     Returns warnings (one line each): e.g. an eval set too small to detect a 5-point drop at ``gate.alpha``.
+    ``dry_run``: the same checks, writing nothing (no store is created; an existing one is only read).
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
@@ -67,10 +68,13 @@ def preflight(cfg: RatchetConfig) -> list[str]:
     check_loadable(model_dir)
     for sctx in stage_contexts(cfg):  # the campaign itself, or each [[stages]] entry with its effective config
         check_training_data(sctx, model_dir)
-    init_db(ctx.db)  # last: a failing check above leaves no store behind
-    with connect(ctx.db, read_only=True) as con:
-        _check_same_settings(con, cfg)
-        _check_checkpoints(con, ctx)
+    if not dry_run:
+        init_db(ctx.db)  # last: a failing check above leaves no store behind
+    if not dry_run or Path(ctx.db).exists():
+        with connect(ctx.db, read_only=True) as con:
+            require_store(con, ctx.db)
+            _check_same_settings(con, cfg)
+            _check_checkpoints(con, ctx)
     check_round_disk(ctx)
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
@@ -420,7 +424,19 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     return {"decision": row["decision"], "reason": row["reason"]}
 
 
-@flow(name="improvement_round", flow_run_name="round-{round_index}", log_prints=True)
+def round_run_name() -> str:
+    """``'<campaign> round-<n>'``: the round's flow-run name, so a daemon's runs of several campaigns tell apart."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    try:
+        name = json.loads(Path(params["config_path"]).read_text())["campaign"]
+    except (OSError, KeyError, ValueError, TypeError):
+        name = "campaign"  # never fails a round over its display name
+    return f"{name} round-{params.get('round_index')}"
+
+
+@flow(name="improvement_round", flow_run_name=round_run_name, log_prints=True)
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 

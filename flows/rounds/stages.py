@@ -63,8 +63,13 @@ def trajectory_rows(
     backend: str,
     eval_set: str | None = None,
 ) -> list[dict]:
-    """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0])."""
+    """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0]).
+
+    Each row keeps the exact chat its prompt was generated from (``prompt_messages``, the same ``ctx.messages`` the
+    engine was given), so export and training read it instead of re-rendering it from settings.
+    """
     scope = eval_set if eval_set else ctx.round_id
+    chats = {c.prompt_index: json.dumps(ctx.messages(prompts[c.prompt_index])) for c in comps}
     step = None if eval_set else ctx.step
     extra = (ctx.step,) if step else ()
     ts = now()
@@ -91,6 +96,7 @@ def trajectory_rows(
             completion_token_ids=list(c.token_ids),
             sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
             prompt_ids_hash=c.prompt_hash or None,
+            prompt_messages=chats[c.prompt_index],
         )
         for c in comps
     ]

@@ -22,7 +22,7 @@ from ratchet.store.ingest import insert_rows, write_parquet
 from ratchet.store.queries import training_set
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
-EXAMPLE_COLUMNS = ("trajectory_id", "prompt_id", "source", "question", "completion", "origin", "messages_json")
+EXAMPLE_COLUMNS = ("trajectory_id", "prompt_id", "source", "question", "completion", "origin", "messages_json", "prompt_messages")
 
 
 def uses_sft_data(ctx: Ctx) -> bool:

@@ -1,18 +1,34 @@
-"""The chat a stored prompt was generated and trained on, rebuilt from a campaign's stored settings."""
+"""The chat each exported trajectory was generated from: the one stored with it (``trajectories.prompt_messages``).
+
+Only rows of a store from before chats were stored are rebuilt from the campaign's stored settings (its task set:
+each source's system prompt and few-shot examples), and they are counted so the caller can say so.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.generation.base import render_prompt
-from ratchet.loop.tasks.sources import chat_messages, make_task_source
+from ratchet.loop.tasks.sets import TaskSet
+from ratchet.loop.tasks.sources import Prompt
 
 
-def chats(config_json: str, questions: list[str], completions: list[str]) -> tuple[list[list[dict]], list[str]]:
-    """For each (question, completion): the messages (system, few-shot turns, user, assistant) and the prompt text
-    rendered with the campaign's base model's chat template plus the completion (what the trainer saw).
+@dataclass(frozen=True)
+class Chats:
+    """Per row: ``messages`` (the prompt's chat plus the assistant completion) and ``texts`` (the prompt rendered with
+    the base model's chat template and generation prompt, then the completion: what the trainer saw);
+    ``rerendered``: rows without a stored chat, rebuilt from the campaign's settings."""
+
+    messages: list[list[dict[str, str]]]
+    texts: list[str]
+    rerendered: int
+
+
+def chats(config_json: str, rows: list[dict]) -> Chats:
+    """The chats of export rows (each with ``prompt_messages``, ``source``, ``question``, ``completion``).
 
     Raises:
         ModelError: the campaign's base model cannot be found.
@@ -20,12 +36,16 @@ def chats(config_json: str, questions: list[str], completions: list[str]) -> tup
     from transformers import AutoTokenizer
 
     cfg = RatchetConfig.model_validate(json.loads(config_json))
-    t = cfg.tasks
-    shots = make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction).fewshot(t.fewshot)
     tok = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
-    messages, texts = [], []
-    for q, c in zip(questions, completions, strict=True):
-        prompt = chat_messages(t.system_prompt, shots, q)
-        messages.append([*prompt, {"role": "assistant", "content": c}])
-        texts.append(render_prompt(tok, prompt) + c)
-    return messages, texts
+    tasks: TaskSet | None = None
+    messages, texts, rerendered = [], [], 0
+    for r in rows:
+        if r.get("prompt_messages"):
+            prompt = json.loads(r["prompt_messages"])
+        else:  # a row of a store from before chats were stored
+            tasks = tasks or TaskSet(cfg.tasks, cfg.evals)
+            prompt = tasks.messages(Prompt(r["prompt_id"], r.get("source") or "", "", r["question"], "", "train"))
+            rerendered += 1
+        messages.append([*prompt, {"role": "assistant", "content": r["completion"]}])
+        texts.append(render_prompt(tok, prompt) + r["completion"])
+    return Chats(messages, texts, rerendered)

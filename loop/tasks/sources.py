@@ -248,29 +248,37 @@ class ArithmeticTasks:
 # --- task files ----------------------------------------------------------------------------------
 
 
+def gold_conflicts(prompts: list[Prompt]) -> list[tuple[Prompt, str, str]]:
+    """Math prompts whose question appeared earlier with a gold the math verifier does not judge equal:
+    ``(the later prompt, the first gold, its gold)`` per conflict, in file order."""
+    from ratchet.verifiers.math import verify_math_batch
+
+    first: dict[str, Prompt] = {}
+    pairs: list[tuple[Prompt, str, str]] = []
+    for p in prompts:
+        if p.task_format != "math":
+            continue
+        f = first.setdefault(p.question_key or "", p)
+        if f is not p and p.answer != f.answer:
+            pairs.append((p, f.answer, p.answer))
+    if not pairs:
+        return []
+    verdicts = verify_math_batch([(a, f"Answer: {b}") for _, a, b in pairs], timeout_s=5.0)
+    return [pair for pair, v in zip(pairs, verdicts) if not v.correct]
+
+
+def gold_conflict_message(q: str, a: str, b: str) -> str:
+    return f"the question {q[:60]!r} appears with two different golds ({a!r} and {b!r}); keep one record per question or fix the wrong gold"
+
+
 def _check_golds(prompts: list[Prompt], where: str) -> None:
     """A question given with two golds the math verifier does not judge equal is a task-data error.
 
     Raises:
         TaskDataError: naming the question, both golds and the fix.
     """
-    from ratchet.verifiers.math import verify_math_batch
-
-    golds: dict[str, list[str]] = {}
-    for p in prompts:
-        if p.task_format == "math" and p.answer not in golds.setdefault(p.question_key or "", []):
-            golds[p.question_key or ""].append(p.answer)
-    pairs = [(k, g[0], other) for k, g in golds.items() for other in g[1:]]
-    if not pairs:
-        return
-    verdicts = verify_math_batch([(a, f"Answer: {b}") for _, a, b in pairs], timeout_s=5.0)
-    for (key, a, b), v in zip(pairs, verdicts):
-        if not v.correct:
-            q = next(p.question for p in prompts if p.question_key == key)
-            raise TaskDataError(
-                f"{where}: the question {q[:60]!r} appears with two different golds ({a!r} and {b!r}); "
-                "keep one record per question or fix the wrong gold"
-            )
+    for p, a, b in gold_conflicts(prompts)[:1]:
+        raise TaskDataError(f"{where}: {gold_conflict_message(p.question, a, b)}")
 
 
 class FileTasks:

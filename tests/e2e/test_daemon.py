@@ -144,3 +144,29 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
         ).fetchall()
     assert left == []
     assert "stopped (SIGTERM)" in log.read_text()
+
+
+def test_up_stops_cleanly_on_sighup(tmp_path, daemon_config):
+    """Closing the terminal (SIGHUP) stops `ratchet up` as SIGTERM does: exit 0, no process or running round left
+    (issue 24, finding 7; before, SIGHUP killed it outright)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    env.update(RATCHET_HOME=str(tmp_path / "home"), PREFECT_RUNNER_POLL_FREQUENCY="2", OMP_NUM_THREADS="1")
+    log = tmp_path / "up.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [RATCHET, "up", "--config", str(daemon_config), "--port", str(_free_port())],  # cron at 02:00: no round starts
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait("serving", lambda: "serving campaign tiny" in log.read_text(), 300, proc, log)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    assert alive == [] and "stopped (SIGHUP)" in log.read_text(), log.read_text()[-2000:]

@@ -362,3 +362,44 @@ def test_multi_step_round_reports_its_last_step(tmp_path):
         evals = round_evaluations(con, "r")
     assert (t["steps"], t["num_examples"], t["kl_mean"]) == (2, 8, pytest.approx(0.2))
     assert [(e["role"], e["checkpoint_id"], e["value"]) for e in evals] == [("incumbent", "B", 0.5), ("candidate", "S1", 1.0)]
+
+
+def test_base_pass1_is_each_campaigns_own_eval_set(tmp_path):
+    """Two campaigns share a store and a base model but evaluate it on different prompts: each table shows its own
+    base pass@1, not the first one the store holds (issue 24, finding 9)."""
+    from ratchet.store.reports import campaign_table, sweep_summary
+
+    db = tmp_path / "s.duckdb"
+    init_db(db)
+    gate = dict(decision="reject", reason="r", candidate_checkpoint_id="X", incumbent_checkpoint_id="B", test="t")
+    gate |= dict(incumbent_pass1=0.0, best_promoted_pass1=0.0, tolerance=0.0, created_at=T0)
+    with transaction(db) as con:
+        insert_rows(
+            con,
+            "campaigns",
+            [
+                dict(campaign_id=cid, name=name, base_checkpoint_id="B", config_json="{}", created_at=T0 + timedelta(hours=h))
+                for cid, name, h in [("ca", "easy", 0), ("cb", "hard", 1), ("cc", "old", 2)]
+            ],
+        )
+        insert_rows(
+            con,
+            "evaluations",
+            [
+                dict(evaluation_id=f"e{es}", round_id=rid, checkpoint_id="B", eval_set_id=es, metric="heldout/pass@1", value=v)
+                | dict(num_prompts=10, created_at=T0 + timedelta(minutes=m))
+                for es, rid, v, m in [("ES-easy", "ca-r1", 0.9, 0), ("ES-hard", "cb-r1", 0.1, 5), ("ES-old", "cc-r1", 0.4, 9)]
+            ],
+        )
+        insert_rows(
+            con,
+            "gate_decisions",
+            [
+                {**gate, "round_id": "ca-r1", "campaign_id": "ca", "eval_set_id": "ES-easy"},
+                {**gate, "round_id": "cb-r1", "campaign_id": "cb", "eval_set_id": "ES-hard"},
+                {**gate, "round_id": "cc-r1", "campaign_id": "cc", "eval_set_id": None},  # a gate row from before eval sets
+            ],
+        )
+    with connect(db, read_only=True) as con:
+        assert [campaign_table(con, n)[0] for n in ("easy", "hard", "old")] == [0.9, 0.1, 0.4]
+        assert [r["base_pass1"] for r in sweep_summary(con, ["hard", "easy"])] == [0.1, 0.9]

@@ -53,6 +53,7 @@ import ast
 import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -228,7 +229,10 @@ def _run_asserts(program: str, plan: Plan, runs: _Runs, names: set[str]) -> tupl
         for n, i in enumerate(todo):
             verdicts[i] = got.get(n, False)
     passed = sum(bool(v) for v in verdicts)
-    return ("ok" if passed == len(verdicts) else "wrong"), {"passed": passed, "total": len(verdicts)}
+    if passed == len(verdicts):
+        return "ok", {"passed": passed, "total": len(verdicts)}
+    first = next(i for i, v in enumerate(verdicts) if not v)
+    return "wrong", {"passed": passed, "total": len(verdicts), "error": f"failed: {plan.asserts[first]}"}
 
 
 CHECK_ROUNDS = 4  # trusted check runs per verdict; a test whose later calls depend on results needs more
@@ -271,7 +275,7 @@ def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, d
         if outcome.startswith("fail:") and raised:
             return "runtime_error", {"passed": 0, "total": 1, "calls": len(answers), "error": f"the program raised {raised}"}
         if outcome.startswith("fail:"):
-            return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": outcome[5:]}
+            return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": _failed_line(test, outcome[5:])}
         if outcome == "diverged" and answers:
             return "wrong", {"passed": 0, "total": 1, "calls": len(answers), "error": "check() diverged on the program's answers"}
         if outcome == "diverged" or not args:
@@ -293,6 +297,18 @@ def _run_check(program: str, test: str, entry: str, runs: _Runs) -> tuple[str, d
         except Malformed as exc:
             return "sandbox_violation", {"violation": str(exc)}
     return "bad_gold", {"error": f"check() still calling the candidate after {CHECK_ROUNDS} rounds"}
+
+
+def _failed_line(test: str, failure: str) -> str:
+    """``'AssertionError@7'`` (the check run's failure and the test line it ended on) as the failing test line,
+    e.g. ``'AssertionError: assert candidate(1) == 3'``; ``failure`` as given when it names no line."""
+    name, _, line = failure.partition("@")
+    lines = test.splitlines()
+    if not line.isdigit() or not 0 < int(line) <= len(lines):
+        return name
+    text = lines[int(line) - 1].strip()
+    m = re.fullmatch(r"__ratchet_assert\(lambda: (.*)\)", text)
+    return f"{name}: {'assert ' + m.group(1) if m else text}"[:300]
 
 
 def _norm_out(s: str) -> list[str]:

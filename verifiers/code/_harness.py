@@ -356,9 +356,17 @@ def _check(job, emit):
     except _Diverged:
         outcome = "diverged"
     except Exception as exc:  # a failing check is data for the verdict
-        outcome = "incomplete" if state["spec"] else "fail:" + type(exc).__name__
+        lines = [f.tb_lineno for f in _frames(exc.__traceback__) if f.tb_frame.f_code.co_filename == "<test>"]
+        where = f"@{lines[-1]}" if lines else ""  # the test's line that failed (the parent quotes it)
+        outcome = "incomplete" if state["spec"] else "fail:" + type(exc).__name__ + where
     emit("checked", outcome)
     emit("done")
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 def _read_roots():

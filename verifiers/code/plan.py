@@ -344,6 +344,7 @@ class Plan:
             ones (an unrolled comprehension's full loop bindings), which only the judge sees.
         probes: candidate-rooted expressions evaluated beside the program.
         judges: each assert with probes replaced by ``__p[k]``; decided by the parent or the judge run.
+        asserts: each judge's assert as written in the tests (what a failure report shows).
         stdio: (stdin, expected stdout or None) cases.
         classes: entry points that are classes (``Cls(...).method(x)`` runs on the program's object).
         objects: names the candidate-side setup binds to ``Cls(...)`` of such a class (``s.method(x)`` likewise).
@@ -355,6 +356,7 @@ class Plan:
     judge_only: set[int] = field(default_factory=set)
     probes: list[str] = field(default_factory=list)
     judges: list[ast.expr] = field(default_factory=list)
+    asserts: list[str] = field(default_factory=list)
     stdio: list[tuple[str, str | None]] = field(default_factory=list)
     classes: set[str] = field(default_factory=set)
     objects: set[str] = field(default_factory=set)
@@ -409,6 +411,7 @@ def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None 
         for s in stmts:
             check = s.test if isinstance(s, ast.Assert) else _unittest_assert(s)
             if check is not None:
+                plan.asserts.append(f"assert {ast.unparse(check)}"[:300])
                 plan.judges.append(_Splitter(cand, trusted, plan).visit(check))  # type: ignore[arg-type]
             elif isinstance(s, _SETUP):
                 bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}

@@ -1,0 +1,94 @@
+"""``ratchet tasks check``: a task file through the campaign's loader and the verifier, every failing record reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ratchet.flows.cli.common import cell, console, fail, plain_table
+
+tasks_app = typer.Typer(no_args_is_help=True, help="Task files: check them before a campaign.")
+
+
+@tasks_app.command("check")
+def tasks_check(
+    file: Path = typer.Argument(..., help="Task file (.jsonl, .jsonl.gz, .parquet or a save_to_disk folder)."),
+    format: Optional[str] = typer.Option(
+        None,
+        "--format",
+        help="Task format: math | humaneval | mbpp | stdio (default: detected from the fields). 'table' or 'json' here "
+        "choose the output, as --output does (older spelling).",
+    ),
+    task_format: Optional[str] = typer.Option(None, "--task-format", help="Same as --format math|humaneval|mbpp|stdio."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split of a save_to_disk DatasetDict folder (e.g. 'test')."),
+    question_field: Optional[str] = typer.Option(None, "--question-field", help="Field holding the question/statement."),
+    answer_field: Optional[str] = typer.Option(None, "--answer-field", help="Field holding the gold answer (math)."),
+    tests_field: Optional[str] = typer.Option(None, "--tests-field", help="Field holding the tests."),
+    entry_point_field: Optional[str] = typer.Option(None, "--entry-point-field", help="Field naming the function under test."),
+    solution_field: Optional[str] = typer.Option(None, "--solution-field", help="Field holding a reference solution."),
+    solutions: Optional[Path] = typer.Option(
+        None, "--solutions", help='Samples JSONL ({"task_id": ..., "completion": ...}) to score instead of the references.'
+    ),
+    timeout_s: float = typer.Option(20.0, "--timeout-s", min=0.1, help="Limit per sandboxed run, seconds."),
+    output: str = typer.Option("table", "--output", help="table | json (one line per task that did not pass, then the summary)"),
+) -> None:
+    """Load a task file as a campaign would and run every reference solution (or sample) through the verifier.
+
+    Exits 1 when any task failed or could not be loaded, 0 when all passed, 2 when the file cannot be read."""
+    from ratchet.loop.config import RecordFields
+    from ratchet.loop.tasks.check import check_task_file
+    from ratchet.loop.tasks.formats import FORMATS, TaskDataError
+
+    if format in ("table", "json"):
+        output, format = format, None
+    task_format = task_format or format
+    if output not in ("table", "json"):
+        fail(f"--output {output!r} is not one of table, json")
+    if task_format is not None and task_format not in FORMATS:
+        fail(f"--format {task_format!r} is not one of {', '.join(FORMATS)} (or table, json for the output)")
+    fields = RecordFields(
+        path=str(file),
+        split=split,
+        question_field=question_field,
+        answer_field=answer_field,
+        tests_field=tests_field,
+        entry_point_field=entry_point_field,
+        solution_field=solution_field,
+    )
+    try:
+        with console.status(f"verifying the tasks of {file}…"):
+            results, summary = check_task_file(
+                file, task_format=task_format, samples=solutions, timeout_s=timeout_s, fields=fields
+            )
+    except TaskDataError as e:
+        fail(str(e))
+    bad = [r for r in results if r.status != "passed"]
+    if output == "json":
+        for r in bad:
+            print(json.dumps({"task_id": r.task_id, "status": r.status, "detail": r.detail}))
+        print(json.dumps(summary))
+    else:
+        t = plain_table("tasks", "status", "why", title=f"{file}: tasks that did not pass")
+        for g in summary["groups"]:
+            ids = ", ".join(g["task_ids"]) + (
+                f" (+{g['count'] - len(g['task_ids'])} more)" if g["count"] > len(g["task_ids"]) else ""
+            )
+            t.add_row(*map(cell, [f"{g['count']}: {ids}", g["status"], g["detail"][:300]]))
+        if bad:
+            console.print(t)
+        console.print(
+            f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors; "
+            f"pass@1 {summary['pass_at_1']:.3f}",
+            highlight=False,
+            markup=False,
+        )
+    if bad:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tasks`` to the main CLI."""
+    app.add_typer(tasks_app, name="tasks")

@@ -1,0 +1,177 @@
+"""``ratchet init --tasks``: a first campaign config for a person's own task files.
+
+Each file is read with the campaign's loader (``FileTasks``: a file that loads here loads in ``ratchet run``) and
+becomes one ``[[tasks.sources]]`` entry with its detected format (the field mapping guessed from common names such
+as MetaMathQA's ``query``/``response``), that format's system prompt and worked few-shot examples drawn from the
+file's train split. Math examples keep their reasoning (GSM8K's ``<<...>>`` calculator annotations removed) and end in
+the ``Answer: N`` line the prompt asks for, written to a JSONL beside the config (``fewshot_path``). Generation
+lengths are ``"auto"`` with a floor that fits the examples, and the held-out size is what every source can give.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ratchet.loop.config import GenerationConfig, RecordFields, TaskConfig
+from ratchet.loop.config.template import toml_value
+from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS, TaskDataError, detect_format, read_records, worked_solution
+from ratchet.loop.tasks.sources import FileTasks, split_of
+
+# Where a file's question/gold live when not under the format's usual names (first match wins).
+QUESTION_ALIASES = ("query", "instruction", "input")
+ANSWER_ALIASES = ("response", "output", "target", "final_answer")
+FEWSHOT = 2
+MAX_HELDOUT = 400  # enough for the gate to see a few-point change (docs/gate.md); more only costs eval time
+CHARS_PER_TOKEN = 3.0  # a deliberately low estimate: English ~4 characters per token, digits and code fewer
+
+
+@dataclass(frozen=True)
+class StarterSource:
+    """One task file as a ``[[tasks.sources]]`` entry: its name, fields, format, examples and split sizes."""
+
+    name: str
+    path: Path
+    fields: dict[str, str]
+    format: str
+    shots: list[tuple[str, str]]  # written to the few-shot file (math); code shows the file's reference solutions
+    train: int
+    heldout: int
+    longest_shot_chars: int
+    longest_prompt_chars: int  # system prompt, examples and the longest question
+
+
+def guess_fields(first: dict) -> dict[str, str]:
+    """``question_field``/``answer_field`` for a record without the usual names (MetaMathQA: query, response)."""
+    out = {}
+    if not any(k in first for k in ("question", "problem", "prompt", "text")):
+        q = next((k for k in QUESTION_ALIASES if isinstance(first.get(k), str)), None)
+        out |= {"question_field": q} if q else {}
+    if not any(k in first for k in ("answer", "solution", "test", "test_list", "inputs", "outputs", "input_output")):
+        a = next((k for k in ANSWER_ALIASES if k in first), None)
+        out |= {"answer_field": a} if a else {}
+    return out
+
+
+def read_source(path: Path, heldout_fraction: float, fewshot: int = FEWSHOT) -> StarterSource:
+    """One task file as it will load in a campaign, with its worked examples.
+
+    Raises:
+        TaskDataError: the file cannot be read or a record cannot be converted (the loader's message: file, line, fix).
+    """
+    first = next(iter(read_records(RecordFields(path=str(path)))), None)
+    if first is None:
+        raise TaskDataError(f'{path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
+    fields = guess_fields(first[1])
+    spec = RecordFields(path=str(path), **fields)
+    fmt = detect_format(first[1], first[0], spec)
+    spec = spec.model_copy(update={"format": fmt})
+    name = _name(path)
+    tasks = FileTasks(spec, name, heldout_fraction)  # the campaign's loader and its refusals
+    shots = _math_shots(spec, heldout_fraction, fewshot) if fmt == "math" else []
+    code_shots = tasks.fewshot(fewshot) if fmt != "math" else []
+    return StarterSource(
+        name,
+        path,
+        {**fields, "format": fmt},
+        fmt,
+        shots,
+        sum(p.split == "train" for p in tasks.prompts),
+        sum(p.split == "heldout" for p in tasks.prompts),
+        max((len(a) for _, a in shots or code_shots), default=0),
+        len(DEFAULT_SYSTEM_PROMPTS[fmt])
+        + sum(len(q) + len(a) for q, a in shots or code_shots)
+        + max((len(p.question) for p in tasks.prompts), default=0),
+    )
+
+
+def _name(path: Path) -> str:
+    stem = path.name.split(".")[0]
+    clean = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-._") or "tasks"
+    return clean[:64]
+
+
+def _math_shots(spec: RecordFields, heldout_fraction: float, k: int) -> list[tuple[str, str]]:
+    """The first ``k`` train-split records with a worked solution, as (question, worked answer)."""
+    from ratchet.loop.tasks.formats import to_record
+
+    shots: list[tuple[str, str]] = []
+    for where, raw in read_records(spec):
+        rec = to_record(raw, where, "math", spec, "x")
+        if split_of(rec.question, heldout_fraction) != "train":
+            continue
+        worked = worked_solution(raw, spec, rec.answer)
+        if worked is not None:
+            shots.append((rec.question, worked))
+        if len(shots) == k:
+            break
+    return shots
+
+
+def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSHOT) -> tuple[str, dict[Path, str]]:
+    """The TOML text of a campaign over ``files`` and the few-shot files it names (path -> JSONL text).
+
+    Raises:
+        TaskDataError: a file cannot be loaded, or the files leave no held-out prompt for some source.
+    """
+    t = TaskConfig()
+    config_dir = config_path.resolve().parent
+    sources = [read_source(f.resolve(), t.heldout_fraction, fewshot) for f in files]
+    names = [s.name for s in sources]
+    if len(set(names)) < len(names):
+        sources = [StarterSource(**{**s.__dict__, "name": f"{s.name}-{i}"}) for i, s in enumerate(sources)]
+    # TaskSet.draw splits the held-out set over the (equally weighted) sources: each must hold its share.
+    n = len(sources)
+    heldout = min(min(s.heldout for s in sources), MAX_HELDOUT // n) * n
+    if heldout < 1:
+        empty = [s.name for s in sources if s.heldout == 0]
+        raise TaskDataError(
+            f"{', '.join(empty)}: no held-out prompts ({t.heldout_fraction:.0%} of the questions, by hash, go there); add tasks"
+        )
+    train = min(t.train_prompts_per_round, sum(s.train for s in sources))
+    longest = max(s.longest_shot_chars for s in sources)
+    floor = max(64, min(256, int(2 * longest / CHARS_PER_TOKEN)))
+    cap = GenerationConfig().max_new_tokens_max
+    # training takes prompt + completion: room for the longest prompt (chat template ~10 tokens a turn) and the cap
+    prompt_tokens = max(s.longest_prompt_chars / CHARS_PER_TOKEN + 10 * (2 * fewshot + 2) for s in sources)
+    max_seq_len = -(-int(prompt_tokens + cap + 1) // 64) * 64
+    lines = [
+        f"# Written by `ratchet init --tasks`: a first campaign over {', '.join(str(f) for f in files)}.",
+        "# Every other key takes its default (`ratchet init --path full.toml` writes them all, with what each does).",
+        "# Check it without starting a round: `ratchet run --dry-run --config " + config_path.name + "`.",
+        f"campaign = {toml_value(sources[0].name)}",
+        "",
+        "[tasks]",
+        f"# every source can give its share of {heldout} held-out prompts (at most {MAX_HELDOUT}: enough for the gate to see a",
+        "# few-point change; fewer make the gate promote only large gains)",
+        f"heldout_prompts = {heldout}",
+        f"train_prompts_per_round = {train}",
+        "",
+        "[generation]",
+        '# "auto": each round caps completions at the last round\'s length P90, within [min, max]; the floor fits',
+        "# the longest worked example below twice, so a first round is not cut short",
+        'max_new_tokens = "auto"',
+        f"max_new_tokens_min = {floor}",
+        "",
+        "[sft]",
+        f"# the longest prompt (estimated) plus max_new_tokens_max ({cap}): training never truncates (the preflight checks it)",
+        f"max_seq_len = {max_seq_len}",
+    ]
+    extra: dict[Path, str] = {}
+    for s in sources:
+        lines += ["", "[[tasks.sources]]", f"name = {toml_value(s.name)}", f"path = {toml_value(str(s.path))}"]
+        lines += [f"{k} = {toml_value(v)}" for k, v in s.fields.items()]
+        lines += [f"system_prompt = {toml_value(DEFAULT_SYSTEM_PROMPTS[s.format])}"]
+        if s.format == "math" and s.shots:
+            shot_path = config_dir / f"{config_path.stem}.{s.name}.fewshot.jsonl"
+            extra[shot_path] = "".join(json.dumps({"question": q, "answer": a}, ensure_ascii=False) + "\n" for q, a in s.shots)
+            lines += [
+                f"fewshot = {len(s.shots)}",
+                f"fewshot_path = {toml_value(str(shot_path))}  # worked examples from the file",
+            ]
+        elif s.format != "math":
+            lines += [f"fewshot = {min(fewshot, 1)}  # the file's own reference solution as the example"]
+        else:
+            lines += ["fewshot = 0  # the file has only bare answers: no worked example to show"]
+    return "\n".join(lines) + "\n", extra

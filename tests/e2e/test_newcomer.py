@@ -1,0 +1,91 @@
+"""What a newcomer does first, on the real SmolLM2-135M-Instruct (issue 24, "Done when").
+
+A GSM8K-format file of easy one-step word problems -> `ratchet init --tasks` -> `ratchet run --dry-run` (rc 0, no
+store) -> `ratchet run --rounds 1`, interrupted with Ctrl-C (one line, exit 130, within seconds) and run again
+(it resumes) -> the round trains on > 0 verified-correct trajectories -> `ratchet export --what training-set
+--format jsonl` rows render, with the model's chat template, to exactly their `prompt_tokens`.
+
+Sizes are cut to fit CI (8 train prompts x G = 4, 8 held-out prompts, 64-token cap): the config `init` wrote is
+otherwise used as written.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ratchet.store.db import query
+
+pytestmark = pytest.mark.slow
+RATCHET = str(Path(sys.executable).with_name("ratchet"))
+NAMES = ["Tom", "Ann", "Ben", "Mia", "Sam", "Lea", "Max", "Ivy"]
+THINGS = ["apples", "pens", "books", "cards", "balls", "shells"]
+
+
+def gsm8k_easy(n: int = 120) -> list[dict]:
+    """One-step additions in GSM8K's format: worked answer with calculator annotations, then '#### N'."""
+    out = []
+    for i in range(n):
+        who, what, a, b = NAMES[i % 8], THINGS[i % 6], 1 + i % 5, 1 + (i // 5) % 4
+        q = f"{who} has {a} {what}. {who} gets {b} more {what}. How many {what} does {who} have now? ({i})"
+        out.append({"question": q, "answer": f"{who} has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {what}.\n#### {a + b}"})
+    return out
+
+
+def ratchet(*args: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([RATCHET, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_newcomer_gsm8k_file_to_an_exact_export(tmp_path, smollm2_dir):
+    from transformers import AutoTokenizer
+
+    (tmp_path / "easy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in gsm8k_easy()))
+    r = ratchet("init", "--tasks", "easy.jsonl", "--path", "ratchet.toml", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "ratchet.toml").read_text()
+    assert 'max_new_tokens = "auto"' in text and "fewshot = 2" in text
+    text = re.sub(r"heldout_prompts = \d+", "heldout_prompts = 8", text)
+    text = re.sub(r"train_prompts_per_round = \d+", "train_prompts_per_round = 8", text)
+    text = re.sub(r"max_new_tokens_min = \d+", "max_new_tokens_min = 64\nmax_new_tokens_max = 64\ngroup_size = 4", text)
+    (tmp_path / "ratchet.toml").write_text(text.replace("[sft]\n", "[sft]\nepochs = 1\n"))
+
+    r = ratchet("run", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 0 and "nothing was written" in r.stdout, r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["easy.jsonl", "ratchet.easy.fewshot.jsonl", "ratchet.toml"]
+
+    # Ctrl-C (SIGINT to the terminal's process group) once the round runs: one line, exit 130, in seconds
+    p = subprocess.Popen([RATCHET, "run", "--rounds", "1"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)  # fmt: skip
+    db = tmp_path / "ratchet.duckdb"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and p.poll() is None and not (tmp_path / "ratchet.runs" / "easy" / "round-1").is_dir():
+        time.sleep(0.5)
+    assert p.poll() is None, p.communicate()
+    t0 = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    stopped_s = time.monotonic() - t0
+    assert p.returncode == 130 and stopped_s < 15, (p.returncode, stopped_s, err[-2000:])
+    assert "Traceback" not in err and err.count("SIGINT received, stopped") == 1, err[-2000:]
+
+    r = ratchet("run", "--rounds", "1", cwd=tmp_path)  # resumes the interrupted round
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trained = query(db, "SELECT count(*) FROM training_examples")[1][0][0]
+    assert trained > 0, r.stdout[-3000:]
+
+    r = ratchet("export", "--campaign", "easy", "--what", "training-set", "--format", "jsonl", "--out", "ts.jsonl", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "ts.jsonl").read_text().splitlines()]
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    assert len(rows) == trained
+    for row in rows:
+        prompt = tok.apply_chat_template(row["messages"][:-1], tokenize=False, add_generation_prompt=True)
+        assert len(tok(prompt, add_special_tokens=False)["input_ids"]) == row["prompt_tokens"], row["trajectory_id"]
+        assert row["messages"][0]["content"].startswith("Solve the problem") and "<<" not in row["messages"][2]["content"]
+    print(json.dumps({"interrupt_exit_s": round(stopped_s, 2), "trained_on": trained, "export_rows": len(rows)}))
