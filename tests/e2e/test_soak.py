@@ -1,4 +1,4 @@
-"""Soak: `ratchet up` on a 15 s interval runs >= 6 scheduled runs of one round each on CPU, with a reader holding
+"""Soak: `ratchet up` on a 15 s interval runs >= 4 scheduled runs of one round each on CPU, with a reader holding
 the store open throughout, one `kill -9` of the daemon (and everything it started) in the middle, a halt lifted
 with `ratchet campaign resume --set` (a changed setting the later rounds run with), and checkpoint disk within the retention bound.
 
@@ -23,7 +23,7 @@ from ratchet.store.retention import folder_bytes
 
 pytestmark = pytest.mark.slow
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
-RUNS = 6
+RUNS = 4
 
 # A person's DuckDB connection on --db, open for the whole soak, queried every 0.5 s.
 HOLD_READER = """
