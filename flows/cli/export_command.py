@@ -63,12 +63,10 @@ def export(
     from ratchet.store.export import campaign_config_json, export_table
 
     try:
+        check_output_path(out, force=True)  # a path inside a store is refused first, whatever else is wrong
         format = output_format(format, out)
-    except ValueError as e:
-        fail(str(e))
-    try:
         check_output_path(out, force=force and format != "hf")  # a datasets folder is never replaced
-    except StoreError as e:
+    except (StoreError, ValueError) as e:
         fail(str(e))
     try:
         with connect(db, read_only=True) as con:

@@ -20,8 +20,9 @@ class TrackedCampaign:
 
 @pytest.fixture(scope="session")
 def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> TrackedCampaign:
-    """Campaign 'tiny': one round of the tiny model whose gate promoted its candidate (margin 1: any candidate
-    passes), run with the default `[service] file_mode` under umask 022 and `[tracking]` MLflow and TensorBoard."""
+    """Campaign 'tracked' (not 'tiny': Prefect artifact keys are per campaign name, and test_round's 'tiny' reads its
+    own): one round of the tiny model whose gate promoted its candidate (margin 1: any candidate passes), run with
+    the default `[service] file_mode` under umask 022 and `[tracking]` MLflow and TensorBoard."""
     from ratchet.flows.rounds.campaign import run_campaign
     from ratchet.loop.campaign.context import save_config
     from ratchet.loop.config import load_config
@@ -32,7 +33,7 @@ def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> Track
         None,
         **{
             "db": str(tracked.db),
-            "campaign": "tiny",
+            "campaign": "tracked",
             "max_rounds": 1,
             "model.name_or_path": str(tiny_model_dir),
             "tasks.source": "jsonl",

@@ -30,7 +30,7 @@ def test_promoted_model_loads_generates_and_states_its_lineage(tracked_campaign,
 
     db = str(tracked_campaign.db)
     out = tmp_path / "hf"
-    r = CliRunner().invoke(app, ["export", "--db", db, "--campaign", "tiny", "--what", "model", "--out", str(out)])
+    r = CliRunner().invoke(app, ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--out", str(out)])
     assert r.exit_code == 0, r.output
     (cand, base, pass1, n), *_ = query(
         db,
@@ -65,7 +65,7 @@ def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
     base = query(db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
     r = runner.invoke(
         app,
-        ["export", "--db", db, "--campaign", "tiny", "--what", "model", "--checkpoint", base[:8], "--out", str(tmp_path / "b")],
+        ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--checkpoint", base[:8], "--out", str(tmp_path / "b")],
     )
     assert r.exit_code == 0, r.output
     card = (tmp_path / "b" / "README.md").read_text()
@@ -75,10 +75,10 @@ def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
         "exists": str(tmp_path / "b"),
     }
     for msg, path in refusals.items():
-        r = runner.invoke(app, ["export", "--db", db, "--campaign", "tiny", "--what", "model", "--out", path])
+        r = runner.invoke(app, ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--out", path])
         assert r.exit_code == 2 and msg in r.output, (msg, r.output)
     r = runner.invoke(
         app,
-        ["export", "--db", db, "--campaign", "tiny", "--what", "model", "--checkpoint", "zzzzzzzz", "--out", str(tmp_path / "c")],
+        ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--checkpoint", "zzzzzzzz", "--out", str(tmp_path / "c")],
     )
     assert r.exit_code == 2 and "matches 0 checkpoints" in r.output

@@ -36,7 +36,7 @@ def store_metrics(db) -> dict[str, float]:
     return out
 
 
-def mlflow_runs(uri: str, experiment: str = "tiny"):
+def mlflow_runs(uri: str, experiment: str = "tracked"):
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
@@ -63,13 +63,13 @@ def test_campaign_writes_mlflow_and_tensorboard_runs_equal_to_the_store(tracked_
     assert len(runs) == 1
     run = runs[0]
     cand = query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0]
-    assert run.info.run_name == "tiny-round-1" and run.info.status == "FINISHED"
+    assert run.info.run_name == "tracked-round-1" and run.info.status == "FINISHED"
     assert run.data.tags["ratchet.candidate_checkpoint_id"] == cand and run.data.tags["ratchet.decision"] == "promote"
     assert run.data.params["gate.margin"] == "1.0" and run.data.params["max_rounds"] == "1"
     assert_has(run.data.metrics, expected, mlflow_name)
     assert {f.path for f in client.list_artifacts(run.info.run_id, "report")} >= {"report/report.html"}
 
-    scalars = tensorboard_scalars(tracked_campaign.tensorboard_dir / "tiny")
+    scalars = tensorboard_scalars(tracked_campaign.tensorboard_dir / "tracked")
     assert all(len(points) == 1 and points[0][0] == 1 for points in scalars.values())  # one point per metric, step 1
     assert_has({k: v[0][1] for k, v in scalars.items()}, expected)
 
@@ -78,7 +78,7 @@ def test_track_back_fills_a_new_sink_and_writes_nothing_twice(tracked_campaign, 
     db, runner = str(tracked_campaign.db), CliRunner()
     sinks = {"mlflow": f"sqlite:///{tmp_path / 'mlflow.db'}", "tensorboard": str(tmp_path / "tb")}
     for to, uri in sinks.items():
-        args = ["track", "--db", db, "--campaign", "tiny", "--to", to, "--uri", uri]
+        args = ["track", "--db", db, "--campaign", "tracked", "--to", to, "--uri", uri]
         first, again = runner.invoke(app, args), runner.invoke(app, args)
         assert first.exit_code == 0 and "1 round(s) written, 0 already there" in first.output, first.output
         assert again.exit_code == 0 and "0 round(s) written, 1 already there" in again.output, again.output
@@ -88,11 +88,11 @@ def test_track_back_fills_a_new_sink_and_writes_nothing_twice(tracked_campaign, 
     assert_has(runs[0].data.metrics, expected, mlflow_name)
     _, first_runs = mlflow_runs(tracked_campaign.mlflow_uri)
     assert runs[0].data.metrics == first_runs[0].data.metrics  # back-filled = written by the round
-    scalars = tensorboard_scalars(tmp_path / "tb" / "tiny")
+    scalars = tensorboard_scalars(tmp_path / "tb" / "tracked")
     assert all(len(points) == 1 for points in scalars.values())
     assert_has({k: v[0][1] for k, v in scalars.items()}, expected)
 
-    r = runner.invoke(app, ["track", "--db", db, "--campaign", "tiny", "--to", "neptune", "--uri", "x"])
+    r = runner.invoke(app, ["track", "--db", db, "--campaign", "tracked", "--to", "neptune", "--uri", "x"])
     assert r.exit_code == 2 and "mlflow, tensorboard, wandb" in r.output
     r = runner.invoke(app, ["track", "--db", db, "--campaign", "nope", "--to", "tensorboard", "--uri", str(tmp_path / "t")])
     assert r.exit_code == 2 and "no campaign 'nope'" in r.output

@@ -59,11 +59,11 @@ def test_no_stages_is_one_implicit_stage():
     "toml, msg",
     [
         ('[[stages]]\nalgorithm = "sft"\n[stages.sft]\nlrr = 1\n', r"stages\[0\] \(stage-1\): sft.lrr: Extra inputs"),
-        ('[[stages]]\nalgorithm = "dpo"\n', r"stages.0.algorithm: Input should be 'sft', 'rft' or 'grpo'"),
+        ('[[stages]]\nalgorithm = "dpo"\n', r"stages\[0\]\.algorithm: Input should be 'sft', 'rft' or 'grpo' \(got 'dpo'\)"),
         ('[[stages]]\nalgorithm = "grpo"\n[stages.generation]\ngroup_size = 1\n', r"stages\[0\].*group_size \(1\) must be >= 2"),
         ('[[stages]]\nalgorithm = "rft"\n[stages.generation]\nmax_new_tokens = 64\n', r"max_new_tokens cap 64 differs"),
         ('[[stages]]\nalgorithm = "grpo"\n[stages.generation]\nteacher = "t"\n', r"stages\[0\].*teacher \('t'\) needs"),
-        ('[[stages]]\nalgorithm = "rft"\nmodel = {name_or_path = "x"}\n', r"stages.0.model: Extra inputs"),
+        ('[[stages]]\nalgorithm = "rft"\nmodel = {name_or_path = "x"}\n', r"unknown config key stages\[0\]\.model; remove it"),
         ('[[stages]]\nname = "a"\nalgorithm = "rft"\n[[stages]]\nname = "a"\nalgorithm = "sft"\n', r"names \['a'\] appear"),
     ],
 )
