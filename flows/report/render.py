@@ -147,12 +147,7 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
         title=f"campaign {campaign}: held-out pass@1 across rounds",
     )
     ax.set_xticks(range(0, last + 1))
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return _png(fig, ax)
 
 
 def drift_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
@@ -180,12 +175,7 @@ def drift_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
         ax.axhline(-limit, color="#d62728", linestyle="--", linewidth=1, label=f"-gate.max_drift ({limit:g})")
     ax.axhline(0.0, color="#7f7f7f", linewidth=0.8)
     ax.set(xlabel="round", ylabel="pass@1 change from the base", title=f"campaign {campaign}: drift from the base")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return _png(fig, ax)
 
 
 def write_pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str, path: str | Path) -> Path | None:
@@ -358,3 +348,13 @@ def write_report(db: str | Path, out: str | Path, campaign: str | None = None) -
     tmp.write_text(render_report(db, pages), encoding="utf-8")
     tmp.replace(out)
     return {"path": str(out), "campaigns": len(pages), "rounds": sum(len(p["rounds"]) for p in pages)}
+
+
+def _png(fig, ax) -> bytes:
+    """A finished plot's PNG bytes: grid, legend, tight layout (matplotlib ``Figure``/``Axes``)."""
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
