@@ -91,7 +91,7 @@ def test_round_artifacts_in_the_prefect_ui(prefect_server_url, tiny_model_dir, t
     (decision,) = [d["decision"] for d in json.loads(proc.stdout.strip().splitlines()[-1])]
     with temporary_settings(updates={PREFECT_API_URL: prefect_server_url, PREFECT_API_AUTH_STRING: auth}):
         with get_client(sync_client=True) as client:
-            (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["round-1"])))
+            (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["tiny-ui round-1"])))
     ui = prefect_server_url.removesuffix("/api")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
