@@ -107,4 +107,6 @@ def test_real_round_publishes_metrics_plot_progress_and_reports(prefect_harness,
     text = page_text(page)
     ((decision, reason),) = query(ctx.db, "SELECT decision, reason FROM gate_decisions")[1]
     assert f"Round 1 (completed, {decision})" in text and reason in text and "Round 2 (failed)" in text
-    assert len(images(page)) == 1 and "train/kl" in text
+    # the pass@1 plot and, since the gate measures drift from the base each round, the drift curve
+    assert len(images(page)) == 2 and "train/kl" in text
+    assert 'alt="held-out pass@1 across rounds of' in page and 'alt="drift from the base across rounds of' in page
