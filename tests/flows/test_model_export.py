@@ -65,7 +65,19 @@ def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
     base = query(db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
     r = runner.invoke(
         app,
-        ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--checkpoint", base[:8], "--out", str(tmp_path / "b")],
+        [
+            "export",
+            "--db",
+            db,
+            "--campaign",
+            "tracked",
+            "--what",
+            "model",
+            "--checkpoint",
+            base[:8],
+            "--out",
+            str(tmp_path / "b"),
+        ],
     )
     assert r.exit_code == 0, r.output
     card = (tmp_path / "b" / "README.md").read_text()
@@ -79,6 +91,18 @@ def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
         assert r.exit_code == 2 and msg in r.output, (msg, r.output)
     r = runner.invoke(
         app,
-        ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--checkpoint", "zzzzzzzz", "--out", str(tmp_path / "c")],
+        [
+            "export",
+            "--db",
+            db,
+            "--campaign",
+            "tracked",
+            "--what",
+            "model",
+            "--checkpoint",
+            "zzzzzzzz",
+            "--out",
+            str(tmp_path / "c"),
+        ],
     )
     assert r.exit_code == 2 and "matches 0 checkpoints" in r.output
