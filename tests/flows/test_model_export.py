@@ -9,6 +9,11 @@ from ratchet.store.db import query
 from tests.store.test_file_modes import modes_outside
 
 
+def export_model(db: str, *args: str):
+    """`ratchet export --what model` of the tracked campaign with ``args`` (``--out``, ``--checkpoint``)."""
+    return CliRunner().invoke(app, ["export", "--db", db, "--campaign", "tracked", "--what", "model", *args])
+
+
 def test_campaign_files_are_private(tracked_campaign):
     """Store, Parquet snapshots, run dir (stage files, checkpoints) and $RATCHET_HOME/cache files the round wrote:
     0600/0700 (the test harness's Prefect database there is Prefect's, started before the flow)."""
@@ -30,7 +35,7 @@ def test_promoted_model_loads_generates_and_states_its_lineage(tracked_campaign,
 
     db = str(tracked_campaign.db)
     out = tmp_path / "hf"
-    r = CliRunner().invoke(app, ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--out", str(out)])
+    r = export_model(db, "--out", str(out))
     assert r.exit_code == 0, r.output
     (cand, base, pass1, n), *_ = query(
         db,
@@ -61,24 +66,8 @@ def test_promoted_model_loads_generates_and_states_its_lineage(tracked_campaign,
 
 def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
     db = str(tracked_campaign.db)
-    runner = CliRunner()
     base = query(db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
-    r = runner.invoke(
-        app,
-        [
-            "export",
-            "--db",
-            db,
-            "--campaign",
-            "tracked",
-            "--what",
-            "model",
-            "--checkpoint",
-            base[:8],
-            "--out",
-            str(tmp_path / "b"),
-        ],
-    )
+    r = export_model(db, "--checkpoint", base[:8], "--out", str(tmp_path / "b"))
     assert r.exit_code == 0, r.output
     card = (tmp_path / "b" / "README.md").read_text()
     assert "Promoted by the gate in:** never" in card  # the base: never promoted
@@ -87,22 +76,7 @@ def test_export_by_id_and_refusals(tracked_campaign, tmp_path):
         "exists": str(tmp_path / "b"),
     }
     for msg, path in refusals.items():
-        r = runner.invoke(app, ["export", "--db", db, "--campaign", "tracked", "--what", "model", "--out", path])
+        r = export_model(db, "--out", path)
         assert r.exit_code == 2 and msg in r.output, (msg, r.output)
-    r = runner.invoke(
-        app,
-        [
-            "export",
-            "--db",
-            db,
-            "--campaign",
-            "tracked",
-            "--what",
-            "model",
-            "--checkpoint",
-            "zzzzzzzz",
-            "--out",
-            str(tmp_path / "c"),
-        ],
-    )
+    r = export_model(db, "--checkpoint", "zzzzzzzz", "--out", str(tmp_path / "c"))
     assert r.exit_code == 2 and "matches 0 checkpoints" in r.output
