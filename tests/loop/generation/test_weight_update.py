@@ -65,3 +65,21 @@ def test_unsaved_checkpoint_id_is_derived_from_parent_and_training_run():
     assert len({a, unsaved_checkpoint_id("p2", "run1"), unsaved_checkpoint_id("p1", "run2")}) == 3
     with pytest.raises(ValueError, match="parent id"):
         unsaved_checkpoint_id("", "run1")
+
+
+def test_tied_weights_cross_to_vllm_workers_as_one_file(tmp_path, tiny_model_dir):
+    """The learner's state dict of a tied-embedding model (SmolLM2: lm_head.weight is embed_tokens.weight) is what a
+    vLLM engine's in-place update writes for its workers; safetensors refuses two names on one storage."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from ratchet.loop.generation.vllm_backend import unshared_state
+
+    state = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    assert state["lm_head.weight"].data_ptr() == state["model.embed_tokens.weight"].data_ptr()  # tied
+    with pytest.raises(RuntimeError, match="share memory"):
+        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "raw.safetensors"))
+    save_file(unshared_state(state), str(tmp_path / "w.safetensors"))
+    back = load_file(str(tmp_path / "w.safetensors"))
+    assert back.keys() == state.keys() and all(torch.equal(back[k], v) for k, v in state.items())
