@@ -172,6 +172,27 @@ class TrainingExample(SQLModel, table=True):
     )
 
 
+class RoundPrompt(SQLModel, table=True):
+    """A training prompt a round sampled and why (``tasks.selection``; docs/selection.md): its pass-rate estimate for
+    the incumbent when it was picked, and whether it refilled a dropped group (``grpo.max_oversample``)."""
+
+    __tablename__ = "round_prompts"
+    round_id: str = Field(primary_key=True)
+    prompt_id: str = Field(primary_key=True)
+    step: int = Field(description="On-policy step that sampled it (0 for one-step rounds)")
+    position: int = Field(description="Its place in the round's ranked slots (0-based; picked ones first)")
+    selection: str = Field(description="tasks.selection of the round: uniform | frontier")
+    pick: str = Field(description="uniform | frontier (best score) | explore (drawn at selection_explore) | reserve (a refill)")
+    refill_pass: int = Field(description="0: the step's first draw; k > 0: drawn in the k-th refill of dropped groups")
+    estimate: float = _dbl(description="Posterior mean pass rate E[p] = alpha / (alpha + beta) when picked")
+    alpha: float = _dbl(description="Beta posterior alpha: prior m s plus the prompt's recent correct rollouts")
+    beta: float = _dbl(description="Beta posterior beta: prior (1 - m) s plus its recent wrong rollouts")
+    seen_rollouts: int = Field(description="The prompt's rollouts by the incumbent's lineage in the selection window")
+    seen_correct: int = Field(description="... of which verified correct")
+    informative: float = _dbl(description="P(a group of G has both right and wrong answers) under the posterior")
+    created_at: datetime
+
+
 class Evaluation(SQLModel, table=True):
     __tablename__ = "evaluations"
     evaluation_id: str = Field(primary_key=True, description="hash(checkpoint_id, eval_set_id, metric)")
@@ -283,6 +304,7 @@ TABLES = [
     VerdictRow,
     TrainingRun,
     TrainingExample,
+    RoundPrompt,
     Evaluation,
     GateDecision,
     GateSetDecision,
