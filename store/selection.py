@@ -65,11 +65,7 @@ WITH groups AS (
     WHERE t.round_id IN (SELECT round_id FROM rounds WHERE campaign_id = $campaign_id) AND t.purpose = 'rollout'
       AND v.verifier_version = $verifier_version AND p.split = 'train' AND NOT {IS_EVAL_PROMPT}
     GROUP BY ALL
-), picks AS (
-    SELECT round_id, step, count(*) AS drawn, count(*) FILTER (WHERE refill_pass > 0) AS refilled,
-           list(estimate ORDER BY position) AS estimates, any_value(selection) AS selection
-    FROM round_prompts GROUP BY round_id, step
-)
+), picks AS ({{PICKS}})
 SELECT r.round_index, g.step, count(*) AS groups, count(*) FILTER (WHERE g.zero_variance) AS zero_variance_groups,
        sum(g.tokens) AS tokens, coalesce(sum(g.tokens) FILTER (WHERE g.zero_variance), 0) AS zero_variance_tokens,
        any_value(k.drawn) AS drawn, any_value(k.refilled) AS refilled, any_value(k.estimates) AS estimates,
@@ -77,10 +73,30 @@ SELECT r.round_index, g.step, count(*) AS groups, count(*) FILTER (WHERE g.zero_
 FROM groups g JOIN rounds r USING (round_id) LEFT JOIN picks k ON k.round_id = g.round_id AND k.step = g.step
 GROUP BY r.round_index, g.step ORDER BY r.round_index, g.step
 """
+_PICKS = """SELECT round_id, step, count(*) AS drawn, count(*) FILTER (WHERE refill_pass > 0) AS refilled,
+           list(estimate ORDER BY position) AS estimates, any_value(selection) AS selection
+    FROM round_prompts GROUP BY round_id, step"""
+# A store made before round_prompts existed, opened read-only (not migrated): no picks recorded.
+_NO_PICKS = """SELECT NULL::VARCHAR AS round_id, NULL::INT AS step, NULL::BIGINT AS drawn, NULL::BIGINT AS refilled,
+           NULL::DOUBLE[] AS estimates, NULL::VARCHAR AS selection WHERE false"""
 
 
 def selection_summary(con: duckdb.DuckDBPyConnection, campaign_id: str, verifier_version: str) -> list[dict]:
     """Rows ``{round_index, step, groups, zero_variance_groups, tokens, zero_variance_tokens, drawn, refilled,
     estimates, selection}`` per round and on-policy step (tokens: completion tokens of the step's rollouts;
     ``drawn``/``refilled``/``estimates`` NULL for rounds recorded before ``round_prompts``)."""
-    return _rows(con.execute(SELECTION_SUMMARY_SQL, {"campaign_id": campaign_id, "verifier_version": verifier_version}))
+    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'round_prompts'").fetchone()[0]
+    sql = SELECTION_SUMMARY_SQL.replace("{PICKS}", _PICKS if has else _NO_PICKS)
+    return _rows(con.execute(sql, {"campaign_id": campaign_id, "verifier_version": verifier_version}))
+
+
+def round_selection(con: duckdb.DuckDBPyConnection, campaign_id: str, verifier_version: str) -> list[dict]:
+    """``selection_summary`` summed over each round's steps: one row per round, ``estimates`` concatenated."""
+    out: dict[int, dict] = {}
+    for r in selection_summary(con, campaign_id, verifier_version):
+        o = out.setdefault(r["round_index"], {"round_index": r["round_index"], "selection": r["selection"], "estimates": []})
+        for k in ("groups", "zero_variance_groups", "tokens", "zero_variance_tokens", "drawn", "refilled"):
+            o[k] = (o.get(k) or 0) + (r[k] or 0) if r[k] is not None or o.get(k) is not None else None
+        o["estimates"] += r["estimates"] or []
+        o["selection"] = o["selection"] or r["selection"]
+    return list(out.values())

@@ -26,6 +26,7 @@ from ratchet.flows.rounds import selection
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.rationalized import rationalized_examples
 from ratchet.flows.rounds.reverify import carry_over
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
@@ -63,14 +64,16 @@ def trajectory_rows(
     params: SamplingParams,
     backend: str,
     eval_set: str | None = None,
+    chats: list[list[dict[str, str]]] | None = None,
 ) -> list[dict]:
     """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0]).
 
-    Each row keeps the exact chat its prompt was generated from (``prompt_messages``, the same ``ctx.messages`` the
-    engine was given), so export and training read it instead of re-rendering it from settings.
+    Each row keeps the exact chat its prompt was generated from (``prompt_messages``: ``chats[i]`` when given, e.g. a
+    rationalization's hinted chat, else the same ``ctx.messages`` the engine was given), so export and training read
+    it instead of re-rendering it from settings.
     """
     scope = eval_set if eval_set else ctx.round_id
-    chats = {c.prompt_index: json.dumps(ctx.messages(prompts[c.prompt_index])) for c in comps}
+    given = {c.prompt_index: json.dumps(chats[c.prompt_index] if chats else ctx.messages(prompts[c.prompt_index])) for c in comps}
     step = None if eval_set else ctx.step
     extra = (ctx.step,) if step else ()
     ts = now()
@@ -97,7 +100,7 @@ def trajectory_rows(
             completion_token_ids=list(c.token_ids),
             sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
             prompt_ids_hash=c.prompt_hash or None,
-            prompt_messages=chats[c.prompt_index],
+            prompt_messages=given[c.prompt_index],
         )
         for c in comps
     ]
@@ -323,8 +326,9 @@ def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> st
             with connect(s.ctx.db, read_only=True) as con:
                 if s.ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
                     rows = rollout_groups(con, s.ctx.round_id, VERIFIER_VERSION, step)
-                else:
+                else:  # verified rollouts, and rationalizations under their unhinted prompt (sft.rationalization)
                     rows = training_set(con, s.ctx.round_id, VERIFIER_VERSION, s.ctx.cfg.sft.max_per_prompt)
+                    rows = [{**r, "origin": "rollout"} for r in rows] + rationalized_examples(con, s.ctx)
             write_parquet(rows or [], path)
             s.finish({"n": len(rows)})
     return str(path)
