@@ -88,7 +88,9 @@ class Trajectory(SQLModel, table=True):
     round_id: str
     prompt_id: str
     checkpoint_id: str
-    purpose: str = Field(description="rollout | eval_greedy | eval_sample")
+    purpose: str = Field(
+        description="rollout | rationalization (a hinted rollout, sft.rationalization) | eval_greedy | eval_sample"
+    )
     eval_set_id: str | None = Field(None, description="Held-out evaluation set, for eval_* trajectories")
     sample_index: int
     completion: str
@@ -168,7 +170,8 @@ class TrainingExample(SQLModel, table=True):
     origin: str | None = Field(
         None,
         description="rollout (a verified trajectory) | reference (a prompt's reference solution) | general "
-        "(sft.general_data); NULL: rollout, stored before origins",
+        "(sft.general_data) | rationalization (a verified hinted rollout, trained without the hint); NULL: rollout, "
+        "stored before origins",
     )
 
 

@@ -14,11 +14,12 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from ratchet.common.seeds import derive_seed
+from ratchet.flows.compute import pool
 from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
 from ratchet.flows.rounds.frame import stage_frame
 from ratchet.flows.rounds.progress import bar
 from ratchet.flows.rounds.rationalized import PURPOSE
-from ratchet.flows.rounds.stages import pool, trajectory_rows, verdict_rows
+from ratchet.flows.rounds.stages import trajectory_rows, verdict_rows
 from ratchet.loop.generation.base import SamplingParams
 from ratchet.loop.tasks.rationalization import hinted, unsolved
 from ratchet.loop.tasks.sources import Prompt

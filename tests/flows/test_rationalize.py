@@ -1,6 +1,8 @@
 """Rationalization (sft.rationalization, STaR): the hint is in what the engine saw, never in what is trained on."""
 
 import json
+
+import pyarrow.parquet as pq
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -61,3 +63,45 @@ def test_rationalized_examples_are_trained_without_the_hint(tmp_path):
     assert [(r["trajectory_id"], r["origin"]) for r in rows] == [("r1", "rationalization")]
     (trained,) = stored_chats(ctx, rows)  # what the SFT trainer renders the example's prompt from
     assert trained == plain and hint_text("27") not in json.dumps(trained) and "Hint" not in json.dumps(trained)
+
+
+def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
+    """The stage on a real store with a fake engine: it answers right only when the gold is in the prompt (the
+    hint), so every rollout is wrong and every rationalization right; the filter then trains on them unhinted."""
+    from ratchet.flows.rounds import rationalize as stage
+    from ratchet.flows.rounds import stages
+    from ratchet.loop.campaign.context import load_ctx, save_config
+    from ratchet.loop.generation.base import Completion
+
+    def engine(chats):  # the completion a chat gets: the hinted gold, else a wrong answer
+        out = []
+        for i, chat in enumerate(chats):
+            q = chat[-1]["content"]
+            gold = q.split("correct final answer is ")[1].split(".")[0] if "Hint" in q else None
+            out += [Completion(i, k, f"Answer: {gold if gold else -1}", (1, 2), 5, "stop") for k in range(2)]
+        return out
+
+    monkeypatch.setattr(stages, "_rollouts", lambda ctx, policy, prompts, params, desc, out: engine([ctx.messages(p) for p in prompts]))  # fmt: skip
+    monkeypatch.setattr(stage.pool, "generate", lambda model, chats, calls, shards, **kw: {calls[0].name: engine(chats)})
+    monkeypatch.setattr(stage, "checkpoint_path", lambda ctx, ckpt: tmp_path)
+    cfg = RatchetConfig.model_validate(
+        {"campaign": "rat", "db": str(tmp_path / "r.duckdb"), "algorithm": "rft", "sft": {"rationalization": True},
+         "tasks": {"train_prompts_per_round": 6, "heldout_prompts": 8}, "generation": {"group_size": 2, "max_new_tokens": 8}}
+    )  # fmt: skip
+    path = str(save_config(cfg))
+    ctx = load_ctx(path, 1)
+    init_db(cfg.db)
+    with transaction(cfg.db) as con:
+        insert_rows(con, "campaigns", [dict(campaign_id=ctx.campaign_id, name="rat", base_checkpoint_id="b", config_json="{}", created_at=NOW)])  # fmt: skip
+        insert_rows(con, "rounds", [dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, round_index=1, incumbent_checkpoint_id="b", status="running", started_at=NOW)])  # fmt: skip
+    stages.generate.fn(path, 1, 0, "b")
+    stages.verify.fn(path, 1, 0)
+    stage.rationalize.fn(path, 1, "b")
+    examples = pq.read_table(stages.filter_trajectories.fn(path, 1, 0)).to_pylist()
+    with connect(cfg.db, read_only=True) as con:
+        hinted_rows = con.execute("SELECT prompt_messages FROM trajectories WHERE purpose = 'rationalization'").fetchall()
+    assert len(hinted_rows) == 12 and all("Hint" in m for (m,) in hinted_rows)  # 6 unsolved prompts x G = 2
+    assert len(examples) == 6  # one per prompt: its two rationalizations are the same text (duplicates dropped)
+    assert {e["origin"] for e in examples} == {"rationalization"}
+    assert all("Hint" not in e["prompt_messages"] for e in examples)
+    assert all(json.loads(e["prompt_messages"])[-1]["content"] == e["question"] for e in examples)

@@ -147,3 +147,12 @@ def test_refill_stops_when_the_batch_is_full():
 
     taken = refill(ps[:6], ps[6:], signal)
     assert calls == [6, 2] and [k for _, k in taken] == [0] * 6 + [1, 1]
+
+
+def test_settings_that_do_nothing_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="dynamic_sampling = false drops none"):
+        _cfg(algorithm="grpo", grpo={"dynamic_sampling": False, "max_oversample": 1.0})
+    with pytest.raises(ValueError, match="set algorithm = 'rft' or sft.rationalization = false"):
+        _cfg(algorithm="grpo", sft={"rationalization": True})
+    with pytest.raises(ValueError, match="selection"):
+        _cfg(tasks={"selection": "best"})
