@@ -1,10 +1,10 @@
 """Rationalization (sft.rationalization, STaR): the hint is in what the engine saw, never in what is trained on."""
 
 import json
-
-import pyarrow.parquet as pq
 from dataclasses import asdict
 from datetime import UTC, datetime
+
+import pyarrow.parquet as pq
 
 from ratchet.flows.compute.training import stored_chats
 from ratchet.flows.rounds.rationalized import rationalized_examples
