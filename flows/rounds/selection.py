@@ -40,8 +40,7 @@ def sample_step(ctx: Ctx, slots: list[Slot], sample: Callable[[list[Choice], int
     if not reserve:
         sample(first, 0)
         return [(c, 0) for c in first]
-    passes = iter(range(1 << 30))
-    return refill(first, reserve, lambda batch: sample(batch, next(passes)))
+    return refill(first, reserve, sample)
 
 
 def round_prompt_rows(ctx: Ctx, slots: list[Slot], taken: list[tuple[Choice, int]]) -> list[dict]:

@@ -231,7 +231,8 @@ def refill(
     """DAPO dynamic sampling with refill (Yu et al. 2025, s3.2): sample ``first``, then, while fewer of the sampled
     groups carry signal than ``len(first)``, sample that many more prompts from ``reserve`` (in order).
 
-    ``signal(batch)`` samples and verifies the batch's groups and says, per prompt, whether its rewards vary (a
+    ``signal(batch, refill_pass)`` samples and verifies the batch's groups (pass 0: ``first``) and says, per prompt,
+    whether its rewards vary (a
     zero-variance group is dropped by ``grpo.dynamic_sampling``). It ends when the batch is full or the reserve is
     spent, so at most ``len(reserve)`` prompts are refilled, and the kept groups never exceed ``len(first)``.
 
@@ -239,10 +240,10 @@ def refill(
         every sampled choice with its refill pass (0: ``first``; k: the k-th refill), in sampling order.
     """
     taken = [(c, 0) for c in first]
-    kept, pos, k = sum(signal(list(first))), 0, 0
+    kept, pos, k = sum(signal(list(first), 0)), 0, 0
     while kept < len(first) and pos < len(reserve):
         batch = list(reserve[pos : pos + len(first) - kept])
         pos, k = pos + len(batch), k + 1
-        kept += sum(signal(batch))
+        kept += sum(signal(batch, k))
         taken += [(c, k) for c in batch]
     return taken

@@ -130,7 +130,7 @@ def test_refill_never_exceeds_max_oversample(ratio):
     for step in range(2):
         mine = [x.choice for x in slots if x.step == step]
         taken = refill(
-            [c for c in mine if c.pick != "reserve"], [c for c in mine if c.pick == "reserve"], lambda b: [False] * len(b)
+            [c for c in mine if c.pick != "reserve"], [c for c in mine if c.pick == "reserve"], lambda b, _k: [False] * len(b)
         )
         total += sum(k > 0 for _, k in taken)
         assert len({c.prompt.prompt_id for c, _ in taken}) == len(taken)
@@ -141,12 +141,12 @@ def test_refill_stops_when_the_batch_is_full():
     ps = [estimate(p, History.empty(), 4, 2.0, "frontier") for p in _prompts(20)]
     calls = []
 
-    def signal(batch):  # the first two of the first batch drop; every refill carries signal
-        calls.append(len(batch))
-        return [i >= 2 for i in range(len(batch))] if len(calls) == 1 else [True] * len(batch)
+    def signal(batch, k):  # the first two of the first batch drop; every refill carries signal
+        calls.append((len(batch), k))
+        return [i >= 2 for i in range(len(batch))] if k == 0 else [True] * len(batch)
 
     taken = refill(ps[:6], ps[6:], signal)
-    assert calls == [6, 2] and [k for _, k in taken] == [0] * 6 + [1, 1]
+    assert calls == [(6, 0), (2, 1)] and [k for _, k in taken] == [0] * 6 + [1, 1]
 
 
 def test_settings_that_do_nothing_are_refused_with_the_fix():
