@@ -288,7 +288,7 @@ def status(
         nxt_run = f"next scheduled run {c['next_run']}" if c["next_run"] else "no scheduled run"
         why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
         console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
-        for r in c["rounds"]:
+        for r in c["rounds"][-STATUS_SELECTION_ROUNDS:]:  # --format json has every round's
             if r.get("selection"):
                 console.print(f"  {selection_line({'round_index': r['index'], **r['selection']})}", highlight=False)
         for e in c.get("events", [])[-3:]:
@@ -296,6 +296,7 @@ def status(
             console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}{changes}", highlight=False)
 
 
+STATUS_SELECTION_ROUNDS = 5  # the last rounds whose prompt selection the status table prints
 _SELECTION_KEYS = ("selection", "groups", "zero_variance_groups", "zero_variance_share", "tokens", "zero_variance_tokens",
                    "zero_variance_token_share", "drawn", "refilled", "pass_rate_histogram")  # fmt: skip
 
