@@ -59,7 +59,7 @@ def prompt_history(
 # advantage, nothing new for RFT) and the completion tokens spent on them, with the round_prompts counts beside.
 SELECTION_SUMMARY_SQL = f"""
 WITH groups AS (
-    SELECT t.round_id, coalesce(t.step, 0) AS step, t.prompt_id, min(v.reward) = max(v.reward) AS zero_variance,
+    SELECT t.round_id, {{STEP}} AS step, t.prompt_id, min(v.reward) = max(v.reward) AS zero_variance,
            sum(t.completion_tokens) AS tokens
     FROM trajectories t JOIN verdicts v USING (trajectory_id) JOIN prompts p USING (prompt_id)
     WHERE t.round_id IN (SELECT round_id FROM rounds WHERE campaign_id = $campaign_id) AND t.purpose = 'rollout'
@@ -76,7 +76,6 @@ GROUP BY r.round_index, g.step ORDER BY r.round_index, g.step
 _PICKS = """SELECT round_id, step, count(*) AS drawn, count(*) FILTER (WHERE refill_pass > 0) AS refilled,
            list(estimate ORDER BY position) AS estimates, any_value(selection) AS selection
     FROM round_prompts GROUP BY round_id, step"""
-# A store made before round_prompts existed, opened read-only (not migrated): no picks recorded.
 _NO_PICKS = """SELECT NULL::VARCHAR AS round_id, NULL::INT AS step, NULL::BIGINT AS drawn, NULL::BIGINT AS refilled,
            NULL::DOUBLE[] AS estimates, NULL::VARCHAR AS selection WHERE false"""
 
@@ -85,8 +84,13 @@ def selection_summary(con: duckdb.DuckDBPyConnection, campaign_id: str, verifier
     """Rows ``{round_index, step, groups, zero_variance_groups, tokens, zero_variance_tokens, drawn, refilled,
     estimates, selection}`` per round and on-policy step (tokens: completion tokens of the step's rollouts;
     ``drawn``/``refilled``/``estimates`` NULL for rounds recorded before ``round_prompts``)."""
+    # A store an older Ratchet made, opened read-only (so not migrated), may lack round_prompts or trajectories.step.
     has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'round_prompts'").fetchone()[0]
+    step = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'trajectories' AND column_name = 'step'"
+    ).fetchone()[0]
     sql = SELECTION_SUMMARY_SQL.replace("{PICKS}", _PICKS if has else _NO_PICKS)
+    sql = sql.replace("{STEP}", "coalesce(t.step, 0)" if step else "0")
     return _rows(con.execute(sql, {"campaign_id": campaign_id, "verifier_version": verifier_version}))
 
 
