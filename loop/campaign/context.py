@@ -156,7 +156,9 @@ class Ctx:
         return self._heldout
 
     def train_prompts(self) -> list[Prompt]:
-        """This step's share of the round's train prompts (all of them in a one-step round); never an eval question."""
+        """This step's share of the round's seeded train prompts (all of them in a one-step round); never an eval
+        question. The prompts a round samples are ``round_slots``' (the same ones under ``tasks.selection = "uniform"``
+        without refill); preflight checks and a cold-start sft round's reference solutions use these."""
         drawn = self.tasks.train_excluding(
             self.cfg.tasks.train_prompts_per_round,
             seed=derive_seed("train_prompts", self.cfg.tasks.seed, self.round_index),
