@@ -41,7 +41,9 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--algorithms", default="rft,grpo", help="comma-separated: rft, grpo")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per campaign (the demo's 3)")
     ap.add_argument("--prompts", type=int, default=48, help="tasks.train_prompts_per_round (the demo's 48)")
-    ap.add_argument("--heldout", type=int, default=200, help="tasks.heldout_prompts (the demo: 400; 200 fits 60 min)")
+    ap.add_argument(
+        "--heldout", type=int, default=400, help="tasks.heldout_prompts (the demo's 400: the gate needs ~180 to promote)"
+    )
     ap.add_argument("--max-new-tokens", type=int, default=None, help="generation.max_new_tokens (default: the config's)")
     ap.add_argument("--group-size", type=int, default=None, help="generation.group_size (default: the config's 4)")
     ap.add_argument("--explore", type=float, default=0.1, help="tasks.selection_explore of the frontier runs")
