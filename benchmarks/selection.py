@@ -39,6 +39,7 @@ from ratchet.flows.settings import configure_prefect
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algorithms", default="rft,grpo", help="comma-separated: rft, grpo")
+    ap.add_argument("--selections", default="uniform,frontier", help="comma-separated; both are needed for the ratios")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per campaign (the demo's 3)")
     ap.add_argument("--prompts", type=int, default=48, help="tasks.train_prompts_per_round (the demo's 48)")
     ap.add_argument(
@@ -187,6 +188,9 @@ def ratios(uniform: dict, frontier: dict) -> dict:
     }
 
 
+_NO_RATIOS = {"gain_per_token_ratio": None, "tokens_to_match_ratio": None}  # one selection run: nothing to compare
+
+
 def main() -> None:
     a = _args()
     configure_prefect()
@@ -198,10 +202,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = a.keep or scratch
         for alg in algorithms:
-            for sel in ("uniform", "frontier"):
+            for sel in [x.strip() for x in a.selections.split(",") if x.strip() in ("uniform", "frontier")]:
                 print(f"{alg} / {sel} ...", file=sys.stderr)
                 runs.setdefault(alg, {})[sel] = run_one(a, tmp, alg, sel)
-    per_alg = {alg: ratios(r["uniform"], r["frontier"]) for alg, r in runs.items()}
+    per_alg = {alg: ratios(r["uniform"], r["frontier"]) if len(r) == 2 else _NO_RATIOS for alg, r in runs.items()}
     best = max(per_alg, key=lambda k: (per_alg[k]["gain_per_token_ratio"] is not None, per_alg[k]["gain_per_token_ratio"] or 0))
     doc = {
         "algorithm": best,
