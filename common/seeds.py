@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-Purpose = Literal["rollouts", "train_prompts", "grpo", "sft", "general_data"]
+Purpose = Literal["rollouts", "train_prompts", "grpo", "sft", "general_data", "refill", "rationalization"]
 
 
-def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) -> int:
-    """The seed of ``purpose`` in round ``round_index``, on-policy step ``step``.
+def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0, draw: int = 0) -> int:
+    """The seed of ``purpose`` in round ``round_index``, on-policy step ``step`` (``draw``: the refill pass, >= 1).
 
     Raises:
         ValueError: an unknown purpose (the message lists the valid ones).
@@ -28,7 +28,13 @@ def derive_seed(purpose: Purpose, base: int, round_index: int, step: int = 0) ->
         return base + round_index
     if purpose == "general_data":  # which sft.general_data records a round mixes in
         return base * 1_000_033 + 104_729 * round_index
-    raise ValueError(f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft, general_data")
+    if purpose == "refill":  # rollouts of the prompts that replace a step's dropped groups (grpo.max_oversample)
+        return base * 1_000_039 + round_index + 7919 * step + 15_485_863 * draw
+    if purpose == "rationalization":  # hinted rollouts of a round's unsolved prompts (sft.rationalization)
+        return base * 1_000_081 + 130_363 * round_index
+    raise ValueError(
+        f"unknown seed purpose {purpose!r}; valid: rollouts, train_prompts, grpo, sft, general_data, refill, rationalization"
+    )
 
 
 def batch_seed(call_seed: int, index: int) -> int:

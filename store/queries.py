@@ -34,7 +34,7 @@ WITH ok AS (
     FROM trajectories t
     JOIN prompts p USING (prompt_id)
     JOIN verdicts v USING (trajectory_id)
-    WHERE t.round_id = $round_id AND t.purpose = 'rollout' AND p.split = 'train'
+    WHERE t.round_id = $round_id AND t.purpose = $purpose AND p.split = 'train'
       AND v.verifier_version = $verifier_version AND v.correct AND t.finish_reason = 'stop'
       AND NOT {NOT_EVAL}
 ), kept AS (
@@ -46,13 +46,15 @@ WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
 """.replace("{NOT_EVAL}", IS_EVAL_PROMPT)
 
 
-def training_set(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int) -> list[dict]:
+def training_set(
+    con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int, purpose: str = "rollout"
+) -> list[dict]:
     """Rows ``{trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash,
     prompt_messages}`` to fine-tune on this round (never an eval prompt); ``completion_token_ids`` and
-    ``prompt_messages`` (the stored chat, JSON) are NULL for rows of an older store."""
-    cur = con.execute(
-        TRAINING_SET_SQL, {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt}
-    )
+    ``prompt_messages`` (the stored chat, JSON) are NULL for rows of an older store. ``purpose``: ``rollout``, or
+    ``rationalization`` for the hinted rollouts of ``sft.rationalization`` (their stored chat carries the hint)."""
+    params = {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt, "purpose": purpose}
+    cur = con.execute(TRAINING_SET_SQL, params)
     return _rows(cur)
 
 

@@ -88,7 +88,9 @@ class Trajectory(SQLModel, table=True):
     round_id: str
     prompt_id: str
     checkpoint_id: str
-    purpose: str = Field(description="rollout | eval_greedy | eval_sample")
+    purpose: str = Field(
+        description="rollout | rationalization (a hinted rollout, sft.rationalization) | eval_greedy | eval_sample"
+    )
     eval_set_id: str | None = Field(None, description="Held-out evaluation set, for eval_* trajectories")
     sample_index: int
     completion: str
@@ -168,8 +170,30 @@ class TrainingExample(SQLModel, table=True):
     origin: str | None = Field(
         None,
         description="rollout (a verified trajectory) | reference (a prompt's reference solution) | general "
-        "(sft.general_data); NULL: rollout, stored before origins",
+        "(sft.general_data) | rationalization (a verified hinted rollout, trained without the hint); NULL: rollout, "
+        "stored before origins",
     )
+
+
+class RoundPrompt(SQLModel, table=True):
+    """A training prompt a round sampled and why (``tasks.selection``; docs/selection.md): its pass-rate estimate for
+    the incumbent when it was picked, and whether it refilled a dropped group (``grpo.max_oversample``)."""
+
+    __tablename__ = "round_prompts"
+    round_id: str = Field(primary_key=True)
+    prompt_id: str = Field(primary_key=True)
+    step: int = Field(description="On-policy step that sampled it (0 for one-step rounds)")
+    position: int = Field(description="Its place in the round's ranked slots (0-based; picked ones first)")
+    selection: str = Field(description="tasks.selection of the round: uniform | frontier")
+    pick: str = Field(description="uniform | frontier (best score) | explore (drawn at selection_explore) | reserve (a refill)")
+    refill_pass: int = Field(description="0: the step's first draw; k > 0: drawn in the k-th refill of dropped groups")
+    estimate: float = _dbl(description="Posterior mean pass rate E[p] = alpha / (alpha + beta) when picked")
+    alpha: float = _dbl(description="Beta posterior alpha: prior m s plus the prompt's recent correct rollouts")
+    beta: float = _dbl(description="Beta posterior beta: prior (1 - m) s plus its recent wrong rollouts")
+    seen_rollouts: int = Field(description="The prompt's rollouts by the incumbent's lineage in the selection window")
+    seen_correct: int = Field(description="... of which verified correct")
+    informative: float = _dbl(description="P(a group of G has both right and wrong answers) under the posterior")
+    created_at: datetime
 
 
 class Evaluation(SQLModel, table=True):
@@ -283,6 +307,7 @@ TABLES = [
     VerdictRow,
     TrainingRun,
     TrainingExample,
+    RoundPrompt,
     Evaluation,
     GateDecision,
     GateSetDecision,

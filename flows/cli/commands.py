@@ -226,6 +226,7 @@ def status(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
+    from ratchet.flows.report.selection import selection_line, selection_rows
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
     from ratchet.store.reports import status_rows
@@ -239,6 +240,7 @@ def status(
             require_store(con, db)
             names, rounds = status_rows(con)
             control = campaign_controls(con, names)
+            picked = {n: {r["round_index"]: r for r in selection_rows(con, n)} for n in names}
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
@@ -262,6 +264,7 @@ def status(
                         "reason": r["reason"],
                         "candidate_pass1": r["candidate_pass1"],
                         "incumbent_pass1": r["incumbent_pass1"],
+                        "selection": _selection_doc(picked[name].get(r["round_index"])),
                     }
                     for r in rounds
                     if r["campaign"] == name
@@ -285,9 +288,22 @@ def status(
         nxt_run = f"next scheduled run {c['next_run']}" if c["next_run"] else "no scheduled run"
         why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
         console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
+        for r in c["rounds"][-STATUS_SELECTION_ROUNDS:]:  # --format json has every round's
+            if r.get("selection"):
+                console.print(f"  {selection_line({'round_index': r['index'], **r['selection']})}", highlight=False)
         for e in c.get("events", [])[-3:]:
             changes = f" (from round {e['after_round_index'] + 1}: {e['changes']})" if e.get("changes") else ""
             console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}{changes}", highlight=False)
+
+
+STATUS_SELECTION_ROUNDS = 5  # the last rounds whose prompt selection the status table prints
+_SELECTION_KEYS = ("selection", "groups", "zero_variance_groups", "zero_variance_share", "tokens", "zero_variance_tokens",
+                   "zero_variance_token_share", "drawn", "refilled", "pass_rate_histogram")  # fmt: skip
+
+
+def _selection_doc(r: dict | None) -> dict | None:
+    """A round's prompt-selection figures for ``ratchet status`` (``flows.report.selection.selection_rows``)."""
+    return None if r is None else {k: r[k] for k in _SELECTION_KEYS}
 
 
 @app.command()

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import jinja2
 
+from ratchet.flows.report.selection import histogram_text, selection_rows
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_stage
@@ -243,6 +244,19 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}
 </table>
+{% if c.selection %}
+<h3>Prompt selection and zero-variance groups</h3>
+<p>Groups whose G rewards are all equal teach GRPO nothing (no advantage) and RFT nothing new; tasks.selection = frontier
+ picks prompts whose estimated pass rate is neither ~0 nor ~1 (docs/selection.md).</p>
+<table><tr><th>round</th><th>selection</th><th>groups</th><th>zero-variance groups</th><th>rollout tokens</th>
+<th>tokens on zero-variance groups</th><th>refilled</th><th>picked prompts by estimated pass rate</th></tr>
+{% for r in c.selection %}<tr><td class="num">{{ r.round_index }}</td><td>{{ r.selection or '—' }}</td><td class="num">{{ r.groups }}</td>
+<td class="num">{{ r.zero_variance_groups }} ({{ fmt(r.zero_variance_share, '.0%') }})</td><td class="num">{{ r.tokens }}</td>
+<td class="num">{{ r.zero_variance_tokens }} ({{ fmt(r.zero_variance_token_share, '.0%') }})</td><td class="num">{{ r.refilled if r.refilled is not none else '—' }}</td>
+<td>{{ hist(r.pass_rate_histogram) }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
 {% for r in c.rounds %}
 <details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}stage {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
@@ -297,6 +311,7 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     drift = drift_plot(con, campaign["name"]) if rounds else None
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
     page["drift_plot"] = data_uri(drift) if drift else None
+    page["selection"] = selection_rows(con, campaign["name"]) if rounds else []
     return page | ({"algorithm": f"in stages: {stages}"} if stages else {})
 
 
@@ -326,6 +341,7 @@ def render_report(db: str | Path, pages: list[dict]) -> str:
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         campaigns=pages,
         fmt=_fmt,
+        hist=histogram_text,
         empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.",
     )
 

@@ -37,6 +37,8 @@ from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.curriculum_setup import teacher_checkpoint
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.rationalize import rationalize
+from ratchet.flows.rounds.rationalized import uses_rationalization
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
 from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
@@ -91,6 +93,8 @@ def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str |
         if ctx.cfg.algorithm != "sft":  # a cold-start round trains on reference solutions: no rollouts
             generate(config_path, round_index, step, teacher or policy)  # a teacher's rollouts distil (rft only)
             verify(config_path, round_index, step)
+            if uses_rationalization(ctx):  # STaR: hinted rollouts of the prompts nothing solved (rft: one step)
+                rationalize(config_path, round_index, teacher or policy)
         (filter_sft_data if uses_sft_data(ctx) else filter_trajectories)(config_path, round_index, step)
         trained = train(config_path, round_index, step, policy)
         if trained is not None:

@@ -22,9 +22,11 @@ from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
 from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
 from ratchet.flows.compute.rollout import live_worker
+from ratchet.flows.rounds import selection
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.rationalized import rationalized_examples
 from ratchet.flows.rounds.reverify import carry_over
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
@@ -62,14 +64,16 @@ def trajectory_rows(
     params: SamplingParams,
     backend: str,
     eval_set: str | None = None,
+    chats: list[list[dict[str, str]]] | None = None,
 ) -> list[dict]:
     """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0]).
 
-    Each row keeps the exact chat its prompt was generated from (``prompt_messages``, the same ``ctx.messages`` the
-    engine was given), so export and training read it instead of re-rendering it from settings.
+    Each row keeps the exact chat its prompt was generated from (``prompt_messages``: ``chats[i]`` when given, e.g. a
+    rationalization's hinted chat, else the same ``ctx.messages`` the engine was given), so export and training read
+    it instead of re-rendering it from settings.
     """
     scope = eval_set if eval_set else ctx.round_id
-    chats = {c.prompt_index: json.dumps(ctx.messages(prompts[c.prompt_index])) for c in comps}
+    given = {c.prompt_index: json.dumps(chats[c.prompt_index] if chats else ctx.messages(prompts[c.prompt_index])) for c in comps}
     step = None if eval_set else ctx.step
     extra = (ctx.step,) if step else ()
     ts = now()
@@ -96,7 +100,7 @@ def trajectory_rows(
             completion_token_ids=list(c.token_ids),
             sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
             prompt_ids_hash=c.prompt_hash or None,
-            prompt_messages=chats[c.prompt_index],
+            prompt_messages=given[c.prompt_index],
         )
         for c in comps
     ]
@@ -199,44 +203,95 @@ def record_training(
 
 @task(name="generate", cache_policy=NONE)
 def generate(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str:
-    """Sample this step's train prompts and G rollouts each from ``policy`` (default: the incumbent); ingest both."""
+    """Sample this step's train prompts (``tasks.selection``) and G rollouts each from ``policy`` (default: the
+    incumbent), refilling zero-variance groups from the step's reserve (``grpo.max_oversample``); ingest the prompts,
+    trajectories and the ``round_prompts`` rows that say why each prompt was sampled."""
     with stage_frame(config_path, round_index, "generate", step=step) as s:
-        ctx, out = s.ctx, s.out
-        files = {"prompts": out / "prompts.parquet", "trajectories": out / "part-0.parquet"}
+        out = s.out
+        files = {k: out / f for k, f in _GENERATE_FILES.items()}
         s.ingest("prompts", files["prompts"])
         s.ingest("trajectories", files["trajectories"])
+        if not s.done or files["selection"].is_file():  # absent in a stage run before round_prompts existed
+            s.ingest("round_prompts", files["selection"])
         if not s.done:
-            if policy is None:
-                with connect(ctx.db, read_only=True) as con:
-                    policy = round_incumbent(con, ctx.round_id)
-            prompts = ctx.train_prompts()
-            g = ctx.cfg.generation
-            rows: list[dict] = []
-            comps: list[Completion] = []
-            by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
-            cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
-            for G, subset in sorted(by_g.items()):
-                params = SamplingParams(
-                    n=G,
-                    temperature=ctx.cfg.rollout_temperature,
-                    top_p=g.top_p,
-                    max_new_tokens=cap,
-                    seed=derive_seed("rollouts", g.seed, round_index, step),
-                    logprobs=ctx.cfg.algorithm == "grpo",  # the trainer measures (and corrects) the sampler/learner gap
-                )
-                desc = f"round {round_index}: rollouts" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
-                desc += f", G={G}" if len(by_g) > 1 else ""
-                with s.timer.compute():
-                    got = _rollouts(ctx, policy, subset, params, desc, out)
-                comps += got
-                rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
-            write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
-            write_parquet(rows, files["trajectories"], "trajectories")
-            ntok = sum(c.completion_tokens for c in comps)
-            rate = ntok / max(s.timer.compute_s, 1e-9)
-            s.finish({"n": len(comps), "tokens": ntok, "tokens_per_s": rate})
-            s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s)", len(comps), ntok, rate)
+            _generate_work(s, policy, files)
     return str(files["trajectories"])
+
+
+_GENERATE_FILES = {
+    "prompts": "prompts.parquet",
+    "trajectories": "part-0.parquet",
+    "selection": "selection.parquet",
+    "verdicts": "verdicts.parquet",  # written only when a refill verified the groups (the verify stage reuses them)
+}
+
+
+def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path]) -> None:
+    ctx = s.ctx
+    with connect(ctx.db, read_only=True) as con:
+        incumbent = round_incumbent(con, ctx.round_id)
+        slots = selection.round_slots(con, ctx, incumbent)
+    policy = policy or incumbent
+    rows: list[dict] = []
+    ntok, verdicts, prompts = 0, [], []
+
+    def sample(choices: list, refill_pass: int) -> list[bool]:
+        nonlocal ntok
+        batch = [c.prompt for c in choices]
+        got_rows, got = _sample_groups(s, policy, batch, refill_pass)
+        rows.extend(got_rows)
+        prompts.extend(batch)
+        ntok += sum(c.completion_tokens for c in got)
+        if not any(x.choice.pick == "reserve" and x.step == ctx.step for x in slots):
+            return [True] * len(choices)  # no refill: nothing to decide, verification is the verify stage's
+        scored = verdict_rows(ctx, got_rows, {p.prompt_id: asdict(p) for p in batch})
+        verdicts.extend(scored)
+        rewards: dict[str, set[float]] = {}
+        for t, v in zip(got_rows, scored):
+            rewards.setdefault(t["prompt_id"], set()).add(v["reward"])
+        return [len(rewards.get(p.prompt_id, ())) > 1 for p in batch]
+
+    taken = selection.sample_step(ctx, slots, sample)
+    write_parquet(prompt_rows(prompts), files["prompts"], "prompts")
+    write_parquet(rows, files["trajectories"], "trajectories")
+    write_parquet(selection.round_prompt_rows(ctx, slots, taken), files["selection"], "round_prompts")
+    if verdicts:
+        write_parquet(verdicts, files["verdicts"], "verdicts")
+    refilled = sum(k > 0 for _, k in taken)
+    rate = ntok / max(s.timer.compute_s, 1e-9)
+    s.finish({"n": len(rows), "tokens": ntok, "tokens_per_s": rate, "prompts": len(taken), "refilled": refilled})
+    s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s; %d prompts refilled)", len(rows), ntok, rate, refilled)
+
+
+def _sample_groups(s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int) -> tuple[list[dict], list[Completion]]:
+    """G rollouts of each prompt from ``policy`` (G per task source) and their trajectory rows."""
+    ctx, g = s.ctx, s.ctx.cfg.generation
+    rows: list[dict] = []
+    comps: list[Completion] = []
+    by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
+    cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
+    seed = (
+        derive_seed("rollouts", g.seed, ctx.round_index, ctx.step)
+        if refill_pass == 0
+        else derive_seed("refill", g.seed, ctx.round_index, ctx.step, refill_pass)
+    )
+    for G, subset in sorted(by_g.items()):
+        params = SamplingParams(
+            n=G,
+            temperature=ctx.cfg.rollout_temperature,
+            top_p=g.top_p,
+            max_new_tokens=cap,
+            seed=seed,
+            logprobs=ctx.cfg.algorithm == "grpo",  # the trainer measures (and corrects) the sampler/learner gap
+        )
+        desc = f"round {ctx.round_index}: rollouts" + (f" (step {ctx.step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
+        desc += f", G={G}" if len(by_g) > 1 else ""
+        desc += f", refill {refill_pass}" if refill_pass else ""
+        with s.timer.compute():
+            got = _rollouts(ctx, policy, subset, params, desc, s.out)
+        comps += got
+        rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
+    return rows, comps
 
 
 @task(name="verify", cache_policy=NONE)
@@ -249,8 +304,9 @@ def verify(config_path: str, round_index: int, step: int = 0) -> str:
             gen = s.ctx.stage_dir("generate")
             trajs = pq.read_table(gen / "part-0.parquet").to_pylist()
             prompts = {p["prompt_id"]: p for p in pq.read_table(gen / "prompts.parquet").to_pylist()}
+            refilled = gen / _GENERATE_FILES["verdicts"]  # a refill verified them already, with the same scorer
             with s.timer.compute():
-                rows = verdict_rows(s.ctx, trajs, prompts)
+                rows = pq.read_table(refilled).to_pylist() if refilled.is_file() else verdict_rows(s.ctx, trajs, prompts)
             write_parquet(rows, path, "verdicts")
             reasons: dict[str, int] = {}
             for r in rows:
@@ -270,8 +326,9 @@ def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> st
             with connect(s.ctx.db, read_only=True) as con:
                 if s.ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
                     rows = rollout_groups(con, s.ctx.round_id, VERIFIER_VERSION, step)
-                else:
+                else:  # verified rollouts, and rationalizations under their unhinted prompt (sft.rationalization)
                     rows = training_set(con, s.ctx.round_id, VERIFIER_VERSION, s.ctx.cfg.sft.max_per_prompt)
+                    rows = [{**r, "origin": "rollout"} for r in rows] + rationalized_examples(con, s.ctx)
             write_parquet(rows or [], path)
             s.finish({"n": len(rows)})
     return str(path)

@@ -13,6 +13,7 @@ from prefect.cache_policies import NONE
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import stage_frame
+from ratchet.flows.rounds.rationalized import rationalized_examples
 from ratchet.flows.rounds.stages import prompt_rows
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import TaskDataError
@@ -58,6 +59,7 @@ def sft_rows(ctx: Ctx) -> list[dict]:
     else:
         with connect(ctx.db, read_only=True) as con:
             rows = [{**r, "origin": "rollout"} for r in training_set(con, ctx.round_id, VERIFIER_VERSION, cfg.sft.max_per_prompt)]
+            rows += rationalized_examples(con, ctx)
     if cfg.sft.general_data is not None:
         k = general_count(len(rows), cfg.sft.general_ratio)
         picked = draw_general(

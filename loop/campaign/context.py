@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from ratchet.loop.campaign.curriculum import stage_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
 from ratchet.loop.evaluation.scoring import reward_spec
+from ratchet.loop.tasks.selection import History, Slot, round_slots
 from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
@@ -154,7 +156,9 @@ class Ctx:
         return self._heldout
 
     def train_prompts(self) -> list[Prompt]:
-        """This step's share of the round's train prompts (all of them in a one-step round); never an eval question."""
+        """This step's share of the round's seeded train prompts (all of them in a one-step round); never an eval
+        question. The prompts a round samples are ``round_slots``' (the same ones under ``tasks.selection = "uniform"``
+        without refill); preflight checks and a cold-start sft round's reference solutions use these."""
         drawn = self.tasks.train_excluding(
             self.cfg.tasks.train_prompts_per_round,
             seed=derive_seed("train_prompts", self.cfg.tasks.seed, self.round_index),
@@ -162,6 +166,30 @@ class Ctx:
         )
         n, k = len(drawn), self.steps
         return drawn[self.step * n // k : (self.step + 1) * n // k]
+
+    @property
+    def refill_reserve(self) -> int:
+        """Refill prompts the round may draw beyond ``tasks.train_prompts_per_round`` (all its steps together):
+        ``floor(grpo.max_oversample x train_prompts_per_round)`` for a GRPO round with dynamic sampling, else 0."""
+        g = self.cfg.grpo
+        if self.cfg.algorithm != "grpo" or not g.dynamic_sampling:
+            return 0
+        return math.floor(g.max_oversample * self.cfg.tasks.train_prompts_per_round)
+
+    def round_slots(self, history: History) -> list[Slot]:
+        """Every prompt the round may sample, with its step and estimate (``ratchet.loop.tasks.selection.round_slots``):
+        ``tasks.selection`` over the round's seeded candidates given the store's ``history``. Never an eval question."""
+        t = self.cfg.tasks
+        return round_slots(
+            self.tasks,
+            t,
+            seed=derive_seed("train_prompts", t.seed, self.round_index),
+            evals=self.heldout(),
+            history=history,
+            group_size=self.cfg.generation.group_size,
+            steps=self.steps,
+            reserve=self.refill_reserve,
+        )
 
     def eval_set_id(self, verifier: str = VERIFIER_VERSION) -> str:
         """Identity of the campaign's evaluation (prompts and decoding settings); ``verifier``: the id it had under

@@ -175,6 +175,11 @@ class RatchetConfig(_Frozen):
                 f"generation.teacher ({self.generation.teacher!r}) needs algorithm = 'rft' (distillation: fine-tune on the "
                 f"teacher's verified rollouts); {self.algorithm} is on-policy or uses no rollouts; unset the teacher"
             )
+        if self.sft.rationalization and self.algorithm != "rft" and not self.stages:
+            raise ValueError(
+                f"sft.rationalization trains on hinted rollouts of unsolved prompts, an rft round's step; algorithm = "
+                f"{self.algorithm!r} has none; set algorithm = 'rft' or sft.rationalization = false"
+            )
         if self.algorithm == "grpo" and self.tasks.train_prompts_per_round < self.grpo.steps_per_round:
             raise ValueError(
                 f"tasks.train_prompts_per_round ({self.tasks.train_prompts_per_round}) must be >= "

@@ -137,6 +137,45 @@ class TaskConfig(_Frozen):
         "'Answer:' format only with examples (SmolLM2-135M: 0% compliance zero-shot, ~100% with 2).",
     )
 
+    selection: Literal["uniform", "frontier"] = Field(
+        "uniform",
+        description="How a round picks its training prompts (docs/selection.md). uniform: by seed alone. frontier: from "
+        "tasks.selection_candidates x as many seeded candidates, the prompts whose Beta-posterior pass rate for the "
+        "incumbent (its lineage's verdicts in the last tasks.selection_window rounds, with the source and task's pass "
+        "rate as prior for unseen prompts) makes a group of G most likely to hold both right and wrong answers, i.e. "
+        "to carry a gradient (GRPO) or a new solution (RFT).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    selection_explore: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="frontier: share of the round's prompts drawn uniformly from the other candidates, so prompts "
+        "estimated solved or unsolved are still revisited (forgetting and late learning show up in the history).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    selection_candidates: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="frontier: seeded candidates drawn per training prompt picked (a file source offers at most its "
+        "train split).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    selection_window: int = Field(
+        3,
+        ge=1,
+        description="frontier: rounds of history the pass-rate estimate reads (the incumbent's lineage only).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    selection_prior_strength: float = Field(
+        2.0,
+        gt=0.0,
+        description="frontier: pseudo-rollouts of the prior (Beta(m s, (1 - m) s), m the source and task's pass rate); "
+        "a prompt's own verdicts outweigh it after ~s rollouts.",
+        json_schema_extra=identity("neutral_default"),
+    )
+
     sources: tuple[TaskSourceConfig, ...] = Field(
         (),
         description="[[tasks.sources]]: several task files with their own format, weight and prompt; when set, "

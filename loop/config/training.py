@@ -47,6 +47,13 @@ class SFTConfig(_LoRA):
         "training counts any cut in train/truncated_prompts and train/truncated_completions.",
     )
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Base training seed (0..2^32-1); each round derives its own.")
+    rationalization: bool = Field(
+        False,
+        description="rft: rationalization (STaR, Zelikman et al. 2022 s3.3): prompts none of whose G rollouts was right "
+        "get G more with the gold answer given as a hint; the verified-correct ones are trained on under the prompt "
+        "without the hint (training_examples.origin = 'rationalization'). Their tokens count in the round's generation.",
+        json_schema_extra=identity("neutral_default"),
+    )
     general_data: str | None = Field(
         None,
         description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 stage 3: "
@@ -105,6 +112,16 @@ class GRPOConfig(_LoRA):
         "each promotion, like TRL's sync_ref_model; guards bound each round's drift) or the base model (bounds total drift).",
     )
     dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal (DAPO dynamic sampling).")
+    max_oversample: float = Field(
+        0.0,
+        ge=0.0,
+        le=8.0,
+        description="Refill (DAPO dynamic sampling, Yu et al. 2025 s3.2): after verification a step replaces the groups "
+        "dynamic_sampling drops with fresh prompts (the next candidates of tasks.selection), until its batch of groups "
+        "with mixed rewards is full or it has drawn this multiple of the round's prompts extra (split over the steps). "
+        "0: no refill (a step trains on the groups it has). Every refill's tokens count in the round's generation.",
+        json_schema_extra=identity("neutral_default"),
+    )
     mask_truncated: bool = Field(True, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
     lr: float = Field(
         6e-6,
@@ -169,6 +186,11 @@ class GRPOConfig(_LoRA):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOConfig:
+        if self.max_oversample > 0 and not self.dynamic_sampling:
+            raise ValueError(
+                f"grpo.max_oversample ({self.max_oversample}) refills the groups dynamic sampling drops, and "
+                "grpo.dynamic_sampling = false drops none; set dynamic_sampling = true or max_oversample = 0"
+            )
         if self.micro_batch_size > self.mini_batch_size:
             raise ValueError(
                 f"grpo.micro_batch_size ({self.micro_batch_size}) must be <= grpo.mini_batch_size "

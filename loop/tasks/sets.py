@@ -39,7 +39,7 @@ class Member:
     group_size: int | None = None
 
 
-def _sub_seed(seed: int, *parts: str) -> int:
+def sub_seed(seed: int, *parts: str) -> int:
     """A seed for one source or eval entry, a function of the campaign's seed and its name only."""
     return int(hashlib.sha256("\x1f".join([str(seed), *parts]).encode()).hexdigest()[:12], 16)
 
@@ -87,7 +87,7 @@ class TaskSet:
         out: list[Prompt] = []
         for m, k in zip(self.members, apportion(n, [m.weight for m in self.members])):
             if k:
-                out += m.source.draw(k, split, _sub_seed(seed, "source", m.name) if len(self.members) > 1 else seed)
+                out += m.source.draw(k, split, sub_seed(seed, "source", m.name) if len(self.members) > 1 else seed)
         return out
 
     def group_sizes(self, prompts: list[Prompt], default: int) -> dict[int, list[Prompt]]:
@@ -136,7 +136,7 @@ class TaskSet:
     def _eval_entry(self, e: EvalSetConfig, seed: int, heldout_fraction: float) -> list[Prompt]:
         if e.source is not None:
             m = self.member(e.source)
-            got = m.source.draw(e.prompts or 0, "heldout", seed=_sub_seed(seed, "eval", e.name))
+            got = m.source.draw(e.prompts or 0, "heldout", seed=sub_seed(seed, "eval", e.name))
             if len(got) < (e.prompts or 0):
                 raise TaskDataError(
                     f"evals entry {e.name!r} asks for {e.prompts} prompts but source {e.source!r} holds only {len(got)} "

@@ -1,0 +1,32 @@
+"""`ratchet status` and the report show each round's zero-variance groups, their tokens and the picks' pass rates."""
+
+import json
+
+from typer.testing import CliRunner
+
+from ratchet.flows.cli import app
+from ratchet.flows.report.render import render_report, report_pages
+from ratchet.flows.report.selection import histogram_text, selection_rows
+from ratchet.loop.campaign.context import campaign_id_of
+from ratchet.store.db import connect
+from ratchet.verifiers.reward import VERSION
+from tests.store.test_selection_queries import build_selection_store
+
+
+def test_status_and_report_show_zero_variance_share_tokens_and_pass_rate_histogram(tmp_path):
+    db = build_selection_store(tmp_path, campaign_id_of("camp"), VERSION)
+    with connect(db, read_only=True) as con:
+        rows = {r["round_index"]: r for r in selection_rows(con, "camp")}
+    assert rows[4]["pass_rate_histogram"] == [0, 0, 1, 0, 1] and rows[4]["refilled"] == 1
+    assert rows[3]["zero_variance_share"] == 1.0 and rows[3]["zero_variance_token_share"] == 1.0
+    assert rows[3]["pass_rate_histogram"] == []  # no round_prompts rows: a round from before selection was stored
+    assert histogram_text([0, 0, 1, 0, 1]) == "0-.2:0 .2-.4:0 .4-.6:1 .6-.8:0 .8-1:1"
+    r = CliRunner().invoke(app, ["status", "--db", str(db), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    by_index = {x["index"]: x for x in json.loads(r.stdout)["campaigns"][0]["rounds"]}
+    assert by_index[4]["selection"]["zero_variance_groups"] == 0 and by_index[4]["selection"]["drawn"] == 2
+    assert by_index[2]["selection"]["zero_variance_share"] == 0.0
+    table = CliRunner().invoke(app, ["status", "--db", str(db)])
+    assert "round 3 (uniform): zero-variance groups 3/3 (100%)" in table.output.replace("\n", " ")
+    page = render_report(db, report_pages(db))
+    assert "Prompt selection and zero-variance groups" in page and ".4-.6:1" in page
