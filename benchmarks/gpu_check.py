@@ -53,6 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,8 +365,9 @@ def trl_status() -> dict:
     return {"version": trl.__version__, "reason": None}
 
 
-def check_model(args, size: str, tmp: Path, clock: dict, trl: dict) -> dict:
-    """Every phase on one model size, each skipped (with the reason) when the time left cannot hold it."""
+def check_model(args, size: str, tmp: Path, clock: dict, trl: dict, res: dict, dump) -> None:
+    """Every phase on one model size into ``res``, each skipped (with the reason) when the time left cannot hold it;
+    ``dump()`` after each phase (the figures so far reach ``--json-out`` even if the run is killed later)."""
     main = "bfloat16" if args.device != "cpu" else "float32"
     other = "float32" if main == "bfloat16" else "bfloat16"
     model_dir = tmp / f"model-{size}"
@@ -373,7 +375,7 @@ def check_model(args, size: str, tmp: Path, clock: dict, trl: dict) -> dict:
     n = make_model(size, model_dir, args.device, main, args.seed)
     print(f"{size}: {n / 1e6:.0f}M parameters, built and saved in {time.perf_counter() - t0:.1f} s", flush=True)
     chats = make_chats(args.steps * args.prompts_per_step, args.seed)
-    res: dict = {"params_m": round(n / 1e6, 1), "skipped": {}}
+    res.update(params_m=round(n / 1e6, 1), skipped={})
     phases = [
         (f"ours_{main}", lambda: ours_phase(args, model_dir, main, chats, tmp, check_sync=True)),
         ("trl", lambda: trl_phase(args, model_dir, main, chats, tmp)),
@@ -394,16 +396,17 @@ def check_model(args, size: str, tmp: Path, clock: dict, trl: dict) -> dict:
         except Exception as e:  # noqa: BLE001 - TRL's own failure is reported, not hidden; ours' failures propagate
             if name != "trl":
                 raise
+            traceback.print_exc()  # on stderr, for whoever reads the log
             res[name], res["skipped"][name] = None, f"TRL side failed: {type(e).__name__}: {e}"
         clock["phase_s"][name] = time.perf_counter() - t1
         print(f"{size} {name}: {json.dumps(res[name])}", flush=True)
+        dump()
     clock["params"] = n
     ours, trl_res, alt = res.get(f"ours_{main}"), res.get("trl"), res.get(f"ours_{other}")
     res["ratio"] = round(ours["s_per_step"] / trl_res["s_per_step"], 3) if ours and trl_res else None
     bf16, fp32 = (ours, alt) if main == "bfloat16" else (alt, ours)
     res["bf16_vs_fp32"] = round(bf16["s_per_step"] / fp32["s_per_step"], 3) if bf16 and fp32 else None
     res["weight_sync"] = ours.pop("weight_sync") if ours else None
-    return res
 
 
 def main() -> None:
@@ -418,7 +421,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5, help="both sides' learning rate for the timed steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip phases that would end past this many seconds")
-    ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON object to this file")
+    ap.add_argument(
+        "--json-out", type=Path, default=None, help="also write the JSON object to this file (rewritten after every phase)"
+    )
     args = ap.parse_args()
     for key, full, tiny in [("sizes", "0.5b,1.5b", "tiny"), ("steps", 4, 2), ("prompts_per_step", 8, 2), ("group_size", 8, 4), ("max_new_tokens", 128, 16)]:  # fmt: skip
         if getattr(args, key) is None:
@@ -436,6 +441,7 @@ def main() -> None:
     import torch
     import transformers
 
+    transformers.utils.logging.disable_progress_bar()  # the weight loading/writing bars of every phase
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -451,17 +457,20 @@ def main() -> None:
         "settings": {k: getattr(args, k) for k in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "lr", "seed")},
         "models": {},
     }
+
+    def dump() -> None:
+        if args.json_out:
+            args.json_out.write_text(json.dumps(out) + "\n")
+
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         for size in sizes:
-            out["models"][size] = check_model(args, size, Path(tmp), clock, trl)
+            check_model(args, size, Path(tmp), clock, trl, out["models"].setdefault(size, {}), dump)
     syncs = [m["weight_sync"] for m in out["models"].values()]
     out["weight_sync_ok"] = bool(syncs) and all(s is not None and s["ok"] for s in syncs)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["wall_s"] = round(time.perf_counter() - clock["start"], 1)
-    line = json.dumps(out)
-    if args.json_out:
-        args.json_out.write_text(line + "\n")
-    print(line, flush=True)
+    dump()
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
