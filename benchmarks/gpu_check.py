@@ -24,6 +24,8 @@ rarely stops early, so every completion runs to the cap and truncated completion
 sides); the reward is a fixed function of the completion's words (varied, so advantages are not zero). Step medians
 leave out step 0 (CUDA warm-up) when there are more steps. Each phase is skipped, with the reason, when the time
 left (``--budget-s``, from the start) cannot hold it judged by the previous model's phase scaled by parameter count.
+A phase that raises is recorded in ``failed`` (its traceback on stderr) and the others still run; the exit status
+is then 1.
 
 Runs from a plain checkout without ``pip install``: it maps the ``ratchet`` namespace onto the repository's top-level
 folders (as pyproject.toml's package-dir does) and builds its tokenizer in memory. Needs torch, transformers,
@@ -32,7 +34,7 @@ accelerate, tokenizers, safetensors and pydantic (Ratchet's config models); TRL 
 Prints progress and, as its LAST line, one JSON object: ``device``, ``gpu``, versions, ``settings``, ``trl``
 (``{"version", "reason"}``), ``weight_sync_ok`` (all models), ``wall_s`` and ``models`` (per size: ``params_m``,
 ``ours_bfloat16`` / ``ours_float32`` / ``trl`` phases with ``s_per_step``, ``step_s``, ``gen_s``, ``train_s``,
-``gen_tokens_per_s``, ``peak_gpu_mb``; ``ratio``, ``bf16_vs_fp32``, ``weight_sync``, ``skipped``).
+``gen_tokens_per_s``, ``peak_gpu_mb``; ``ratio``, ``bf16_vs_fp32``, ``weight_sync``, ``skipped``, ``failed``).
 
 Run: ``python3 benchmarks/gpu_check.py`` on the GPU machine (<= 8 min on one H200); ``--device cpu --tiny`` anywhere
 (< 1 min; the CI test); ``--device cpu --sizes 0.5b --steps 1`` proves the real-size path on a CPU (minutes).
@@ -232,7 +234,12 @@ def ours_phase(args, model_dir: Path, dtype: str, chats, tmp: Path, check_sync: 
     p, g = args.prompts_per_step, args.group_size
     t0 = time.perf_counter()
     engine = TransformersBackend(model_dir, dtype=dtype, batch_size=p * g, device=args.device)
-    learner = GRPOLearner(model_dir, ratchet_grpo(args.lr, p * g, mask_truncated=False), ref_dir=model_dir, dtype=dtype)
+    learner = GRPOLearner(
+        model_dir,
+        ratchet_grpo(args.lr, p * g, mask_truncated=False, micro_batch_size=args.micro_batch_size),
+        ref_dir=model_dir,
+        dtype=dtype,
+    )
     if not engine.share_module(learner.policy_module()):
         raise RuntimeError("the engine could not share the learner's module; the persistent path would copy weights")
     sync()
@@ -286,7 +293,8 @@ def weight_sync(args, learner, engine, model_dir: Path, dtype: str, chats, run, 
     comps = engine.generate(chats[:p], SamplingParams(n=g, temperature=0.8, max_new_tokens=args.max_new_tokens, seed=99))
     for group in learner.opt.param_groups:
         group["lr"] = SYNC_LR
-    learner.train_pass(grpo_samples(comps, chats[:p], [reward(c.text) for c in comps]), run)
+    samples = grpo_samples(comps, chats[:p], [reward(c.text) for c in comps])
+    learner.train_pass(samples, dataclasses.replace(run, measure_kl=False, engine_shared=True))
     fixed = chats[: min(4, len(chats))]
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=args.max_new_tokens)
     tokens = lambda e: [list(c.token_ids) for c in e.generate(fixed, greedy)]  # noqa: E731
@@ -360,7 +368,7 @@ def trl_status() -> dict:
     try:
         import datasets  # noqa: F401 - GRPOTrainer's dataset type
         import trl
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001 - absent, or carried beside packages it does not fit: the reason is reported
         return {"version": None, "reason": f"TRL side skipped: {type(e).__name__}: {e}"}
     return {"version": trl.__version__, "reason": None}
 
@@ -375,7 +383,7 @@ def check_model(args, size: str, tmp: Path, clock: dict, trl: dict, res: dict, d
     n = make_model(size, model_dir, args.device, main, args.seed)
     print(f"{size}: {n / 1e6:.0f}M parameters, built and saved in {time.perf_counter() - t0:.1f} s", flush=True)
     chats = make_chats(args.steps * args.prompts_per_step, args.seed)
-    res.update(params_m=round(n / 1e6, 1), skipped={})
+    res.update(params_m=round(n / 1e6, 1), skipped={}, failed={})
     phases = [
         (f"ours_{main}", lambda: ours_phase(args, model_dir, main, chats, tmp, check_sync=True)),
         ("trl", lambda: trl_phase(args, model_dir, main, chats, tmp)),
@@ -393,11 +401,10 @@ def check_model(args, size: str, tmp: Path, clock: dict, trl: dict, res: dict, d
         t1 = time.perf_counter()
         try:
             res[name] = run()
-        except Exception as e:  # noqa: BLE001 - TRL's own failure is reported, not hidden; ours' failures propagate
-            if name != "trl":
-                raise
+        except Exception as e:  # noqa: BLE001 - recorded in "failed" and the exit status: one run gives every figure it can
             traceback.print_exc()  # on stderr, for whoever reads the log
-            res[name], res["skipped"][name] = None, f"TRL side failed: {type(e).__name__}: {e}"
+            res[name], res["failed"][name] = None, f"{type(e).__name__}: {e}"
+            free_memory()
         clock["phase_s"][name] = time.perf_counter() - t1
         print(f"{size} {name}: {json.dumps(res[name])}", flush=True)
         dump()
@@ -418,6 +425,7 @@ def main() -> None:
     ap.add_argument("--prompts-per-step", type=int, default=None, help="default 8 (--tiny: 2)")
     ap.add_argument("--group-size", type=int, default=None, help="completions per prompt, G (default 8; --tiny: 4)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="completion cap, tokens (default 128; --tiny: 16)")
+    ap.add_argument("--micro-batch-size", type=int, default=8, help="ours: sequences per forward/backward (grpo's default)")
     ap.add_argument("--lr", type=float, default=1e-5, help="both sides' learning rate for the timed steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip phases that would end past this many seconds")
@@ -454,7 +462,10 @@ def main() -> None:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "trl": trl,
-        "settings": {k: getattr(args, k) for k in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "lr", "seed")},
+        "settings": {
+            k: getattr(args, k)
+            for k in ("steps", "prompts_per_step", "group_size", "max_new_tokens", "micro_batch_size", "lr", "seed")
+        },
         "models": {},
     }
 
@@ -470,7 +481,12 @@ def main() -> None:
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["wall_s"] = round(time.perf_counter() - clock["start"], 1)
     dump()
-    print(json.dumps(out), flush=True)
+    failed = {f"{size} {k}": v for size, m in out["models"].items() for k, v in m["failed"].items()}
+    if failed:
+        print(f"gpu_check: {len(failed)} phase(s) failed (tracebacks above): {failed}", file=sys.stderr, flush=True)
+    print(json.dumps(out), flush=True)  # the last line, also when a phase failed (the exit status is then 1)
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def ratchet_grpo(lr: float, sequences: int, *, mask_truncated: bool, gradient_checkpointing: bool = False):
-    """Ratchet's ``GRPOConfig`` for one optimizer step over ``sequences`` completions per on-policy step."""
+def ratchet_grpo(
+    lr: float, sequences: int, *, mask_truncated: bool, gradient_checkpointing: bool = False, micro_batch_size: int = 8
+):
+    """Ratchet's ``GRPOConfig`` for one optimizer step over ``sequences`` completions per on-policy step, in
+    forward/backward passes of ``micro_batch_size`` sequences (TRL's side runs the whole batch in one)."""
     from ratchet.loop.config import GRPOConfig
 
     return GRPOConfig(
@@ -25,7 +28,7 @@ def ratchet_grpo(lr: float, sequences: int, *, mask_truncated: bool, gradient_ch
         lr=lr,
         ppo_epochs=1,
         mini_batch_size=sequences,
-        micro_batch_size=min(8, sequences),
+        micro_batch_size=min(micro_batch_size, sequences),
         gradient_checkpointing=gradient_checkpointing,
     )
 
