@@ -36,7 +36,8 @@ Prints progress and, as its LAST line, one JSON object: ``device``, ``gpu``, ver
 ``ours_bfloat16`` / ``ours_float32`` / ``trl`` phases with ``s_per_step``, ``step_s``, ``gen_s``, ``train_s``,
 ``gen_tokens_per_s``, ``peak_gpu_mb``; ``ratio``, ``bf16_vs_fp32``, ``weight_sync``, ``skipped``, ``failed``).
 
-Run: ``python3 benchmarks/gpu_check.py`` on the GPU machine (<= 8 min on one H200); ``--device cpu --tiny`` anywhere
+Run: ``python3 benchmarks/gpu_check.py`` on the GPU machine (sized for <= 8 min on one H200, not yet run on one;
+``--budget-s`` skips what would run past 420 s); ``--device cpu --tiny`` anywhere
 (< 1 min; the CI test); ``--device cpu --sizes 0.5b --steps 1`` runs the real-size path on a CPU (slow: one fp32 step
 of 2 x 2 completions took 323 s on a loaded 2-core machine).
 """
