@@ -49,6 +49,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 
+from grpo_parity import grpo_samples, ratchet_grpo, step_clock, trl_grpo_args  # noqa: E402 - after the environment
+
 
 class Turns:
     """A child's side of the block schedule: ``ready`` once loaded, then ``wait(k)`` before block k (and before the
@@ -127,41 +129,17 @@ def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
 
 def _samples(comps, prompts, render, cfg) -> list:
     """Scored GRPO samples of one step's completions (the same for the per-step and the persistent mode)."""
-    from ratchet.loop.train.grpo import GRPOSample
-    from ratchet.loop.train.sft import SFTExample
-
     rewards = _rewards([c.text for c in comps], [prompts[c.prompt_index].answer for c in comps], cfg)
-    return [
-        GRPOSample(
-            c.prompt_index,
-            SFTExample(render(prompts[c.prompt_index].question), c.text, c.token_ids),  # the sampled ids
-            r,
-            c.finish_reason == "length",
-            c.logprobs,
-            c.prompt_hash,
-        )
-        for c, r in zip(comps, rewards)
-    ]
+    return grpo_samples(comps, [render(p.question) for p in prompts], rewards)
 
 
 def run_ours(args, out: Path) -> dict:
-    from ratchet.loop.config import GRPOConfig
     from ratchet.loop.generation.base import SamplingParams
     from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.loop.train.grpo import GRPORun, train_grpo
 
     base, train, heldout, render, cfg = _setup(args)
-    st = GRPOConfig(
-        advantage="grpo",
-        loss_type="grpo",
-        beta=0.0,
-        dynamic_sampling=False,
-        mask_truncated=True,
-        lr=args.lr,
-        ppo_epochs=1,
-        mini_batch_size=args.prompts_per_step * args.group_size,
-        micro_batch_size=min(8, args.prompts_per_step * args.group_size),
-    )
+    st = ratchet_grpo(args.lr, args.prompts_per_step * args.group_size, mask_truncated=True)
     run = GRPORun(temperature=0.8, max_completion_length=args.max_new_tokens, seed=args.seed)
     if not args.per_step:
         return _run_ours_persistent(args, out, st, run)
@@ -250,8 +228,7 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
 
 def run_trl(args, out: Path) -> dict:
     from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     base, train, heldout, render, cfg = _setup(args)
     ds = Dataset.from_list([{"prompt": render(p.question), "answer": p.answer} for p in train])
@@ -261,51 +238,21 @@ def run_trl(args, out: Path) -> dict:
 
     times: list[float] = []
     turns = Turns(args, "trl")
-
-    class Clock(TrainerCallback):
-        def on_train_begin(self, *a, **k):
-            turns.ready()
-
-        def on_step_begin(self, *a, **k):
-            turns.before_step(len(times))  # generation runs inside the step, after this
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            times.append(time.perf_counter() - self.t0)
-            print(f"trl step {len(times) - 1}: {times[-1]:.1f} s", flush=True)
-            turns.after_step(len(times) - 1, args.steps)
-
-    targs = GRPOConfig(
-        output_dir=str(out / "trl"),
-        per_device_train_batch_size=args.prompts_per_step * args.group_size,
-        num_generations=args.group_size,
-        max_completion_length=args.max_new_tokens,
-        learning_rate=args.lr,
-        lr_scheduler_type="constant",
-        adam_beta2=0.99,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        beta=0.0,
-        loss_type="grpo",
-        scale_rewards="group",
-        epsilon=0.2,
-        num_iterations=1,
-        temperature=0.8,
-        top_p=1.0,
-        top_k=0,
-        mask_truncated_completions=True,
-        max_steps=args.steps,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
+    clock = step_clock(times, before=turns.before_step, after=lambda k: turns.after_step(k, args.steps), ready=turns.ready)
+    targs = trl_grpo_args(
+        out / "trl",
+        prompts_per_step=args.prompts_per_step,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        lr=args.lr,
+        steps=args.steps,
         seed=args.seed,
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
+        mask_truncated=True,
+        gradient_checkpointing=True,  # TRL's GRPOConfig default, kept as this benchmark always ran it (ours: off)
+        cpu=True,
+        bf16=False,
     )
-    trainer = GRPOTrainer(model=str(base), reward_funcs=reward, args=targs, train_dataset=ds, callbacks=[Clock()])
+    trainer = GRPOTrainer(model=str(base), reward_funcs=reward, args=targs, train_dataset=ds, callbacks=[clock])
     trainer.train()
     final = out / "trl-final"
     trainer.model.save_pretrained(final)
