@@ -320,7 +320,14 @@ def _weight_files(path: Path) -> list[Path]:
 
 def _load_weight_files(worker, files: list[str]) -> int:
     """Runs inside each vLLM worker (``collective_rpc`` passes the worker as the first argument): stream the files'
-    tensors into the worker's model. Returns the number of tensors read."""
+    tensors into the worker's model. Returns the number of tensors read.
+
+    Through the model runner's ``reload_weights`` (vLLM's in-place reload, ``model_loader/reload``) where it exists:
+    it restores each layer's checkpoint-format parameters, runs ``load_weights`` and then the layers'
+    ``process_weights_after_loading`` again. A bare ``load_weights`` breaks wherever that processing changed the
+    parameters: on CPU vLLM repacks every linear layer's weight for its GEMM kernel and leaves an empty tensor
+    ("Attempted to load weight (torch.Size([576, 1536])) into parameter (torch.Size([0]))"); quantized
+    kernels do the same on GPUs. Older vLLM without it: ``load_weights`` directly."""
     from safetensors import safe_open
 
     def tensors():
@@ -338,7 +345,10 @@ def _load_weight_files(worker, files: list[str]) -> int:
             count[0] += 1
             yield item
 
-    model.load_weights(counted())
+    if hasattr(runner, "reload_weights"):
+        runner.reload_weights(weights_iterator=counted(), is_checkpoint_format=True)
+    else:
+        model.load_weights(counted())
     return count[0]
 
 

@@ -120,6 +120,28 @@ def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_back
     assert float(gap.abs().mean()) < 1e-2 and float(gap.exp().mean()) == pytest.approx(1.0, abs=2e-2)
 
 
+def test_update_weights_in_place_gives_the_saved_policys_greedy_tokens(vllm_backend, smollm2_dir, tmp_path):
+    """A learner's new weights (a state dict with SmolLM2's tied embeddings) loaded into the running engine give the
+    greedy tokens of the saved policy: vLLM repacks its CPU weights after loading, so this goes through its in-place
+    reload. The reference is the transformers backend on the saved folder (greedy-equal to vLLM, tested above)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    policy = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # a policy a few updates away: its greedy tokens differ from the base's on some prompts
+        for p in policy.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * float(p.std()) * 0.05)
+    policy.save_pretrained(tmp_path / "policy")
+    AutoTokenizer.from_pretrained(smollm2_dir).save_pretrained(tmp_path / "policy")
+    chats, params = arithmetic_chats(12), SamplingParams(n=1, temperature=0.0, max_new_tokens=16)
+    before = [c.token_ids for c in vllm_backend.generate(chats, params)]
+    vllm_backend.update_weights(policy.state_dict())
+    after = [c.token_ids for c in vllm_backend.generate(chats, params)]
+    saved = [c.token_ids for c in TransformersBackend(tmp_path / "policy", batch_size=12).generate(chats, params)]
+    assert after != before
+    assert after == saved
+
+
 def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
     import psutil
