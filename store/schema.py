@@ -214,7 +214,7 @@ class GateDecision(SQLModel, table=True):
     campaign_id: str
     candidate_checkpoint_id: str | None
     incumbent_checkpoint_id: str
-    decision: str = Field(description="promote | reject | halt")
+    decision: str = Field(description="promote | reject | halt | no_candidate (the round trained nothing: no candidate to judge)")
     reason: str
     candidate_pass1: float | None = _dbl(default=None)
     incumbent_pass1: float = _dbl()

@@ -55,13 +55,15 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
         with console.status("checking the store, the model and the tasks…"):
             warnings = preflight(cfg, dry_run=dry_run)
+        warnings += _pilot(cfg)
     except known_errors() as e:
         fail(str(e))
     for w in warnings:
         err.print(f"warning: {w}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(
-            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate); "
+            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate"
+            f"{', pilot' if cfg.preflight.pilot else ''}); "
             f"nothing was written",
             highlight=False,
         )
@@ -87,6 +89,22 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print_rounds(cfg.db, cfg.campaign)
+
+
+def _pilot(cfg) -> list[str]:
+    """Before a campaign's first completed round (``[preflight] pilot``): sample a few train prompts, print what was
+    found, and return a warning line per problem that would waste the round."""
+    from ratchet.flows.rounds.campaign import completed_rounds
+    from ratchet.flows.rounds.pilot import run_pilot
+
+    if not cfg.preflight.pilot or completed_rounds(cfg):
+        return []
+    with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
+        res = run_pilot(cfg)
+    if res is None:
+        return []
+    err.print(res.summary(), highlight=False, soft_wrap=True)
+    return res.warnings()
 
 
 STOP_GRACE_S = 8.0  # worker processes get this long to exit on SIGTERM before SIGKILL

@@ -11,7 +11,7 @@ from ratchet.loop.config.base import _Frozen, _merged, field_identity, identity
 from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
 from ratchet.loop.config.generation import ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
-from ratchet.loop.config.service import RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
+from ratchet.loop.config.service import PreflightConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
 from ratchet.loop.config.tasks import EvalSetConfig, TaskConfig
 from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
@@ -115,6 +115,11 @@ class RatchetConfig(_Frozen):
     )
     service: ServiceConfig = Field(
         ServiceConfig(), description="[service]: modes of the files the campaign creates.", json_schema_extra=identity("run")
+    )
+    preflight: PreflightConfig = Field(
+        PreflightConfig(),
+        description="[preflight]: the pilot `ratchet run` samples before the first round.",
+        json_schema_extra=identity("run"),
     )
     tracking: TrackingConfig = Field(
         TrackingConfig(), description="[tracking]: MLflow, TensorBoard, W&B sinks.", json_schema_extra=identity("run")

@@ -97,4 +97,4 @@ def test_one_vllm_grpo_round_through_the_cli(tmp_path, smollm2_dir):
     assert n_stop > 0 and max_tok <= 24 and answered > 0
     assert_lineage(db)
     (decision,) = query(db, "SELECT decision FROM gate_decisions")[1][0]
-    assert decision in ("promote", "reject", "halt")
+    assert decision in ("promote", "reject", "halt", "no_candidate")

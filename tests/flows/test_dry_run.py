@@ -15,14 +15,46 @@ def test_dry_run_checks_and_writes_nothing(tmp_path, smollm2_dir):
     db = tmp_path / "store" / "r.duckdb"
     cfg.write_text(
         cfg.read_text().replace(
-            "[tasks]", f'db = "{db}"\nrun_dir = "{tmp_path / "runs"}"\n[model]\nname_or_path = "{smollm2_dir}"\n[tasks]', 1
+            "[tasks]",
+            f'db = "{db}"\nrun_dir = "{tmp_path / "runs"}"\n[model]\nname_or_path = "{smollm2_dir}"\n'
+            "[preflight]\npilot = false\n[tasks]",  # skipped: SmolLM2's pilot costs CI a minute (the tiny model's: below)
+            1,
         )
     )
     before = sorted(p.name for p in tmp_path.rglob("*"))
     r = runner.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "passed every preflight check" in r.stdout and "nothing was written" in r.stdout
+    assert "pilot:" not in r.stderr  # [preflight] pilot = false
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no store, no run dir, no saved config
     cfg.write_text(cfg.read_text().replace("max_new_tokens_min = ", "max_new_tokens_min = -"))
     r = runner.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
     assert r.exit_code == 2 and "max_new_tokens_min" in r.stderr
+
+
+def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
+    """Issue 24, finding 2: before the first round, a few base-model samples at the round's settings say, one line
+    each, that its cap cuts the completions (and which cap fits) and that nothing would be right to train on.
+    The tiny model answers every question 'Answer: 7' (~5 tokens); no gold here is 7; the cap is 3 tokens."""
+    import json
+
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
+    cfg = tmp_path / "r.toml"
+    body = (
+        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
+        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\ntrain_prompts_per_round = 8\n'
+        "[generation]\nmax_new_tokens = 3\ngroup_size = 2\n[gate]\nmax_no_answer_rate = 1.0\n"
+    )
+    cfg.write_text(body + "[preflight]\npilot_prompts = 2\n")
+    r = runner.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert (
+        "pilot: 2 train prompt(s) x 2 samples of the base model: 0/4 verified correct, 4/4 cut at max_new_tokens = 3" in r.stderr
+    )
+    cut = next(line for line in r.stderr.splitlines() if "completions are cut" in line)
+    fit = int(cut.split("set generation.max_new_tokens = ")[1].split()[0])
+    assert 3 < fit <= 12, cut  # 1.2 x the ~5-10 tokens 'Answer: 7' and its EOS take
+    assert "RFT will have nothing to train on: raise group_size, add easier prompts, or use a teacher" in r.stderr
+    assert "none of the 4 completions has a parseable answer (e.g. 'Answer:')" in r.stderr  # 'Answer: 7' cut at 3 tokens
+    assert not (tmp_path / "r.duckdb").exists()  # the pilot writes nothing either
