@@ -1,4 +1,4 @@
-"""The round and store commands of ``ratchet``: demo, run, status, report, sql, model pull, reverify, audit."""
+"""The round and store commands of ``ratchet``: demo, run, check, status, report, sql, model pull, reverify, audit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table, safe
 from ratchet.flows.settings import configure_prefect
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
@@ -229,13 +229,31 @@ def run(
 ) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), rounds, dry_run=dry_run)
+
+
+@app.command()
+def check(
+    config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Check a campaign config without starting a round: the same as `ratchet run --dry-run` (nothing is written)."""
+    configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), dry_run=True)
+
+
+def _load_run_config(config: Path, db: Path | None, campaign: str | None):
+    """The campaign config ``ratchet run`` and ``ratchet check`` take (exit 2 with the config's errors)."""
     from ratchet.loop.config import ConfigError, load_config
 
     try:
-        cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
+        return load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         fail(str(e))
-    _run(cfg, rounds, dry_run=dry_run)
 
 
 @app.command()
@@ -355,7 +373,9 @@ def report(
 def sql(
     query_text: str = typer.Argument(..., metavar="QUERY", help="One read-only SQL query (SELECT, WITH, DESCRIBE, SHOW, ...)."),
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-    format: str = typer.Option("table", "--format", help="table | csv | json"),
+    format: str = typer.Option(
+        "table", "--format", help="table | csv | json | line (one 'column = value' per line, rows apart: for wide results)"
+    ),
     timeout_s: float = typer.Option(
         60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it reads snapshots and takes no lock)."
     ),
@@ -365,8 +385,8 @@ def sql(
 
     from ratchet.store.db import StoreError, query
 
-    if format not in ("table", "csv", "json"):
-        fail(f"--format {format!r} is not one of table, csv, json")
+    if format not in SQL_FORMATS:
+        fail(f"--format {format!r} is not one of {', '.join(SQL_FORMATS)}")
     try:
         cols, rows = query(db, query_text, timeout_s=timeout_s)
     except StoreError as e:
@@ -381,8 +401,12 @@ def _csv_value(v):
     return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
 
 
+SQL_FORMATS = ("table", "csv", "json", "line")
+
+
 def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
-    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON) or a plain table."""
+    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON), line (DuckDB's ``.mode line``: one
+    ``column = value`` per line, names right-aligned, a blank line between rows) or a plain table."""
     if fmt == "json":
         return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
     if fmt == "csv":
@@ -391,6 +415,13 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
         w.writerow(cols)
         w.writerows([_csv_value(v) for v in r] for r in rows)
         return buf.getvalue()
+    if fmt == "line":
+        width = max((len(c) for c in cols), default=0)
+        out = [
+            "\n".join(f"{c:>{width}} = {'NULL' if v is None else safe(_csv_value(v))}" for c, v in zip(cols, r)) + "\n"
+            for r in rows
+        ]
+        return "\n".join(out) + f"{'' if not rows else chr(10)}{len(rows)} row(s)\n"
     t = plain_table(*cols)
     for r in rows:
         t.add_row(*map(cell, r))

@@ -1,4 +1,4 @@
-"""`ratchet run --dry-run`: every preflight check, nothing written (issue 24, finding 6)."""
+"""`ratchet run --dry-run` and `ratchet check`: every preflight check and the pilot, nothing written (issue 24)."""
 
 from typer.testing import CliRunner
 
@@ -28,7 +28,7 @@ def test_dry_run_checks_and_writes_nothing(tmp_path, smollm2_dir):
     assert "pilot:" not in r.stderr  # [preflight] pilot = false
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no store, no run dir, no saved config
     cfg.write_text(cfg.read_text().replace("max_new_tokens_min = ", "max_new_tokens_min = -"))
-    r = runner.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
+    r = runner.invoke(app, ["check", "--config", str(cfg)])  # `ratchet check` is `ratchet run --dry-run`
     assert r.exit_code == 2 and "max_new_tokens_min" in r.stderr
 
 
@@ -47,8 +47,8 @@ def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
         "[generation]\nmax_new_tokens = 3\ngroup_size = 2\n[gate]\nmax_no_answer_rate = 1.0\n"
     )
     cfg.write_text(body + "[preflight]\npilot_prompts = 2\n")
-    r = runner.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
-    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["check", "--config", str(cfg)])
+    assert r.exit_code == 0 and "passed every preflight check (store, model, tasks, lengths, disk, gate, pilot)" in r.stdout
     assert (
         "pilot: 2 train prompt(s) x 2 samples of the base model: 0/4 verified correct, 4/4 cut at max_new_tokens = 3" in r.stderr
     )
