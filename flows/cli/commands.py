@@ -66,6 +66,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
             f"{', pilot' if cfg.preflight.pilot else ''}); "
             f"nothing was written",
             highlight=False,
+            soft_wrap=True,
         )
         return
     path = save_config(cfg)
