@@ -43,16 +43,25 @@ class RichReporter:
         self.progress.console.print(text)
 
 
-def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False) -> None:
     """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
-    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir)."""
-    from ratchet.flows.daemon.service import check_schedule
+    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir); ``reset``: first
+    retire the campaign's start in the store if it never completed a round (``ratchet.flows.rounds.reset``)."""
+    from ratchet.flows.daemon.service import check_schedule, owner_alive
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
+    if reset and dry_run:
+        fail("--reset changes the store and --dry-run writes nothing; run `ratchet run --reset` without --dry-run")
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
+        cfg = with_campaign_epoch(cfg)  # which start of the campaign name the store holds
+        if reset:
+            done = reset_campaign(cfg, owner_alive)
+            console.print(done or f"reset: no campaign {cfg.campaign!r} in {cfg.db}; nothing to reset", highlight=False)
+            cfg = with_campaign_epoch(cfg)
         with console.status("checking the store, the model and the tasks…"):
             warnings = preflight(cfg, dry_run=dry_run)
         warnings += _pilot(cfg)
@@ -227,10 +236,16 @@ def run(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Run every preflight check and stop: nothing is written to the store or the run dir."
     ),
+    reset: bool = typer.Option(
+        False,
+        "--reset",
+        help="Drop the campaign's start in the store first if it never completed a round (e.g. an interrupted trial), "
+        "so an edited config starts it afresh; refused once a round completed.",
+    ),
 ) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
-    _run(_load_run_config(config, db, campaign), rounds, dry_run=dry_run)
+    _run(_load_run_config(config, db, campaign), rounds, dry_run=dry_run, reset=reset)
 
 
 @app.command()

@@ -216,12 +216,14 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``ratchet.flows.rounds.campaign.preflight``.
     """
     from ratchet.flows.rounds.campaign import preflight
+    from ratchet.flows.rounds.reset import with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
     out = []
     for cfg in dcfg.campaigns:
         check_schedule(cfg)
         cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
+        cfg = with_campaign_epoch(cfg)
         preflight(cfg)
         out.append((cfg, save_config(cfg)))
     return out

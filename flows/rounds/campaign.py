@@ -182,9 +182,16 @@ def _check_same_settings(con, cfg: RatchetConfig) -> None:
     changed = recorded_settings(con, existing["campaign_id"])
     diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
     if diff:
+        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'"
+        never = con.execute(sql, [existing["campaign_id"]]).fetchone()[0] == 0
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-            "use --campaign NEW_NAME, the original settings to continue it, or "
+            + (
+                "it never completed a round: `ratchet run --reset` drops it and starts over with these settings; or use "
+                if never
+                else "use "
+            )
+            + "--campaign NEW_NAME, the original settings to continue it, or "
             "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
         )
 

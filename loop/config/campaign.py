@@ -54,6 +54,14 @@ class RatchetConfig(_Frozen):
         "campaign share a held-out set and an incumbent.",
         json_schema_extra=identity("campaign"),
     )
+    campaign_epoch: int = Field(
+        0,
+        ge=0,
+        description="Which start of this campaign name the store holds: 0, or one more per `ratchet run --reset` "
+        "(which retires a start that never completed a round). Ratchet sets it from the store on every run; a value "
+        "written here is replaced.",
+        json_schema_extra=identity("run"),
+    )
     max_rounds: int | None = Field(
         None,
         ge=1,
