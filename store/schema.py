@@ -293,7 +293,9 @@ class RoundManifest(SQLModel, table=True):
     config_hash: str = Field(description="sha256 of the campaign settings JSON")
     prompt_template_hash: str = Field(description="sha256 of the system prompt, few-shot setting and chat template")
     verifier_versions_json: str
-    run_settings_json: str | None = Field(None, description="max_rounds and the schedule this round ran under (JSON)")
+    run_settings_json: str | None = Field(
+        None, description="max_rounds, the schedule and the run dir this round ran under (JSON)"
+    )
     created_at: datetime
 
 

@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import signal
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
@@ -41,6 +43,33 @@ class RichReporter:
 
     def message(self, text: str) -> None:
         self.progress.console.print(text)
+
+
+class PlainReporter:
+    """For output that is not a terminal (a cron job's log file): one timestamped line per stage start and end, and
+    per progress bar its start, its end and at most one line a minute in between, printed as they happen."""
+
+    EVERY_S = 60.0
+
+    def __init__(self, out: PlainConsole) -> None:
+        self.out, self.last = out, {}
+
+    def update(self, key: str, description: str, done: float, total: float) -> None:
+        now = time.monotonic()
+        first, finished = key not in self.last, total > 0 and done >= total
+        if first or (finished and self.last[key] is not None) or (self.last[key] and now - self.last[key] >= self.EVERY_S):
+            self.message(f"{description}: {int(done)}/{int(total)}" + (" done" if finished else ""))
+            self.last[key] = None if finished else now
+
+    def message(self, text: str) -> None:
+        self.out.print(f"{datetime.now().astimezone().isoformat(timespec='seconds')} {text}", highlight=False, soft_wrap=True)
+
+
+def cli_reporter(progress: Progress) -> RichReporter | PlainReporter:
+    """Live bars on a terminal; plain timestamped lines as things happen when the output is a file or a pipe (cron),
+    instead of nothing for minutes and then every bar at once. Make ``progress`` with ``disable=not
+    console.is_terminal``."""
+    return RichReporter(progress) if console.is_terminal else PlainReporter(console)
 
 
 def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False) -> None:
@@ -86,8 +115,8 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).addFilter(_quiet_termination)
     try:
-        with Progress(*cols, console=console, transient=False) as progress:
-            set_reporter(RichReporter(progress))
+        with Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
+            set_reporter(cli_reporter(progress))
             # --rounds N wins; an unlimited campaign (no max_rounds), like a scheduled run, does schedule.rounds_per_run
             if rounds is None and cfg.max_rounds is None:
                 rounds = cfg.schedule.rounds_per_run
@@ -279,9 +308,10 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.flows.report.selection import selection_line, selection_rows
+    from ratchet.flows.rounds.progress import describe_stage, running_stage
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
-    from ratchet.store.reports import status_rows
+    from ratchet.store.reports import round_run_dirs, status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -293,11 +323,14 @@ def status(
             names, rounds = status_rows(con)
             control = campaign_controls(con, names)
             picked = {n: {r["round_index"]: r for r in selection_rows(con, n)} for n in names}
+            run_dirs = round_run_dirs(con)
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
         if r["status"] == "running" and not owner_alive(r["owner"]):
             r["status"] = "crashed"
+        run_dir = Path(run_dirs.get(r["round_id"]) or Path(db).with_suffix(".runs"))
+        r["stage"] = running_stage(run_dir / r["campaign"] / f"round-{r['round_index']}") if r["status"] == "running" else None
     from ratchet.flows.daemon.schedules import next_run_by_campaign
 
     configure_prefect()
@@ -312,6 +345,7 @@ def status(
                     {
                         "index": r["round_index"],
                         "state": r["status"],
+                        "stage": r["stage"],  # a running round's stage and its progress (None otherwise)
                         "decision": r["decision"],
                         "reason": r["reason"],
                         "candidate_pass1": r["candidate_pass1"],
@@ -332,7 +366,8 @@ def status(
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-            values = [c["name"], r["index"], r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
+            state = f"{r['state']} ({describe_stage(r['stage'])})" if r.get("stage") else r["state"]
+            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
