@@ -21,7 +21,7 @@ if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment must run this test, not skip it
 else:
     pytest.importorskip(
-        "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
+        "vllm", reason="needs vLLM in its own venv (docs/devices.md; CI: .venv-vllm-ci in .ci/run)"
     )
 
 from ratchet.store.db import query  # noqa: E402
