@@ -131,12 +131,12 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
 
 
 def _pilot(cfg) -> list[str]:
-    """Before a campaign's first completed round (``[preflight] pilot``): sample a few train prompts, print what was
-    found, and return a warning line per problem that would waste the round."""
-    from ratchet.flows.rounds.campaign import completed_rounds
+    """Before a campaign's first round (``[preflight] pilot``; not again once a round started, e.g. to resume it):
+    sample a few train prompts, print what was found, and return a warning line per problem that would waste the round."""
+    from ratchet.flows.rounds.campaign import stored_rounds
     from ratchet.flows.rounds.pilot import run_pilot
 
-    if not cfg.preflight.pilot or completed_rounds(cfg):
+    if not cfg.preflight.pilot or stored_rounds(cfg, completed=False):
         return []
     with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
         res = run_pilot(cfg)

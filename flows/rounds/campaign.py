@@ -86,8 +86,9 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     return [warning] if warning else []
 
 
-def completed_rounds(cfg: RatchetConfig) -> int:
-    """How many rounds of ``cfg``'s campaign its store holds as completed (0: no store, or no such campaign yet)."""
+def stored_rounds(cfg: RatchetConfig, *, completed: bool = True) -> int:
+    """How many rounds of ``cfg``'s campaign its store holds (``completed``: only completed ones; 0 without a store or
+    such a campaign)."""
     if not Path(cfg.db).exists():
         return 0
     with connect(cfg.db, read_only=True) as con:
@@ -95,7 +96,7 @@ def completed_rounds(cfg: RatchetConfig) -> int:
         existing = campaign_by_name(con, cfg.campaign)
         if existing is None:
             return 0
-        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'"
+        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ?" + (" AND status = 'completed'" if completed else "")
         return con.execute(sql, [existing["campaign_id"]]).fetchone()[0]
 
 

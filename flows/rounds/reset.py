@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ratchet.flows.rounds.campaign import CampaignConflict, completed_rounds
+from ratchet.flows.rounds.campaign import CampaignConflict, stored_rounds
 from ratchet.loop.campaign.context import Ctx, campaign_id_of, now
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.db import connect, require_store, transaction
@@ -47,7 +47,7 @@ def reset_campaign(cfg: RatchetConfig, alive: Callable[[str | None], bool]) -> s
         CampaignConflict: the campaign completed a round (a reset would throw its history away), or one of its
             rounds is running in a live process.
     """
-    done = completed_rounds(cfg)
+    done = stored_rounds(cfg)
     if done:
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} has {done} completed round(s); --reset drops only a campaign that never "

@@ -1,9 +1,9 @@
 """The pilot's findings: what a few base-model samples say will waste a campaign's first round.
 
 Before a campaign's first round, ``ratchet run`` samples a few train prompts with the model that will generate
-(``ratchet.flows.rounds.pilot``), at the round's sampling settings but with a longer cap (``probe_cap``), so it
-can tell both what the round's cap cuts and which cap would fit. This module turns those samples and their
-verdicts into one line per problem; it generates nothing.
+(``ratchet.flows.rounds.pilot``), at the round's sampling settings and cap; when many are cut it samples them again
+with a longer cap (``probe_cap``) to see which cap would fit. This module turns those samples and their verdicts
+into one line per problem; it generates nothing.
 """
 
 from __future__ import annotations
@@ -15,28 +15,21 @@ from dataclasses import dataclass
 from ratchet.loop.generation.base import Completion
 from ratchet.loop.train.lengths import AUTO_FACTOR
 
-PROBE_FACTOR = 4  # the pilot samples up to 4 x the round's cap, so it sees how long a cut completion wanted to be
-PROBE_MAX_TOKENS = 512  # ... bounded, so a rambling model costs the pilot seconds, not minutes
+PROBE_FACTOR = 4  # cut completions are sampled again with up to 4 x the round's cap, to see how long they wanted to be
+PROBE_MAX_TOKENS = 512  # ... bounded: that second sample runs to its cap while any sequence rambles
 TRUNCATED_SHARE = 0.25  # warn when at least this share of the pilot's completions would be cut at the round's cap
 UNPARSED = ("no_answer", "parse_error", "ambiguous")  # verdict reasons that mean no answer could be read
 
 
 def probe_cap(cap: int) -> int:
-    """The pilot's completion cap, tokens: ``PROBE_FACTOR`` x the round's ``cap``, at most ``PROBE_MAX_TOKENS``
-    (never below ``cap``)."""
+    """The second sample's completion cap, tokens: ``PROBE_FACTOR`` x the round's ``cap``, at most
+    ``PROBE_MAX_TOKENS`` (never below ``cap``)."""
     return max(cap, min(PROBE_FACTOR * cap, PROBE_MAX_TOKENS))
 
 
-def cut_at(c: Completion, cap: int) -> bool:
-    """Whether the round's ``cap`` (tokens) cuts ``c``, a completion sampled with a cap >= ``cap``: it needed more
-    tokens, or exactly ``cap`` without stopping (``token_ids`` include the EOS of a completion that stopped)."""
-    n = len(c.token_ids)
-    return n > cap or (n == cap and c.finish_reason == "length")
-
-
-def fitting_cap(comps: Sequence[Completion], probe: int) -> int | None:
-    """A cap that cuts few completions: ``ceil(1.2 x P90)`` of their lengths (the 'auto' rule of
-    ``ratchet.loop.train.lengths``); None when more than 10% did not stop even at ``probe`` tokens."""
+def fitting_cap(comps: Sequence[Completion]) -> int | None:
+    """A cap that cuts few of ``comps``: ``ceil(1.2 x P90)`` of their lengths (the 'auto' rule of
+    ``ratchet.loop.train.lengths``); None when more than 10% did not stop within the cap they were sampled with."""
     lengths = sorted(len(c.token_ids) if c.finish_reason == "stop" else math.inf for c in comps)
     if not lengths:
         return None
@@ -50,17 +43,18 @@ class PilotResult:
 
     Attributes:
         prompts: train prompts sampled.
-        completions: the samples (``group_size`` per prompt), drawn with ``probe`` tokens at most.
-        texts: per completion, its text cut at ``cap`` tokens (what the round would verify).
-        correct: per completion, whether its text cut at ``cap`` tokens verified correct.
-        reasons: per completion, the verdict reason at ``cap`` (``ratchet.verifiers.verdict.REASONS``).
-        cap: the round's completion cap, tokens; probe: the pilot's.
+        completions: the samples (``group_size`` per prompt) at the round's cap.
+        probe_completions: the same prompts sampled with ``probe`` tokens at most (``completions`` itself when
+            ``probe == cap``: few were cut, no second sample).
+        correct: per completion, whether it verified correct.
+        reasons: per completion, the verdict reason (``ratchet.verifiers.verdict.REASONS``).
+        cap: the round's completion cap, tokens; probe: the second sample's.
         algorithm: the round's (rft, grpo); auto: whether ``generation.max_new_tokens`` is 'auto'.
     """
 
     prompts: int
     completions: Sequence[Completion]
-    texts: Sequence[str]
+    probe_completions: Sequence[Completion]
     correct: Sequence[bool]
     reasons: Sequence[str]
     cap: int
@@ -71,7 +65,7 @@ class PilotResult:
     def summary(self) -> str:
         """One line: what was sampled and how it scored."""
         n = len(self.completions)
-        cut = sum(cut_at(c, self.cap) for c in self.completions)
+        cut = sum(c.finish_reason == "length" for c in self.completions)
         return (
             f"pilot: {self.prompts} train prompt(s) x {n // max(self.prompts, 1)} samples of the base model: "
             f"{sum(self.correct)}/{n} verified correct, {cut}/{n} cut at max_new_tokens = {self.cap}"
@@ -83,9 +77,9 @@ class PilotResult:
         n, out = len(self.completions), []
         if not n:
             return out
-        cut = sum(cut_at(c, self.cap) for c in self.completions)
+        cut = sum(c.finish_reason == "length" for c in self.completions)
         if cut / n >= TRUNCATED_SHARE:
-            fit = fitting_cap(self.completions, self.probe)
+            fit = fitting_cap(self.probe_completions) if self.probe > self.cap else None
             key = "generation.max_new_tokens_min" if self.auto else "generation.max_new_tokens"
             advice = f"set {key} = {fit}" if fit is not None else f"they run past {self.probe} tokens: raise {key} a lot"
             out.append(
@@ -99,7 +93,7 @@ class PilotResult:
                 "raise group_size, add easier prompts, or use a teacher (generation.teacher)"
             )
         if all(r in UNPARSED for r in self.reasons):
-            example = self.texts[0].strip()[:80]
+            example = self.completions[0].text.strip()[:80]
             out.append(
                 f"pilot: none of the {n} completions has a parseable answer (e.g. {example!r}); check the system prompt "
                 "and few-shot examples ask for the answer in the form the verifier reads (docs/tasks.md)"

@@ -20,9 +20,7 @@ import pytest
 if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment must run this test, not skip it
 else:
-    pytest.importorskip(
-        "vllm", reason="needs vLLM in its own venv (docs/devices.md; CI: .venv-vllm-ci in .ci/run)"
-    )
+    pytest.importorskip("vllm", reason="needs vLLM in its own venv (docs/devices.md; CI: .venv-vllm-ci in .ci/run)")
 
 from ratchet.store.db import query  # noqa: E402
 from tests.e2e.test_real_round import counts, ratchet  # noqa: E402

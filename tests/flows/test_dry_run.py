@@ -33,28 +33,25 @@ def test_dry_run_checks_and_writes_nothing(tmp_path, smollm2_dir):
 
 
 def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
-    """Issue 24, finding 2: before the first round, a few base-model samples at the round's settings say, one line
-    each, that its cap cuts the completions (and which cap fits) and that nothing would be right to train on.
-    The tiny model answers every question 'Answer: 7' (~5 tokens); no gold here is 7; the cap is 3 tokens."""
+    """Issue 24, finding 2: before the first round, a few samples of the base model at the round's settings say, one
+    line each, what would waste the round: here nothing would be right to train on. The tiny model answers every
+    question 'Answer: 7' and no gold here is 7. (Cut completions, the cap that fits and unreadable answers:
+    tests/loop/train/test_pilot.py; the second, longer sample would cost this test another worker process.)"""
     import json
 
     tasks = tmp_path / "t.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
     cfg = tmp_path / "r.toml"
-    body = (
+    cfg.write_text(
         f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
-        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\ntrain_prompts_per_round = 8\n'
-        "[generation]\nmax_new_tokens = 3\ngroup_size = 2\n[gate]\nmax_no_answer_rate = 1.0\n"
+        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
+        "train_prompts_per_round = 8\n[generation]\nmax_new_tokens = 12\ngroup_size = 2\n[preflight]\npilot_prompts = 2\n"
     )
-    cfg.write_text(body + "[preflight]\npilot_prompts = 2\n")
     r = runner.invoke(app, ["check", "--config", str(cfg)])
     assert r.exit_code == 0 and "passed every preflight check (store, model, tasks, lengths, disk, gate, pilot)" in r.stdout
     assert (
-        "pilot: 2 train prompt(s) x 2 samples of the base model: 0/4 verified correct, 4/4 cut at max_new_tokens = 3" in r.stderr
+        "pilot: 2 train prompt(s) x 2 samples of the base model: 0/4 verified correct, 0/4 cut at max_new_tokens = 12" in r.stderr
     )
-    cut = next(line for line in r.stderr.splitlines() if "completions are cut" in line)
-    fit = int(cut.split("set generation.max_new_tokens = ")[1].split()[0])
-    assert 3 < fit <= 12, cut  # 1.2 x the ~5-10 tokens 'Answer: 7' and its EOS take
     assert "RFT will have nothing to train on: raise group_size, add easier prompts, or use a teacher" in r.stderr
-    assert "none of the 4 completions has a parseable answer (e.g. 'Answer:')" in r.stderr  # 'Answer: 7' cut at 3 tokens
+    assert "completions are cut" not in r.stderr and "parseable" not in r.stderr  # 'Answer: 7' fits and is read
     assert not (tmp_path / "r.duckdb").exists()  # the pilot writes nothing either

@@ -1,43 +1,40 @@
 """The pilot's findings from hand-made samples (issue 24: what will waste the night, one line each)."""
 
 from ratchet.loop.generation.base import Completion
-from ratchet.loop.train.pilot import PilotResult, cut_at, fitting_cap, probe_cap
+from ratchet.loop.train.pilot import PilotResult, fitting_cap, probe_cap
 
 EOS = 2
 
 
 def comp(n_tokens: int, stopped: bool, text: str = "Answer: 5") -> Completion:
-    """A completion of ``n_tokens`` tokens (its last one EOS when it ``stopped``)."""
+    """A completion of ``n_tokens`` tokens (its last one EOS when it ``stopped``, else cut at the cap)."""
     ids = tuple([5] * (n_tokens - 1) + [EOS if stopped else 5])
     return Completion(0, 0, text, ids, 10, "stop" if stopped else "length")
 
 
-def result(comps, correct, reasons, cap=32, algorithm="rft", auto=False) -> PilotResult:
-    return PilotResult(1, comps, [c.text for c in comps], correct, reasons, cap, probe_cap(cap), algorithm, auto)
+def result(comps, correct, reasons, probe_comps=None, cap=32, algorithm="rft", auto=False) -> PilotResult:
+    probe = probe_cap(cap) if probe_comps is not None else cap
+    return PilotResult(1, comps, probe_comps or comps, correct, reasons, cap, probe, algorithm, auto)
 
 
-def test_cut_at_the_rounds_cap():
-    assert not cut_at(comp(32, stopped=True), 32)  # EOS is the 32nd token: it fits
-    assert cut_at(comp(33, stopped=True), 32) and cut_at(comp(32, stopped=False), 32)
+def test_probe_cap_and_the_cap_that_fits():
     assert probe_cap(32) == 128 and probe_cap(256) == 512 and probe_cap(600) == 600
-
-
-def test_fitting_cap_is_the_auto_rule_on_what_stopped():
-    assert fitting_cap([comp(n, True) for n in (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)], 128) == 108  # 1.2 x P90 90
-    assert fitting_cap([comp(128, False)] * 2 + [comp(10, True)] * 8, 128) is None  # 20% never stopped
+    assert fitting_cap([comp(n, True) for n in (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)]) == 108  # 1.2 x P90 (90)
+    assert fitting_cap([comp(128, False)] * 2 + [comp(10, True)] * 8) is None  # 20% never stopped
 
 
 def test_cut_completions_name_a_cap_that_fits():
-    comps = [comp(90, True)] * 4
-    w = result(comps, [True] * 4, ["ok"] * 4).warnings()
-    assert w == [
+    cut, longer = [comp(32, False)] * 4, [comp(90, True)] * 4
+    w = result(cut, [False] * 4, ["wrong"] * 4, probe_comps=longer).warnings()
+    assert w[0] == (
         "pilot: 4/4 completions are cut at max_new_tokens = 32 (truncated answers verify as wrong); "
         "set generation.max_new_tokens = 108 (and sft.max_seq_len to match)"
-    ]
-    w = result(comps, [True] * 4, ["ok"] * 4, auto=True).warnings()
-    assert "set generation.max_new_tokens_min = 108" in w[0]
-    assert "raise generation.max_new_tokens a lot" in result([comp(128, False)] * 4, [True] * 4, ["ok"] * 4).warnings()[0]
-    assert result([comp(90, True)] + [comp(8, True)] * 4, [True] * 5, ["ok"] * 5).warnings() == []  # 1 in 5 cut: < 25%
+    )
+    w = result(cut, [True] * 4, ["ok"] * 4, probe_comps=longer, auto=True).warnings()
+    assert w == [w[0]] and "set generation.max_new_tokens_min = 108" in w[0]
+    w = result(cut, [True] * 4, ["ok"] * 4, probe_comps=[comp(128, False)] * 4).warnings()
+    assert "they run past 128 tokens: raise generation.max_new_tokens a lot" in w[0]
+    assert result([comp(32, False)] + [comp(8, True)] * 4, [True] * 5, ["ok"] * 5).warnings() == []  # 1 in 5 cut: < 25%
 
 
 def test_nothing_right_and_nothing_parseable():
