@@ -138,8 +138,13 @@ def _pilot(cfg) -> list[str]:
 
     if not cfg.preflight.pilot or stored_rounds(cfg, completed=False):
         return []
-    with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
-        res = run_pilot(cfg)
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}  # stops its worker too
+    try:
+        with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
+            res = run_pilot(cfg)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if res is None:
         return []
     err.print(res.summary(), highlight=False, soft_wrap=True)
