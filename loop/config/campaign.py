@@ -60,7 +60,7 @@ class RatchetConfig(_Frozen):
         description="Which start of this campaign name the store holds: 0, or one more per `ratchet run --reset` "
         "(which retires a start that never completed a round). Ratchet sets it from the store on every run; a value "
         "written here is replaced.",
-        json_schema_extra=identity("run"),
+        json_schema_extra={**identity("run"), "set_by_ratchet": True},  # `ratchet init` writes it commented out
     )
     max_rounds: int | None = Field(
         None,
