@@ -95,7 +95,7 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
             out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see {page})", ""]
             continue
         set_by_ratchet = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("set_by_ratchet")
-        out.append(f"# {name} =" if value is None else f"{'# ' if set_by_ratchet else ''}{name} = {toml_value(value)}")
+        out.append(f"# {name} =" if value is None or set_by_ratchet else f"{name} = {toml_value(value)}")
         out.append("")
     return out
 
