@@ -154,6 +154,21 @@ def campaign_state(
     return CampaignState(campaign_id, base[0], incumbent, vals, trailing, halted, done, paused)
 
 
+def campaign_ids(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The id of every campaign in the store (retired ones included)."""
+    return {r[0] for r in con.execute("SELECT campaign_id FROM campaigns").fetchall()}
+
+
+def retire_campaign(con: duckdb.DuckDBPyConnection, campaign_id: str, new_name: str, finished_at) -> None:
+    """Rename a campaign that never completed a round to ``new_name`` (its rows stay, under their ids) and mark its
+    rounds left ``running`` as ``crashed``, so the name can start afresh under another id (``ratchet run --reset``)."""
+    con.execute("UPDATE campaigns SET name = ? WHERE campaign_id = ?", [new_name, campaign_id])
+    con.execute(
+        "UPDATE rounds SET status = 'crashed', finished_at = coalesce(finished_at, ?) WHERE campaign_id = ? AND status = 'running'",
+        [finished_at, campaign_id],
+    )
+
+
 def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
     row = con.execute("SELECT campaign_id, base_checkpoint_id, config_json FROM campaigns WHERE name = ?", [name]).fetchone()
     return None if row is None else {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": json.loads(row[2])}

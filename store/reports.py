@@ -56,12 +56,23 @@ def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
     ).fetchone()[0]
     owner = "r.owner" if has_owner else "NULL"  # a store from before owners were recorded (read-only: not migrated here)
     rounds = _rows(
-        con.execute(f"""SELECT c.name AS campaign, r.round_index, r.status, {owner} AS owner, g.decision, g.reason,
+        con.execute(f"""SELECT c.name AS campaign, r.round_id, r.round_index, r.status, {owner} AS owner, g.decision, g.reason,
                                          g.candidate_pass1, g.incumbent_pass1
                                   FROM rounds r JOIN campaigns c USING (campaign_id) LEFT JOIN gate_decisions g USING (round_id)
                                   ORDER BY c.name, r.round_index""")
     )
     return names, rounds
+
+
+def round_run_dirs(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """``{round_id: run dir}`` of the rounds whose manifest recorded the run dir they ran under."""
+    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'round_manifests'").fetchone()[0]
+    if not has:
+        return {}
+    rows = con.execute(
+        "SELECT round_id, json_extract_string(run_settings_json, '$.run_dir') FROM round_manifests WHERE run_settings_json IS NOT NULL"
+    ).fetchall()
+    return {rid: d for rid, d in rows if d}
 
 
 ROLLOUT_METRICS_SQL = f"""

@@ -214,7 +214,7 @@ class GateDecision(SQLModel, table=True):
     campaign_id: str
     candidate_checkpoint_id: str | None
     incumbent_checkpoint_id: str
-    decision: str = Field(description="promote | reject | halt")
+    decision: str = Field(description="promote | reject | halt | no_candidate (the round trained nothing: no candidate to judge)")
     reason: str
     candidate_pass1: float | None = _dbl(default=None)
     incumbent_pass1: float = _dbl()
@@ -293,7 +293,9 @@ class RoundManifest(SQLModel, table=True):
     config_hash: str = Field(description="sha256 of the campaign settings JSON")
     prompt_template_hash: str = Field(description="sha256 of the system prompt, few-shot setting and chat template")
     verifier_versions_json: str
-    run_settings_json: str | None = Field(None, description="max_rounds and the schedule this round ran under (JSON)")
+    run_settings_json: str | None = Field(
+        None, description="max_rounds, the schedule and the run dir this round ran under (JSON)"
+    )
     created_at: datetime
 
 

@@ -1,4 +1,4 @@
-"""The round and store commands of ``ratchet``: demo, run, status, report, sql, model pull, reverify, audit."""
+"""The round and store commands of ``ratchet``: demo, run, check, status, report, sql, model pull, reverify, audit."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import json
 import logging
 import os
 import signal
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table, safe
 from ratchet.flows.settings import configure_prefect
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
@@ -43,27 +45,66 @@ class RichReporter:
         self.progress.console.print(text)
 
 
-def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
+class PlainReporter:
+    """For output that is not a terminal (a cron job's log file): one timestamped line per stage start and end, and
+    per progress bar its start, its end and at most one line a minute in between, printed as they happen."""
+
+    EVERY_S = 60.0
+
+    def __init__(self, out: PlainConsole) -> None:
+        self.out, self.last = out, {}
+
+    def update(self, key: str, description: str, done: float, total: float) -> None:
+        now = time.monotonic()
+        first, finished = key not in self.last, total > 0 and done >= total
+        if first or (finished and self.last[key] is not None) or (self.last[key] and now - self.last[key] >= self.EVERY_S):
+            self.message(f"{description}: {int(done)}/{int(total)}" + (" done" if finished else ""))
+            self.last[key] = None if finished else now
+
+    def message(self, text: str) -> None:
+        self.out.print(f"{datetime.now().astimezone().isoformat(timespec='seconds')} {text}", highlight=False, soft_wrap=True)
+
+
+def cli_reporter(progress: Progress) -> RichReporter | PlainReporter:
+    """Live bars on a terminal; plain timestamped lines as things happen when the output is a file or a pipe (cron),
+    instead of nothing for minutes and then every bar at once. Make ``progress`` with ``disable=not
+    console.is_terminal``."""
+    return RichReporter(progress) if console.is_terminal else PlainReporter(console)
+
+
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False) -> None:
     """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
-    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir)."""
-    from ratchet.flows.daemon.service import check_schedule
+    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir); ``reset``: first
+    retire the campaign's start in the store if it never completed a round (``ratchet.flows.rounds.reset``)."""
+    from ratchet.flows.daemon.service import check_schedule, owner_alive
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
+    if reset and dry_run:
+        fail("--reset changes the store and --dry-run writes nothing; run `ratchet run --reset` without --dry-run")
     try:
         check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
+        cfg = with_campaign_epoch(cfg)  # which start of the campaign name the store holds
+        if reset:
+            done = reset_campaign(cfg, owner_alive)
+            console.print(done or f"reset: no campaign {cfg.campaign!r} in {cfg.db}; nothing to reset", highlight=False)
+            cfg = with_campaign_epoch(cfg)
         with console.status("checking the store, the model and the tasks…"):
             warnings = preflight(cfg, dry_run=dry_run)
+        warnings += _pilot(cfg)
     except known_errors() as e:
         fail(str(e))
     for w in warnings:
         err.print(f"warning: {w}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(
-            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate); "
+            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate"
+            f"{', pilot' if cfg.preflight.pilot else ''}); "
             f"nothing was written",
             highlight=False,
+            soft_wrap=True,
         )
         return
     path = save_config(cfg)
@@ -74,8 +115,8 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).addFilter(_quiet_termination)
     try:
-        with Progress(*cols, console=console, transient=False) as progress:
-            set_reporter(RichReporter(progress))
+        with Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
+            set_reporter(cli_reporter(progress))
             # --rounds N wins; an unlimited campaign (no max_rounds), like a scheduled run, does schedule.rounds_per_run
             if rounds is None and cfg.max_rounds is None:
                 rounds = cfg.schedule.rounds_per_run
@@ -87,6 +128,27 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print_rounds(cfg.db, cfg.campaign)
+
+
+def _pilot(cfg) -> list[str]:
+    """Before a campaign's first round (``[preflight] pilot``; not again once a round started, e.g. to resume it):
+    sample a few train prompts, print what was found, and return a warning line per problem that would waste the round."""
+    from ratchet.flows.rounds.campaign import stored_rounds
+    from ratchet.flows.rounds.pilot import run_pilot
+
+    if not cfg.preflight.pilot or stored_rounds(cfg, completed=False):
+        return []
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}  # stops its worker too
+    try:
+        with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
+            res = run_pilot(cfg)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if res is None:
+        return []
+    err.print(res.summary(), highlight=False, soft_wrap=True)
+    return res.warnings()
 
 
 STOP_GRACE_S = 8.0  # worker processes get this long to exit on SIGTERM before SIGKILL
@@ -208,16 +270,40 @@ def run(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Run every preflight check and stop: nothing is written to the store or the run dir."
     ),
+    reset: bool = typer.Option(
+        False,
+        "--reset",
+        help="Drop the campaign's start in the store first if it never completed a round (e.g. an interrupted trial), "
+        "so an edited config starts it afresh; refused once a round completed.",
+    ),
 ) -> None:
     """Run the campaign a config file describes (resumes where it stopped)."""
     configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), rounds, dry_run=dry_run, reset=reset)
+
+
+@app.command()
+def check(
+    config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Check a campaign config without starting a round: the same as `ratchet run --dry-run` (nothing is written)."""
+    configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), dry_run=True)
+
+
+def _load_run_config(config: Path, db: Path | None, campaign: str | None):
+    """The campaign config ``ratchet run`` and ``ratchet check`` take (exit 2 with the config's errors)."""
     from ratchet.loop.config import ConfigError, load_config
 
     try:
-        cfg = load_config(config, db=str(db) if db else None, campaign=campaign)
+        return load_config(config, db=str(db) if db else None, campaign=campaign)
     except ConfigError as e:
         fail(str(e))
-    _run(cfg, rounds, dry_run=dry_run)
 
 
 @app.command()
@@ -227,9 +313,10 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.flows.report.selection import selection_line, selection_rows
+    from ratchet.flows.rounds.progress import describe_stage, running_stage
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
-    from ratchet.store.reports import status_rows
+    from ratchet.store.reports import round_run_dirs, status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -241,11 +328,14 @@ def status(
             names, rounds = status_rows(con)
             control = campaign_controls(con, names)
             picked = {n: {r["round_index"]: r for r in selection_rows(con, n)} for n in names}
+            run_dirs = round_run_dirs(con)
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
         if r["status"] == "running" and not owner_alive(r["owner"]):
             r["status"] = "crashed"
+        run_dir = Path(run_dirs.get(r["round_id"]) or Path(db).with_suffix(".runs"))
+        r["stage"] = running_stage(run_dir / r["campaign"] / f"round-{r['round_index']}") if r["status"] == "running" else None
     from ratchet.flows.daemon.schedules import next_run_by_campaign
 
     configure_prefect()
@@ -260,6 +350,7 @@ def status(
                     {
                         "index": r["round_index"],
                         "state": r["status"],
+                        "stage": r["stage"],  # a running round's stage and its progress (None otherwise)
                         "decision": r["decision"],
                         "reason": r["reason"],
                         "candidate_pass1": r["candidate_pass1"],
@@ -280,7 +371,8 @@ def status(
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
-            values = [c["name"], r["index"], r["state"], r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
+            state = f"{r['state']} ({describe_stage(r['stage'])})" if r.get("stage") else r["state"]
+            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
@@ -337,7 +429,9 @@ def report(
 def sql(
     query_text: str = typer.Argument(..., metavar="QUERY", help="One read-only SQL query (SELECT, WITH, DESCRIBE, SHOW, ...)."),
     db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-    format: str = typer.Option("table", "--format", help="table | csv | json"),
+    format: str = typer.Option(
+        "table", "--format", help="table | csv | json | line (one 'column = value' per line, rows apart: for wide results)"
+    ),
     timeout_s: float = typer.Option(
         60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it reads snapshots and takes no lock)."
     ),
@@ -347,8 +441,8 @@ def sql(
 
     from ratchet.store.db import StoreError, query
 
-    if format not in ("table", "csv", "json"):
-        fail(f"--format {format!r} is not one of table, csv, json")
+    if format not in SQL_FORMATS:
+        fail(f"--format {format!r} is not one of {', '.join(SQL_FORMATS)}")
     try:
         cols, rows = query(db, query_text, timeout_s=timeout_s)
     except StoreError as e:
@@ -363,8 +457,12 @@ def _csv_value(v):
     return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
 
 
+SQL_FORMATS = ("table", "csv", "json", "line")
+
+
 def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
-    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON) or a plain table."""
+    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON), line (DuckDB's ``.mode line``: one
+    ``column = value`` per line, names right-aligned, a blank line between rows) or a plain table."""
     if fmt == "json":
         return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
     if fmt == "csv":
@@ -373,6 +471,13 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
         w.writerow(cols)
         w.writerows([_csv_value(v) for v in r] for r in rows)
         return buf.getvalue()
+    if fmt == "line":
+        width = max((len(c) for c in cols), default=0)
+        out = [
+            "\n".join(f"{c:>{width}} = {'NULL' if v is None else safe(_csv_value(v))}" for c, v in zip(cols, r)) + "\n"
+            for r in rows
+        ]
+        return "\n".join(out) + f"{'' if not rows else chr(10)}{len(rows)} row(s)\n"
     t = plain_table(*cols)
     for r in rows:
         t.add_row(*map(cell, r))

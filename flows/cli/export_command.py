@@ -93,7 +93,9 @@ def export(
         try:
             from datasets import Dataset
         except ImportError:
-            fail("--format hf needs the `datasets` package: pip install 'ratchet[export]' (or use --format parquet|jsonl)")
+            fail(
+                "--format hf needs the `datasets` package, a dependency of Ratchet missing here: pip install 'datasets>=5.2' (or use --format parquet|jsonl)"
+            )
 
         if out.exists():
             fail(f"--out {out} exists; pass a new folder for --format hf")

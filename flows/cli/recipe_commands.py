@@ -112,17 +112,19 @@ def _run_point(cfg, i: int, n: int) -> str:
     """Run one grid point's campaign to its end; ``"completed"`` or ``"failed: <why>"`` (the sweep goes on)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ratchet.flows.cli.commands import RichReporter
+    from ratchet.flows.cli.commands import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.flows.rounds.reset import with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
     console.print(Text(safe(f"({i}/{n}) campaign {cfg.campaign}"), style="bold"))
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
+        cfg = with_campaign_epoch(cfg)
         preflight(cfg)
-        with Progress(*cols, console=console, transient=False) as progress:
-            set_reporter(RichReporter(progress))
+        with Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
+            set_reporter(cli_reporter(progress))
             run_campaign(save_config(cfg))
     except known_errors() as e:
         err.print(f"campaign {cfg.campaign} failed: {e}", highlight=False, soft_wrap=True)

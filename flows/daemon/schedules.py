@@ -247,6 +247,56 @@ def next_run_by_campaign(timeout_s: float = 1.0) -> dict[str, str]:
         return {}
 
 
+IN_FLIGHT = ("RUNNING", "PENDING", "CANCELLING")
+
+
+def skip_ticks(client, deployment_ids: list, horizon_s: float) -> list[tuple[str, str, str]]:
+    """Delete every Scheduled run due within ``horizon_s`` seconds of a deployment whose previous run is still in
+    flight (Running, Pending, Cancelling), before the runner picks it up: a tick during a running round is skipped,
+    not turned into a Cancelled flow run. A run a person asked for (``ratchet schedule run-now``) stays, and the
+    deployment's concurrency limit cancels it in plain view.
+
+    Returns ``(deployment id, skipped run's expected start as ISO text, the in-flight run's id)`` per deleted run.
+    """
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterExpectedStartTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    if not deployment_ids:
+        return []
+    busy = client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=deployment_ids)),
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType[s] for s in IN_FLIGHT]))
+        ),
+        limit=200,
+    )
+    running = {r.deployment_id: str(r.id) for r in busy}
+    if not running:
+        return []
+    due = client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=list(running))),
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])),
+            expected_start_time=FlowRunFilterExpectedStartTime(before_=datetime.now(UTC) + timedelta(seconds=horizon_s)),
+        ),
+        limit=200,
+    )
+    out = []
+    for r in due:
+        if "run-now" in r.tags:
+            continue
+        client.delete_flow_run(r.id)
+        out.append((str(r.deployment_id), _iso(r.expected_start_time) or "now", running[r.deployment_id]))
+    return out
+
+
 def catch_up(client, served: dict[str, dict], catch_up_runs: dict[str, int]) -> dict[str, dict]:
     """On start, after the deployments are registered: delete every Scheduled (or Late) run of a served campaign
     that is past due or carries parameters other than the deployment's (left by an earlier daemon or config),

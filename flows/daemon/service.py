@@ -216,12 +216,14 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``ratchet.flows.rounds.campaign.preflight``.
     """
     from ratchet.flows.rounds.campaign import preflight
+    from ratchet.flows.rounds.reset import with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
     out = []
     for cfg in dcfg.campaigns:
         check_schedule(cfg)
         cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
+        cfg = with_campaign_epoch(cfg)
         preflight(cfg)
         out.append((cfg, save_config(cfg)))
     return out
@@ -249,7 +251,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     from ratchet.flows.daemon.schedules import TAG, describe, prefect_schedule
     from ratchet.flows.rounds.campaign import campaign as campaign_flow
 
-    runner = Runner(name="ratchet-up", pause_on_shutdown=False)
+    runner = Runner(name="ratchet-up", pause_on_shutdown=False, prefetch_seconds=RUNNER_PREFETCH_S)
     registering = True
     loop = asyncio.get_running_loop()
 
@@ -276,7 +278,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_signal)  # closing the terminal stops the daemon as SIGTERM does, never kills it
-    served = {}
+    served, deployments = {}, {}
     for cfg, path in campaigns:
         # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
         served[cfg.campaign] = {"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run}
@@ -288,10 +290,11 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
             tags=[TAG],
             description=f"Ratchet campaign {cfg.campaign}: {cfg.schedule.rounds_per_run} round(s) per run, "
             f"max_rounds={cfg.max_rounds or 'unlimited'}, store {cfg.db}",
-            # one run of a campaign at a time: a tick that fires while the previous run is still going is cancelled
+            # one run of a campaign at a time: a tick during a running round is skipped (_skip_ticks_forever); a
+            # run-now while one runs is cancelled by this limit
             concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
         )
-        await runner.aadd_deployment(dep)
+        deployments[str(await runner.aadd_deployment(dep))] = cfg.campaign
         logger.warning("serving campaign %s: %s", cfg.campaign, describe(dep.schedules[0]) if dep.schedules else "no schedule")
     if stop_signals:  # a signal arrived while registering
         return
@@ -310,7 +313,41 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     registering = False
     if stop_signals:  # a signal arrived while catching up: stop() saw `registering` and left it to us
         return
-    await runner.start()
+    guard = asyncio.create_task(_skip_ticks_forever(deployments))  # before the runner's first poll, faster than its polls
+    try:
+        await runner.start()
+    finally:
+        guard.cancel()
+
+
+RUNNER_PREFETCH_S = 10.0  # the runner picks a scheduled run up this long before it is due (Prefect's default)
+TICK_POLL_S = 2.0  # how often the daemon looks for a tick that would collide with a running round
+TICK_HORIZON_S = RUNNER_PREFETCH_S + 3 * TICK_POLL_S  # ahead of the runner, so it never sees a colliding tick
+
+
+async def _skip_ticks_forever(names: dict[str, str]) -> None:
+    """Skip, one log line each, the scheduled ticks of a campaign whose previous run is still going
+    (``ratchet.flows.daemon.schedules.skip_ticks``); an API error is logged and the next pass tries again."""
+    import httpx
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import PrefectException
+
+    from ratchet.flows.daemon.schedules import skip_ticks
+
+    def once() -> list[tuple[str, str, str]]:
+        with get_client(sync_client=True) as client:
+            return skip_ticks(client, list(names), TICK_HORIZON_S)
+
+    while True:
+        try:
+            for dep, due, running in await asyncio.to_thread(once):
+                logger.warning(
+                    "campaign %s: skipped the run scheduled for %s: its previous run (flow run %s) is still going",
+                    names.get(dep, dep), due, running,
+                )  # fmt: skip
+        except (httpx.HTTPError, PrefectException) as e:
+            logger.warning("could not check for ticks during a running round (%s); trying again", e)
+        await asyncio.sleep(TICK_POLL_S)
 
 
 def _catch_up(served: dict[str, dict], catch_up_runs: dict[str, int]) -> dict[str, dict]:

@@ -39,7 +39,7 @@ from ratchet.store.reports import (
 )
 
 PLOT_NAME = "heldout_pass1.png"
-DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728"}
+DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728", "no_candidate": "#7f7f7f"}
 
 
 class ReportError(ValueError):
@@ -206,7 +206,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
  table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
  th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
  th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
- .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; }
+ .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; } .no_candidate { color: #7f7f7f; }
  .halt, .failed, .crashed { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
  details { margin: 0.3em 0 1em; } summary { cursor: pointer; font-weight: 600; }
 </style></head><body>

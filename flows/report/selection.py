@@ -7,8 +7,8 @@ rates (``round_prompts.estimate``, ``tasks.selection``).
 
 from __future__ import annotations
 
-from ratchet.loop.campaign.context import campaign_id_of
 from ratchet.loop.tasks.selection import histogram
+from ratchet.store.queries import campaign_by_name
 from ratchet.store.selection import round_selection
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
@@ -19,8 +19,11 @@ def selection_rows(con, campaign: str) -> list[dict]:
     """``round_selection`` rows of ``campaign`` with ``zero_variance_share`` (of groups), ``zero_variance_token_share``
     (of rollout tokens) and ``pass_rate_histogram`` (counts of picked prompts' estimates in 5 bins of 0.2; empty for
     a round recorded before ``round_prompts``)."""
+    stored = campaign_by_name(con, campaign)  # by name: after `ratchet run --reset` the name's id is another
+    if stored is None:
+        return []
     out = []
-    for r in round_selection(con, campaign_id_of(campaign), VERIFIER_VERSION):
+    for r in round_selection(con, stored["campaign_id"], VERIFIER_VERSION):
         share = r["zero_variance_groups"] / r["groups"] if r["groups"] else None
         tshare = r["zero_variance_tokens"] / r["tokens"] if r["tokens"] else None
         hist = histogram(r["estimates"], BINS) if r["estimates"] else []

@@ -86,6 +86,20 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     return [warning] if warning else []
 
 
+def stored_rounds(cfg: RatchetConfig, *, completed: bool = True) -> int:
+    """How many rounds of ``cfg``'s campaign its store holds (``completed``: only completed ones; 0 without a store or
+    such a campaign)."""
+    if not Path(cfg.db).exists():
+        return 0
+    with connect(cfg.db, read_only=True) as con:
+        require_store(con, Path(cfg.db))
+        existing = campaign_by_name(con, cfg.campaign)
+        if existing is None:
+            return 0
+        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ?" + (" AND status = 'completed'" if completed else "")
+        return con.execute(sql, [existing["campaign_id"]]).fetchone()[0]
+
+
 def smallest_gating_set(ctx: Ctx) -> tuple[str, int]:
     """``(name, prompts)`` of the smallest eval set the gate decides on: an ``[[evals]]`` entry with role 'gate', a
     task source's share of the held-out set (several sources), or the whole held-out set."""
@@ -169,9 +183,16 @@ def _check_same_settings(con, cfg: RatchetConfig) -> None:
     changed = recorded_settings(con, existing["campaign_id"])
     diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
     if diff:
+        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'"
+        never = con.execute(sql, [existing["campaign_id"]]).fetchone()[0] == 0
         raise CampaignConflict(
             f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-            "use --campaign NEW_NAME, the original settings to continue it, or "
+            + (
+                "it never completed a round: `ratchet run --reset` drops it and starts over with these settings; or use "
+                if never
+                else "use "
+            )
+            + "--campaign NEW_NAME, the original settings to continue it, or "
             "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
         )
 
@@ -362,6 +383,27 @@ def _decide_candidate(
     return decided, set_rows
 
 
+NOTHING_TO_TRAIN = {
+    "rft": "no verified-correct trajectories to train on",
+    "grpo": "no group of rollouts with differing rewards to train on",
+}
+
+
+def no_candidate_decision(algorithm: str, consecutive_rejections: int, max_rejections: int) -> dict:
+    """The gate row's fields for a round that trained nothing: decision ``no_candidate`` (not a gate ``reject``: no
+    candidate was judged), or ``halt`` when it makes ``max_rejections`` rounds in a row without a promotion."""
+    halt = consecutive_rejections + 1 >= max_rejections
+    why = NOTHING_TO_TRAIN.get(algorithm, "nothing to train on")
+    return dict(
+        decision="halt" if halt else "no_candidate",
+        candidate_pass1=None,
+        delta=None,
+        p_value=None,
+        reason=f"no candidate: {why} (raise generation.group_size, add easier prompts, or use generation.teacher)"
+        + (f"; {consecutive_rejections + 1} rounds in a row without a promotion" if halt else ""),
+    )
+
+
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
     """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate.sets``); record promote /
@@ -397,15 +439,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             eval_set_id=es,
         )
         set_rows: list[dict] = []
-        if candidate is None:
-            halt = state.consecutive_rejections + 1 >= g.max_consecutive_rejections
-            row.update(
-                decision="halt" if halt else "reject",
-                candidate_pass1=None,
-                delta=None,
-                p_value=None,
-                reason="no candidate: no verified-correct trajectories to train on",
-            )
+        if candidate is None:  # nothing trained: no gate ran, and a run of such rounds halts like rejections do
+            row.update(no_candidate_decision(ctx.cfg.algorithm, state.consecutive_rejections, g.max_consecutive_rejections))
         else:
             decided, set_rows = _decide_candidate(
                 con, ctx, round_index, incumbent, candidate, state.consecutive_rejections, row["created_at"]

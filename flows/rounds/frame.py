@@ -17,6 +17,7 @@ store callbacks, all in one transaction. An exception inside the frame ingests n
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.progress import stage_ended, stage_started
 from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, read_marker, write_marker
 from ratchet.store.db import transaction
 from ratchet.store.ingest import ingest_parquet
@@ -76,10 +78,18 @@ def stage_frame(
     ctx = load_ctx(config_path, round_index, step)
     out = ctx.stage_dir(dir_name or stage)
     run = StageRun(ctx=ctx, out=out, log=run_logger(), timer=Timer(), marker=read_marker(out))
-    yield run
-    if run._ingests or run._on_commit:
-        with transaction(ctx.db) as con:
-            for table, files in run._ingests:
-                ingest_parquet(con, table, files)
-            for fn in run._on_commit:
-                fn(con)
+    label = f"round {round_index}: {stage}" + (f" (step {step + 1})" if step else "")
+    token = None if run.done else stage_started(out, label)  # a finished stage (resumed round) does no work: no lines
+    outcome = "failed"
+    try:
+        yield run
+        if run._ingests or run._on_commit:
+            with transaction(ctx.db) as con:
+                for table, files in run._ingests:
+                    ingest_parquet(con, table, files)
+                for fn in run._on_commit:
+                    fn(con)
+        outcome = f"done in {time.perf_counter() - run.timer.t0:.1f} s"
+    finally:
+        if token is not None:
+            stage_ended(token, label, outcome)

@@ -72,7 +72,7 @@ def apply_recorded_settings(config_path: str) -> str:
     if not Path(cfg.db).exists():
         return config_path
     with connect(cfg.db, read_only=True) as con:
-        changes = recorded_settings(con, campaign_id_of(cfg.campaign))
+        changes = recorded_settings(con, campaign_id_of(cfg.campaign, cfg.campaign_epoch))
     if not changes:
         return config_path
     effective = with_settings(cfg, changes)

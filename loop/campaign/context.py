@@ -41,8 +41,10 @@ def short_hash(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:16]
 
 
-def campaign_id_of(name: str) -> str:
-    return short_hash("campaign", name)
+def campaign_id_of(name: str, epoch: int = 0) -> str:
+    """The store id of campaign ``name``'s ``epoch``-th start (``campaign_epoch``: 0 unless ``ratchet run --reset``
+    retired earlier starts that never completed a round)."""
+    return short_hash("campaign", name) if epoch == 0 else short_hash("campaign", name, epoch)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Ctx:
 
     @property
     def campaign_id(self) -> str:
-        return campaign_id_of(self.cfg.campaign)
+        return campaign_id_of(self.cfg.campaign, self.cfg.campaign_epoch)
 
     @property
     def campaign_dir(self) -> Path:

@@ -66,7 +66,12 @@ def round_manifest(cfg: RatchetConfig, round_id: str, verifier_versions: dict[st
         prompt_template_hash=sha256_json(template),
         verifier_versions_json=json.dumps(verifier_versions, sort_keys=True),
         run_settings_json=json.dumps(
-            {"max_rounds": cfg.max_rounds, "rounds_per_run": cfg.schedule.rounds_per_run, "catch_up": cfg.schedule.catch_up}
+            {
+                "max_rounds": cfg.max_rounds,
+                "rounds_per_run": cfg.schedule.rounds_per_run,
+                "catch_up": cfg.schedule.catch_up,
+                "run_dir": str(cfg.resolved_run_dir().resolve()),  # where `ratchet status` finds a running stage's progress
+            }
         ),
     )
 

@@ -16,7 +16,14 @@ from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
 from ratchet.loop.config.generation import DEFAULT_MODEL, ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
 from ratchet.loop.config.loading import ConfigError, DaemonConfig, _validate, load_config, load_daemon_config
-from ratchet.loop.config.service import PrefectConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
+from ratchet.loop.config.service import (
+    PrefectConfig,
+    PreflightConfig,
+    RetentionConfig,
+    ScheduleConfig,
+    ServiceConfig,
+    TrackingConfig,
+)
 from ratchet.loop.config.tasks import EvalSetConfig, RecordFields, TaskConfig, TaskFormat, TaskSourceConfig
 from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
@@ -35,6 +42,7 @@ __all__ = [
     "IDENTITIES",
     "Identity",
     "ModelConfig",
+    "PreflightConfig",
     "PrefectConfig",
     "ROLLOUT_TEMPERATURE",
     "RatchetConfig",

@@ -11,7 +11,7 @@ from ratchet.loop.config.base import _Frozen, _merged, field_identity, identity
 from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
 from ratchet.loop.config.generation import ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
-from ratchet.loop.config.service import RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
+from ratchet.loop.config.service import PreflightConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
 from ratchet.loop.config.tasks import EvalSetConfig, TaskConfig
 from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
@@ -53,6 +53,14 @@ class RatchetConfig(_Frozen):
         description="Campaign name (letters, digits, '.', '_', '-'; it names a directory); rounds of one "
         "campaign share a held-out set and an incumbent.",
         json_schema_extra=identity("campaign"),
+    )
+    campaign_epoch: int = Field(
+        0,
+        ge=0,
+        description="Which start of this campaign name the store holds: 0, or one more per `ratchet run --reset` "
+        "(which retires a start that never completed a round). Ratchet sets it from the store on every run; a value "
+        "written here is replaced.",
+        json_schema_extra={**identity("run"), "set_by_ratchet": True},  # `ratchet init` writes it commented out
     )
     max_rounds: int | None = Field(
         None,
@@ -115,6 +123,11 @@ class RatchetConfig(_Frozen):
     )
     service: ServiceConfig = Field(
         ServiceConfig(), description="[service]: modes of the files the campaign creates.", json_schema_extra=identity("run")
+    )
+    preflight: PreflightConfig = Field(
+        PreflightConfig(),
+        description="[preflight]: the pilot `ratchet run` samples before the first round.",
+        json_schema_extra=identity("run"),
     )
     tracking: TrackingConfig = Field(
         TrackingConfig(), description="[tracking]: MLflow, TensorBoard, W&B sinks.", json_schema_extra=identity("run")

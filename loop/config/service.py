@@ -1,4 +1,5 @@
-"""Config of a campaign as a service: ``[schedule]``, ``[retention]``, ``[service]`` and the daemon's ``[prefect]`` server."""
+"""Config of a campaign as a service: ``[schedule]``, ``[retention]``, ``[service]``, ``[preflight]`` and the daemon's
+``[prefect]`` server."""
 
 from __future__ import annotations
 
@@ -71,6 +72,21 @@ class ServiceConfig(_Frozen):
         "database under `ratchet up`): 'private' 0600 files / 0700 folders (umask 077); 'group' 0640 / 0750 (umask 027), "
         "so users in the service's group can read the store (`ratchet sql`). CLI commands without a config: env "
         "RATCHET_FILE_MODE.",
+    )
+
+
+class PreflightConfig(_Frozen):
+    """What `ratchet run` checks before a campaign's first round (docs/commands.md); not part of its identity."""
+
+    pilot: bool = Field(
+        True,
+        description="Before a campaign's first round, `ratchet run` (and --dry-run, `ratchet check`) samples "
+        "pilot_prompts train prompts x group_size with the model that will generate, at the round's sampling settings, "
+        "and warns, one line each, about completions cut at max_new_tokens (with a cap that fits), a pass rate of 0 "
+        "(nothing to train on) and no parseable answer. false: skip it (tests, CI).",
+    )
+    pilot_prompts: int = Field(
+        4, ge=1, le=64, description="Train prompts the pilot samples (each group_size times); the first of round 1's draw."
     )
 
 

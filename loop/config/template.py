@@ -94,7 +94,8 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
             page = "docs/recipes.md" if name == "stages" else "docs/tasks.md"
             out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see {page})", ""]
             continue
-        out.append(f"# {name} =" if value is None else f"{name} = {toml_value(value)}")
+        set_by_ratchet = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("set_by_ratchet")
+        out.append(f"# {name} =" if value is None or set_by_ratchet else f"{name} = {toml_value(value)}")
         out.append("")
     return out
 

@@ -50,7 +50,7 @@ def assert_finished_round(db, out: str) -> None:
     assert c["verdicts"] == c["trajectories"]
     assert_lineage(db)
     (decision,) = query(db, "SELECT decision FROM gate_decisions")[1][0]
-    assert decision in ("promote", "reject", "halt")
+    assert decision in ("promote", "reject", "halt", "no_candidate")
     rows = query(
         db,
         """SELECT g.candidate_pass1, g.tolerance, e.value FROM gate_decisions g JOIN campaigns c USING (campaign_id)

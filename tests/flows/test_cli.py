@@ -57,6 +57,22 @@ def test_sql_csv_writes_nested_values_as_json(db):
     assert [json.loads(v) for v in row] == [{"a": 1, "b": 2}, [1, 2], {"x": "y"}, 3]
 
 
+def test_sql_line_mode_for_wide_results(db):
+    """Issue 24, finding 10: a wide row is unreadable squeezed into columns; line mode is DuckDB's `.mode line`."""
+    q = "SELECT prompt_id, question AS the_question, NULL AS nothing, [1, 2] AS l, 'a' || chr(27) AS esc FROM prompts ORDER BY 1"
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "line", q])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == (
+        "   prompt_id = p1\nthe_question = 1+1?\n     nothing = NULL\n           l = [1, 2]\n         esc = a\\x1b\n\n"
+        "   prompt_id = p2\nthe_question = 2+2?\n     nothing = NULL\n           l = [1, 2]\n         esc = a\\x1b\n\n"
+        "2 row(s)\n"
+    )
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "line", "SELECT * FROM prompts WHERE false"])
+    assert r.exit_code == 0 and r.stdout == "0 row(s)\n"
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "wide", q])
+    assert r.exit_code == 2 and "not one of table, csv, json, line" in r.stderr
+
+
 def test_sql_is_read_only(db):
     r = runner.invoke(app, ["sql", "--db", str(db), "DELETE FROM prompts"])
     assert r.exit_code == 2 and "read-only" in r.stderr.lower()

@@ -223,3 +223,34 @@ def test_catch_up_removes_left_over_runs_and_starts_at_most_one(prefect_harness)
         left = [r for r in client.read_flow_runs() if r.deployment_id == dep_id and r.state.type.value == "SCHEDULED"]
         assert {str(r.id) for r in left} - {str(future_new.id)} and str(future_old.id) not in {str(r.id) for r in left}
         assert all(dict(r.parameters) == new for r in left) and len(left) == 2  # the catch-up run and tomorrow's
+
+
+def test_a_tick_during_a_running_round_is_skipped_without_a_flow_run(prefect_harness):
+    """Issue 24, finding 10: a scheduled tick while the campaign's previous run is still going is deleted before the
+    runner sees it (no Cancelled run per tick); a later tick, another campaign's and a person's run-now stay."""
+    from datetime import timedelta
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running, Scheduled
+
+    from ratchet.flows.daemon.schedules import TAG, skip_ticks
+
+    @flow(name="tick-probe")
+    def probe(config_path: str = "", campaign_name: str = "", rounds: int = 1):
+        pass
+
+    busy, idle = (probe.to_deployment(name=n, tags=[TAG]).apply() for n in ("busy", "idle"))
+    now = datetime.now(UTC)
+    with get_client(sync_client=True) as client:
+        running = client.create_flow_run_from_deployment(busy, state=Running())
+        tick = client.create_flow_run_from_deployment(busy, state=Scheduled(scheduled_time=now + timedelta(seconds=5)))
+        later = client.create_flow_run_from_deployment(busy, state=Scheduled(scheduled_time=now + timedelta(hours=1)))
+        asked = client.create_flow_run_from_deployment(busy, tags=[TAG, "run-now"])
+        other = client.create_flow_run_from_deployment(idle, state=Scheduled(scheduled_time=now + timedelta(seconds=5)))
+        skipped = skip_ticks(client, [busy, idle], horizon_s=16)
+        assert [(d, r) for d, _, r in skipped] == [(str(busy), str(running.id))]
+        left = {r.id for r in client.read_flow_runs() if r.deployment_id in (busy, idle)}
+        assert tick.id not in left and {running.id, later.id, asked.id, other.id} <= left
+        assert not [r for r in client.read_flow_runs() if r.deployment_id == busy and r.state.type.value == "CANCELLED"]
+        assert skip_ticks(client, [idle], horizon_s=16) == []  # nothing in flight there

@@ -92,7 +92,7 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
     ctx = load_ctx(tiny_config)
     db = ctx.db
     assert [d["round"] for d in decisions] == [1, 2]
-    assert all(d["decision"] in ("promote", "reject", "halt") for d in decisions)
+    assert all(d["decision"] in ("promote", "reject", "halt", "no_candidate") for d in decisions)
     c = counts(db)
     assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
     assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 8 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
@@ -188,7 +188,7 @@ def test_grpo_round_trains_on_whole_groups(prefect_harness, tiny_config):
         tiny_config, "tiny-grpo", mini_batch_size=12, micro_batch_size=6, lr=1e-4, ppo_epochs=2, steps_per_round=1
     )
     db = ctx.db
-    assert decisions[0]["decision"] in ("promote", "reject", "halt")
+    assert decisions[0]["decision"] in ("promote", "reject", "halt", "no_candidate")
     ((algo, n, metrics),) = query(db, "SELECT algorithm, num_examples, metrics_json FROM training_runs")[1]
     m = json.loads(metrics)
     assert algo == "grpo" and n == 24 and len(m["steps"]) == 2 * 2  # ppo_epochs x (24 / 12) optimizer steps
@@ -220,7 +220,7 @@ def test_grpo_round_with_on_policy_steps(prefect_harness, tiny_config):
     for (k, inp, out), (k2, inp2, _) in zip(runs, runs[1:]):
         assert inp2 == out and sampled_by[k2] == out
     assert query(db, "SELECT candidate_checkpoint_id FROM gate_decisions")[1][0][0] == runs[-1][2]
-    assert decisions[0]["decision"] in ("promote", "reject", "halt")
+    assert decisions[0]["decision"] in ("promote", "reject", "halt", "no_candidate")
     assert not list(ctx.campaign_dir.rglob("optimizer.pt"))  # AdamW moments dropped once the round trained
     for what in GRPO_LINEAGE:
         assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what

@@ -15,9 +15,7 @@ import torch
 if os.environ.get("RATCHET_REQUIRE_VLLM"):
     import vllm  # noqa: F401 - the vLLM CI environment (.ci/run) must run these tests, not skip them
 else:
-    pytest.importorskip(
-        "vllm", reason="needs vLLM in its own venv (README 'Devices, worker processes and vLLM'; CI: .venv-vllm-ci in .ci/run)"
-    )
+    pytest.importorskip("vllm", reason="needs vLLM in its own venv (docs/devices.md; CI: .venv-vllm-ci in .ci/run)")
 
 from ratchet.loop.generation.base import SamplingParams  # noqa: E402
 from ratchet.loop.generation.transformers_backend import TransformersBackend  # noqa: E402

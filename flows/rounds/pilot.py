@@ -1,0 +1,93 @@
+"""The pilot ``ratchet run`` samples before a campaign's first round (``[preflight] pilot``).
+
+A few of round 1's train prompts, ``group_size`` samples each, from the model that will generate (the base, or
+``generation.teacher``), through the same device pool as a round's generate stage and at its sampling settings and
+cap, verified as the round would. Only when many are cut at the cap does it sample them once more with a longer cap
+(``ratchet.loop.train.pilot.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
+small generate. Nothing is written to the store or the run dir (the pool's shard files go to a temporary folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+from ratchet.common.seeds import derive_seed
+from ratchet.flows.compute import pool
+from ratchet.flows.rounds.curriculum_setup import stage_contexts
+from ratchet.flows.rounds.stages import prompt_rows
+from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.checkpoints import resolve_model
+from ratchet.loop.config import RatchetConfig
+from ratchet.loop.evaluation.scoring import score_items
+from ratchet.loop.generation.base import Completion, SamplingParams
+from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.train.lengths import round_max_new_tokens
+from ratchet.loop.train.pilot import TRUNCATED_SHARE, PilotResult, probe_cap
+
+logger = logging.getLogger(__name__)
+
+
+def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
+    """Sample and score the pilot of ``cfg``'s first round; None when that round samples nothing (a cold-start sft
+    stage trains on reference solutions).
+
+    Raises:
+        StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.pool.generate``).
+    """
+    ctx = stage_contexts(cfg)[0]
+    if ctx.cfg.algorithm == "sft":
+        return None
+    prompts = ctx.train_prompts()[: cfg.preflight.pilot_prompts]
+    cap = round_max_new_tokens(ctx.cfg, None)  # round 1's cap ('auto': its minimum)
+    model = resolve_model(ctx.cfg.generation.teacher or ctx.cfg.model.name_or_path)
+    with tempfile.TemporaryDirectory(prefix="ratchet-pilot-") as tmp:
+        comps, rows = _sample(ctx, model, prompts, cap, Path(tmp) / "cap")
+        cut = sum(c.finish_reason == "length" for c in comps)
+        probe, longer = cap, comps
+        if comps and cut / len(comps) >= TRUNCATED_SHARE and probe_cap(cap) > cap:
+            probe = probe_cap(cap)
+            longer, _ = _sample(ctx, model, prompts, probe, Path(tmp) / "probe")  # how long they wanted to be
+    verdicts = [vd for _, vd in score_items([c.text for c in comps], rows, ctx.reward)]
+    return PilotResult(
+        prompts=len(prompts),
+        completions=comps,
+        probe_completions=longer,
+        correct=[vd.correct for vd in verdicts],
+        reasons=[vd.reason for vd in verdicts],
+        cap=cap,
+        probe=probe,
+        algorithm=ctx.cfg.algorithm,
+        auto=ctx.cfg.generation.max_new_tokens == "auto",
+    )
+
+
+def _sample(ctx: Ctx, model: Path, prompts: list[Prompt], cap: int, shard_dir: Path) -> tuple[list[Completion], list[dict]]:
+    """``group_size`` samples of each prompt at round 1's rollout settings with ``cap`` tokens at most, and one prompt
+    row per completion (for the verifier)."""
+    g = ctx.cfg.generation
+    comps: list[Completion] = []
+    rows: list[dict] = []
+    for G, subset in sorted(ctx.tasks.group_sizes(prompts, g.group_size).items()):
+        params = SamplingParams(
+            n=G,
+            temperature=ctx.cfg.rollout_temperature,
+            top_p=g.top_p,
+            max_new_tokens=cap,
+            seed=derive_seed("rollouts", g.seed, 1, 0),  # round 1's rollout seed
+        )
+        got = pool.generate(
+            model,
+            [ctx.messages(p) for p in subset],
+            [pool.GenCall("pilot", params)],
+            shard_dir / f"g{G}",
+            gen=g,
+            compute=ctx.cfg.compute,
+            dtype=ctx.cfg.model.dtype,
+            stage="pilot",
+            log=logger,
+        )["pilot"]
+        comps += got
+        rows += [prompt_rows([subset[c.prompt_index]])[0] for c in got]
+    return comps, rows
