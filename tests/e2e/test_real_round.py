@@ -27,6 +27,8 @@ max_new_tokens = 24
 batch_size = 32
 [sft]
 epochs = 1
+[preflight]
+pilot = false  # tested on its own (tests/flows/test_dry_run.py); here it would only delay the kill
 """
 
 

@@ -48,6 +48,8 @@ micro_batch_size = 8
 devices = "cpu"
 generate_timeout_s = 900
 train_timeout_s = 900
+[preflight]
+pilot = false  # one more vLLM engine load; the pilot is tested on its own (tests/flows/test_dry_run.py)
 """
 
 
