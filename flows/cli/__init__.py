@@ -7,6 +7,7 @@ from ratchet.flows.cli import campaign_commands, gate_commands, tasks_commands
 from ratchet.flows.cli.commands import app
 from ratchet.flows.cli.daemon_commands import register
 from ratchet.flows.cli.recipe_commands import register as register_recipes
+from ratchet.flows.cli.sql_command import sql
 from ratchet.flows.cli.track_command import track
 
 register(app)
@@ -14,6 +15,7 @@ register_recipes(app)
 campaign_commands.register(app)
 gate_commands.register(app)
 app.command("track")(track)
+app.command("sql")(sql)
 tasks_commands.register(app)
 
 

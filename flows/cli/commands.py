@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import logging
@@ -16,7 +15,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table, safe
+from ratchet.flows.cli.common import DB_HELP, PlainConsole, cell, console, err, fail, known_errors, plain_table
 from ratchet.flows.settings import configure_prefect
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
@@ -423,68 +422,6 @@ def report(
         console.print(
             f"wrote {res['path']}: {res['campaigns']} campaign(s), {res['rounds']} round(s)", highlight=False, soft_wrap=True
         )
-
-
-@app.command()
-def sql(
-    query_text: str = typer.Argument(..., metavar="QUERY", help="One read-only SQL query (SELECT, WITH, DESCRIBE, SHOW, ...)."),
-    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
-    format: str = typer.Option(
-        "table", "--format", help="table | csv | json | line (one 'column = value' per line, rows apart: for wide results)"
-    ),
-    timeout_s: float = typer.Option(
-        60.0, "--timeout-s", min=0.1, help="Stop the query after this many seconds (it reads snapshots and takes no lock)."
-    ),
-) -> None:
-    """Query the trajectory store, read-only: no file access, no ATTACH/INSTALL/SET, one statement. Safe while a round writes."""
-    import duckdb
-
-    from ratchet.store.db import StoreError, query
-
-    if format not in SQL_FORMATS:
-        fail(f"--format {format!r} is not one of {', '.join(SQL_FORMATS)}")
-    try:
-        cols, rows = query(db, query_text, timeout_s=timeout_s)
-    except StoreError as e:
-        fail(str(e))
-    except duckdb.Error as e:  # DuckDB's whole message: its "Did you mean" hint and the caret under the error's place
-        fail(f"{type(e).__name__}: {str(e).strip() or 'no message'}")
-    print(render_rows(cols, rows, format), end="")
-
-
-def _csv_value(v):
-    """A CSV field: nested values (DuckDB LIST, STRUCT, MAP) as JSON text, never Python's repr."""
-    return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
-
-
-SQL_FORMATS = ("table", "csv", "json", "line")
-
-
-def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
-    """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON), line (DuckDB's ``.mode line``: one
-    ``column = value`` per line, names right-aligned, a blank line between rows) or a plain table."""
-    if fmt == "json":
-        return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(cols)
-        w.writerows([_csv_value(v) for v in r] for r in rows)
-        return buf.getvalue()
-    if fmt == "line":
-        width = max((len(c) for c in cols), default=0)
-        out = [
-            "\n".join(f"{c:>{width}} = {'NULL' if v is None else safe(_csv_value(v))}" for c, v in zip(cols, r)) + "\n"
-            for r in rows
-        ]
-        return "\n".join(out) + f"{'' if not rows else chr(10)}{len(rows)} row(s)\n"
-    t = plain_table(*cols)
-    for r in rows:
-        t.add_row(*map(cell, r))
-    buf = PlainConsole(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
-    buf.print(t)
-    buf.print(f"{len(rows)} row(s)")
-    return buf.file.getvalue()
 
 
 @model_app.command("pull")
