@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -334,3 +335,28 @@ def resolve_model(name_or_path: str, *, pull: bool = True) -> Path:
             f"unknown model {name_or_path!r}: not a local directory and not loadable from the Hugging Face hub/cache "
             f"({type(e).__name__}); use '{SMOLLM2_ALIAS}', a local checkpoint path, or a cached HF model id"
         ) from None
+
+
+def parameter_count(ckpt_dir: str | Path) -> int:
+    """Parameters of a checkpoint's model, read from its safetensors headers (no tensor is loaded): every stored
+    tensor's elements, plus the output embedding when the config ties it to the input one and the file stores it once.
+
+    Raises:
+        FileNotFoundError: the folder holds no ``*.safetensors`` file.
+    """
+    from safetensors import safe_open
+
+    files = sorted(Path(ckpt_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors weights in {ckpt_dir}")
+    shapes: dict[str, list[int]] = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as sf:
+            shapes |= {k: sf.get_slice(k).get_shape() for k in sf.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    total = sum(math.prod(s) for s in shapes.values())
+    config = Path(ckpt_dir) / "config.json"
+    tied = config.is_file() and json.loads(config.read_text()).get("tie_word_embeddings", False)
+    embed = next((s for k, s in shapes.items() if k.endswith("embed_tokens.weight")), None)
+    if tied and embed is not None and "lm_head.weight" not in shapes:
+        total += math.prod(embed)
+    return total

@@ -123,7 +123,8 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
     log = logging.getLogger("ratchet.flows.compute.worker")
     device = os.environ.get("RATCHET_DEVICE", "cpu")
     t0 = time.perf_counter()
-    backend = make_backend(spec["backend"], spec["model_path"], device=device, **spec["backend_kwargs"])
+    kwargs = colocated_engine_kwargs(spec, device, log)
+    backend = make_backend(spec["backend"], spec["model_path"], device=device, **kwargs)
     log.info("rollout worker: %s backend on %s loaded in %.1f s", spec["backend"], device, time.perf_counter() - t0)
     atomic_write_text(directory / "ready.json", json.dumps({"load_s": time.perf_counter() - t0}))
     seq, learner = 0, {}
@@ -146,6 +147,30 @@ def run_serve(directory: Path, poll_s: float = 0.02) -> None:
             seq += 1
     finally:
         backend.close()
+
+
+def colocated_engine_kwargs(spec: dict, device: str, log: logging.Logger) -> dict:
+    """The engine's keyword arguments; a vLLM engine on a GPU that a learner will share (``spec["learner_bytes"]``)
+    gets the memory share the learner leaves (``ratchet.loop.generation.colocate``) and sleep mode.
+
+    Raises:
+        ValueError: the learner leaves the engine too little of the GPU (the message says what to change).
+    """
+    kwargs = dict(spec["backend_kwargs"])
+    if spec["backend"] != "vllm" or not spec.get("learner_bytes") or device == "cpu":
+        return kwargs
+    import torch
+
+    from ratchet.loop.generation.colocate import engine_memory_share
+
+    total = torch.cuda.mem_get_info()[1]
+    share = engine_memory_share(kwargs.get("gpu_memory_utilization", 0.9), int(spec["learner_bytes"]), total)
+    log.info(
+        "co-located vLLM: gpu_memory_utilization %.2f (the learner holds %.1f GiB), sleep mode on",
+        share,
+        spec["learner_bytes"] / 2**30,
+    )
+    return {**kwargs, "gpu_memory_utilization": share, "enable_sleep_mode": True}
 
 
 def _serve_one(backend, req: dict, learner: dict) -> dict:
@@ -174,12 +199,17 @@ def _serve_one(backend, req: dict, learner: dict) -> dict:
         from ratchet.loop.train.grpo import GRPORun
 
         report = progress_printer("train")
-        res = learner["grpo"].train_pass(
-            # the engine in this process generated the samples: from the learner's own module when shared
-            read_samples(Path(req["samples"])),
-            GRPORun(**{**req["run"], "engine_shared": backend.shared}),
-            on_step=lambda k, n, _m: report(k, n),
-        )
+        slept = getattr(backend, "sleep", lambda: False)()  # a co-located vLLM engine frees the GPU meanwhile
+        try:
+            res = learner["grpo"].train_pass(
+                # the engine in this process generated the samples: from the learner's own module when shared
+                read_samples(Path(req["samples"])),
+                GRPORun(**{**req["run"], "engine_shared": backend.shared}),
+                on_step=lambda k, n, _m: report(k, n),
+            )
+        finally:
+            if slept:
+                backend.wake_up()
         if res.steps and not backend.shared:
             backend.update_weights(learner["grpo"].state_dict())
         metrics = {**res.metrics, "steps": res.step_metrics}

@@ -16,7 +16,7 @@ from ratchet.flows.rounds.closing import apply_retention, publish_round, track_r
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
-from ratchet.flows.rounds.grpo_round import on_policy_steps, per_step_reason
+from ratchet.flows.rounds.grpo_round import check_weight_sync, on_policy_steps, per_step_reason
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.reverify import carry_over_promoted
 from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
@@ -76,6 +76,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
             _check_same_settings(con, cfg)
             _check_checkpoints(con, ctx)
     check_round_disk(ctx)
+    check_weight_sync(cfg, model_dir)
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")

@@ -3,8 +3,11 @@
 Per step, generate -> verify -> filter -> train. Two ways to run them:
 
 - **Persistent** (``compute.persistent_rollout``, where ``per_step_reason`` finds nothing against it): one
-  ``RolloutWorker`` holds the generation engine and a ``GRPOLearner`` for the whole round. After each step's
-  pass the learner's weights go into the engine in place; the step's policy gets a ``checkpoints`` row with
+  ``RolloutWorker`` per device group of the pool holds a generation engine and a ``GRPOLearner`` for the whole
+  round (``RolloutGroup``: with several devices the learners are the ranks of one DDP process group and each
+  rank's engine samples its shard of the step's prompts from its own replica). After each step's
+  pass the learner's weights reach the engine in place (the transformers engine generates from the learner's
+  own module; vLLM, and LoRA merged, get a copy); the step's policy gets a ``checkpoints`` row with
   ``path`` NULL and the id ``unsaved_checkpoint_id(parent, training_run)``, so the next step's trajectories
   name it. Only the round's candidate (the last step's policy) is written to disk and hashed.
 - **Per step** (everything else, and every one-step round): each step starts generation workers on its
@@ -24,14 +27,16 @@ import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import publish_dir
+from ratchet.flows.compute.pool import worker_groups
 from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
-from ratchet.flows.compute.rollout import RolloutWorker, live_worker, serving
+from ratchet.flows.compute.rollout import RolloutGroup, live_worker, serving
 from ratchet.flows.compute.training import grpo_inputs
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.curriculum_setup import teacher_checkpoint
@@ -42,36 +47,47 @@ from ratchet.flows.rounds.rationalized import uses_rationalization
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
 from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
-from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_checkpoint_manifest
+from ratchet.loop.checkpoints import parameter_count, unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.loop.config import RatchetConfig
+from ratchet.loop.generation.colocate import learner_bytes
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state
-
-# vLLM on a GPU takes generation.gpu_memory_utilization of its memory up front; the co-located learner (policy,
-# reference, gradients and AdamW moments: ~16 bytes/parameter in fp32) needs the rest, so a persistent round
-# with vLLM on GPU wants the engine to leave at least half of the GPU.
-MAX_SHARED_GPU_UTILIZATION = 0.5
+from ratchet.store.retention import DiskSpaceError
 
 
 def per_step_reason(cfg: RatchetConfig) -> str | None:
     """Why a round runs its on-policy steps in per-step processes; None when the persistent path applies."""
-    c, g, gen = cfg.compute, cfg.grpo, cfg.generation
+    c, g = cfg.compute, cfg.grpo
     if cfg.algorithm != "grpo" or g.steps_per_round < 2:
         return "one on-policy step per round"
     if not c.persistent_rollout:
         return "compute.persistent_rollout = false"
-    if len(c.devices) > 1:
-        return f"compute.devices lists {len(c.devices)} devices (generation is sharded, training data-parallel)"
     if c.engine != "local":
-        return f"compute.engine = {c.engine!r} (generation runs as Ray tasks)"
-    if g.lora_r:
-        return f"grpo.lora_r = {g.lora_r} (adapters are merged at each save; there are no full weights to push)"
-    if gen.backend == "vllm" and c.on_gpu and gen.gpu_memory_utilization > MAX_SHARED_GPU_UTILIZATION:
-        return (
-            f"generation.gpu_memory_utilization = {gen.gpu_memory_utilization} > {MAX_SHARED_GPU_UTILIZATION} leaves the "
-            "co-located learner no room on the GPU (lower it to keep the engine loaded)"
-        )
+        return f"compute.engine = {c.engine!r} (generation runs as Ray tasks on the cluster, not beside the learner)"
+    if c.fsdp:
+        return "compute.fsdp = true (each rank holds a shard of the weights; its engine would need them gathered)"
     return None
+
+
+def check_weight_sync(cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/dev/shm")) -> None:
+    """Refuse in one line a persistent vLLM round whose weight push cannot fit in ``shm``: after each on-policy step
+    each rank writes the policy as one safetensors file there (``VLLMBackend.update_weights``), every tensor in
+    ``model.dtype`` (tied embeddings written twice), so N ranks need N times the policy's bytes at once.
+
+    Raises:
+        DiskSpaceError: ``shm`` has less free space than that (Docker's default ``/dev/shm`` is 64 MB).
+    """
+    if cfg.generation.backend != "vllm" or per_step_reason(cfg) is not None or not shm.is_dir():
+        return
+    ranks = len(cfg.compute.devices) // cfg.generation.tensor_parallel_size
+    need = ranks * parameter_count(model_dir) * (2 if cfg.model.dtype in ("bfloat16", "float16") else 4)
+    free = shutil.disk_usage(shm).free
+    if free < need:
+        raise DiskSpaceError(
+            f"{shm} has {free / 2**20:.0f} MiB free, but the persistent GRPO round pushes the policy into vLLM through "
+            f"it: {need / 2**20:.0f} MiB at once ({ranks} rank(s) x {cfg.model.dtype}); give it more (docker run "
+            f"--shm-size={-(-need * 5 // 4 // 2**30)}g) or set compute.persistent_rollout = false"
+        )
 
 
 def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str | None:
@@ -126,24 +142,34 @@ def persistent_steps(config_path: str, round_index: int, incumbent: str) -> str 
 
 
 @contextmanager
-def live_round(ctx: Ctx, incumbent: str, log: logging.Logger | logging.LoggerAdapter) -> Iterator[RolloutWorker]:
-    """A rollout worker on the incumbent with its learner loaded, serving the round's generate stages for the block."""
+def live_round(ctx: Ctx, incumbent: str, log: logging.Logger | logging.LoggerAdapter) -> Iterator[RolloutGroup]:
+    """The round's rollout workers on the incumbent (one per device group; with several, one DDP process group)
+    with their learners loaded, serving the round's generate stages for the block."""
     cfg = ctx.cfg
     with connect(ctx.db, read_only=True) as con:
         base = campaign_state(con, ctx.campaign_id, ctx.eval_set_id()).base_checkpoint_id
     init = checkpoint_path(ctx, incumbent)
     ref = checkpoint_path(ctx, base if cfg.grpo.reference == "base" else incumbent)
     directory = ctx.campaign_dir / f"round-{ctx.round_index}" / "rollout-worker"
-    worker = RolloutWorker(
-        init, directory, gen=cfg.generation, compute=cfg.compute, dtype=cfg.model.dtype, log=log, group=cfg.compute.devices
+    gen = cfg.generation
+    groups = worker_groups(cfg.compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1)
+    colocated = learner_bytes(parameter_count(init), cfg.model.dtype, lora=bool(cfg.grpo.lora_r))
+    worker = RolloutGroup(
+        init, directory, gen=gen, compute=cfg.compute, dtype=cfg.model.dtype, log=log, groups=groups, learner_bytes=colocated
     )
     with worker, serving(ctx.round_id, worker):
-        worker.init_learner(init, cfg.grpo, cfg.model.dtype, ref_dir=ref)
-        log.info("round %d: engine and learner loaded once for %d on-policy steps", ctx.round_index, ctx.steps)
+        shared = worker.init_learner(init, cfg.grpo, cfg.model.dtype, ref_dir=ref)
+        log.info(
+            "round %d: %s loaded once for %d on-policy steps (%s)",
+            ctx.round_index,
+            "engine and learner" if len(groups) == 1 else f"{len(groups)} ranks, each an engine and a DDP learner,",
+            ctx.steps,
+            "the engine generates from the learner's module" if shared else "weights copied into the engine each step",
+        )
         yield worker
 
 
-def replay_step(worker: RolloutWorker, ctx: Ctx) -> None:
+def replay_step(worker: RolloutGroup, ctx: Ctx) -> None:
     """Re-run a done step's training pass on its stored groups (same samples and seed); nothing is written."""
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
     if examples:
@@ -210,7 +236,7 @@ def _moved(ctx: Ctx, policy: str) -> bool:
     return any((read_marker(ctx.at_step(k).stage_dir("train")) or {}).get("checkpoint_id") == policy for k in range(ctx.step))
 
 
-def save_candidate(worker: RolloutWorker, ctx: Ctx) -> tuple[str, str]:
+def save_candidate(worker: RolloutGroup, ctx: Ctx) -> tuple[str, str]:
     """Write the learner's policy under the run's checkpoints (atomically, named by its manifest id); returns (id, path)."""
     tmp = ctx.checkpoints_dir / f".tmp-{ctx.round_id}-candidate"
     shutil.rmtree(tmp, ignore_errors=True)

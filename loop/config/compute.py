@@ -54,9 +54,9 @@ class ComputeConfig(_Frozen):
         True,
         description="GRPO rounds with grpo.steps_per_round > 1: keep one generation engine and one learner loaded for all "
         "on-policy steps of the round (weights pushed into the engine in place after each step; only the candidate is "
-        "saved). Used where it applies (one device group, local engine, no LoRA, no FSDP; vLLM on GPU only with "
-        "generation.gpu_memory_utilization <= 0.5, leaving the learner room); elsewhere, and when false, every step "
-        "starts its own generation worker and training process and saves a checkpoint.",
+        "saved). On a pool of N devices: N ranks, each an engine and a DDP learner. Not with compute.engine = 'ray' or "
+        "compute.fsdp; vLLM on a GPU gets the memory the learner leaves, and sleeps while it trains. Where it does not "
+        "apply, and when false, every step starts its own generation workers and training process and saves a checkpoint.",
     )
     cpu_threads_per_worker: int | None = Field(
         None,

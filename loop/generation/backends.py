@@ -18,6 +18,7 @@ def make_backend(
     tensor_parallel_size: int = 1,
     gpu_memory_utilization: float = 0.9,
     max_model_len: int | None = None,
+    enable_sleep_mode: bool = False,
 ) -> GenerationBackend:
     """Construct a backend by name.
 
@@ -26,6 +27,8 @@ def make_backend(
             ``CUDA_VISIBLE_DEVICES``).
         tensor_parallel_size, gpu_memory_utilization, max_model_len: vLLM engine settings (ignored by
             transformers); see ``VLLMBackend``.
+        enable_sleep_mode: vLLM on CUDA: an engine that can free its GPU memory while a co-located learner
+            trains (``VLLMBackend.sleep``); ignored by transformers and on CPU.
 
     Raises:
         ValueError: unknown backend name (the message lists the valid ones).
@@ -49,5 +52,6 @@ def make_backend(
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
+            **({"enable_sleep_mode": True} if enable_sleep_mode else {}),
         )
     raise ValueError(f"unknown generation backend {name!r}; choose one of ['transformers', 'vllm']")

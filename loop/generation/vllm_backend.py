@@ -113,6 +113,9 @@ class VLLMBackend:
         # update_weights sends a function to the engine's worker processes (collective_rpc); vLLM V1 pickles a
         # callable only with this set, and reads it in the engine processes it is about to spawn.
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        self.sleep_mode = bool(engine_kwargs.get("enable_sleep_mode", False)) and not self.on_cpu  # CUDA only
+        if self.on_cpu:
+            engine_kwargs.pop("enable_sleep_mode", None)
         t0 = time.perf_counter()
         self.llm = vllm.LLM(
             str(model_path),
@@ -251,6 +254,20 @@ class VLLMBackend:
                 save_file(unshared_state(weights), str(f))
                 self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
         self.llm.reset_prefix_cache()
+
+    def sleep(self) -> bool:
+        """Free the engine's GPU memory while a co-located learner trains (vLLM sleep mode, level 1: weights
+        offloaded to CPU memory, KV cache dropped); True when it slept. False, doing nothing, when the engine was
+        not built with ``enable_sleep_mode=True`` (e.g. on CPU, where sleep mode does not exist)."""
+        if not self.sleep_mode or self.llm is None:
+            return False
+        self.llm.sleep(level=1)
+        return True
+
+    def wake_up(self) -> None:
+        """Bring a sleeping engine's weights back and re-allocate its KV cache (after ``sleep``)."""
+        if self.sleep_mode and self.llm is not None:
+            self.llm.wake_up()
 
     def close(self) -> None:
         """Shut down the engine's worker processes and free its memory (idempotent)."""

@@ -258,15 +258,18 @@ class GRPOLearner:
         return self.accelerator.unwrap_model(self.wrapped).policy
 
     def state_dict(self) -> dict:
-        """The current policy weights (Hugging Face names -> tensors) for ``backend.update_weights``.
+        """The current policy weights (Hugging Face names -> tensors) for ``backend.update_weights``; with LoRA the
+        adapters merged into a copy (``merged_lora_state``), the learner's own weights left as they are.
 
         Raises:
-            ValueError: with LoRA (merge-and-save a checkpoint instead) or FSDP (weights are sharded).
+            ValueError: with FSDP (each rank holds a shard of the weights).
         """
-        policy = self.policy_module()
-        if policy is None:
-            raise ValueError("GRPOLearner.state_dict needs full weights on one rank (grpo.lora_r = 0, compute.fsdp = false)")
-        return policy.state_dict()
+        from ratchet.loop.train.sft import merged_lora_state
+
+        if self.fsdp:
+            raise ValueError("GRPOLearner.state_dict needs full weights on every rank (compute.fsdp = false)")
+        policy = self.accelerator.unwrap_model(self.wrapped).policy
+        return merged_lora_state(policy) if self.s.lora_r else policy.state_dict()
 
     def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> Path:
         """Write the policy (LoRA merged; the learner is spent after that with LoRA) and optionally AdamW's moments."""

@@ -128,6 +128,27 @@ def with_lora(model, r: int, alpha: int, targets, gradient_checkpointing: bool =
     return model
 
 
+def merged_lora_state(model) -> dict:
+    """The weights a LoRA-adapted ``model`` (a peft ``PeftModel``) computes with, as a plain model's state dict:
+    W + (alpha / r) B A per adapted layer (Hu et al. 2021, eq. 3), Hugging Face parameter names (no ``base_layer``,
+    no ``lora_`` tensors), copied, so a generation engine can load them; the model itself is left unmerged.
+
+    Raises:
+        ValueError: ``model`` carries no LoRA adapters.
+    """
+    if not hasattr(model, "merge_adapter"):
+        raise ValueError(f"merged_lora_state needs a peft model with LoRA adapters, got {type(model).__name__}")
+    model.merge_adapter()  # in place, undone below: W += scale * B @ A
+    try:
+        return {
+            name.replace(".base_layer.", "."): t.detach().clone()
+            for name, t in model.get_base_model().state_dict().items()
+            if ".lora_" not in name
+        }
+    finally:
+        model.unmerge_adapter()
+
+
 def _sft_step(accelerator, model, opt, sched, params, batch, mine: bool, cfg: SFTConfig, step: int) -> tuple[float, int]:
     """One optimizer step on a collated batch ``(ids, mask, labels)``, each ``(B, T)`` int64; returns the whole
     batch's mean completion NLL (nats/token, over every rank) and this rank's tokens. ``mine`` False: a

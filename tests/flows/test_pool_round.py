@@ -1,0 +1,120 @@
+"""The persistent GRPO round on a pool: 2 CPU ranks (gloo) give the 1-rank round's candidate; LoRA in it."""
+
+import json
+
+import pytest
+
+from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.config import load_config
+from ratchet.store.db import query
+from tests.flows.test_round import write_sum_tasks
+
+STEPS = 3
+
+
+def _config(root, tiny_model_dir, tasks, **over):
+    root.mkdir(parents=True, exist_ok=True)
+    cfg = load_config(
+        None,
+        **{
+            "db": str(root / "g.duckdb"),
+            "campaign": "pool",
+            "algorithm": "grpo",
+            "max_rounds": 1,
+            "model.name_or_path": str(tiny_model_dir),
+            "tasks.source": "jsonl",
+            "tasks.path": str(tasks),
+            "tasks.heldout_fraction": 0.3,
+            "tasks.fewshot": 0,
+            "tasks.system_prompt": "sys",
+            "tasks.train_prompts_per_round": 2 * STEPS,  # two prompts per step
+            "tasks.heldout_prompts": 4,
+            "generation.group_size": 2,
+            "generation.batch_size": 2,  # a step's 4 rollouts are 2 batches: one per rank
+            "generation.max_new_tokens": 4,
+            "generation.temperature": 1.5,
+            "grpo.steps_per_round": STEPS,
+            "grpo.dynamic_sampling": False,
+            "grpo.mask_truncated": False,  # 4-token completions are mostly cut: let them carry loss, so weights move
+            "grpo.loss_type": "dapo",  # token-mean: the ranks' token counts differ, the global mean must not
+            "grpo.mini_batch_size": 4,
+            "grpo.micro_batch_size": 1,
+            "grpo.lr": 1e-2,
+            "gate.max_consecutive_rejections": 3,
+            "retention.enabled": False,
+            **over,
+        },
+    )
+    return save_config(cfg)
+
+
+def _candidate(db) -> str:
+    return query(db, "SELECT output_checkpoint_id FROM training_runs ORDER BY step DESC LIMIT 1")[1][0][0]
+
+
+@pytest.mark.slow
+def test_two_rank_persistent_round_matches_one_rank_and_resumes(prefect_harness, tmp_path, tiny_model_dir):
+    """A 3-step GRPO round on compute.devices = ["cpu", "cpu"] runs persistent (2 ranks, each an engine and a DDP
+    learner), writes one checkpoint, and its candidate's weights are the 1-rank round's to <= 1e-5 relative (the
+    data-parallel standard: only float32 summation order differs). A crash in its last two steps resumes to the
+    same candidate bit for bit."""
+    from ratchet.flows.compute.resolve import checkpoint_path
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.flows.rounds.grpo_round import per_step_reason, persistent_steps
+    from ratchet.loop.train.data_parallel import max_rel_param_diff
+
+    tasks = write_sum_tasks(tmp_path)
+    one = _config(tmp_path / "one", tiny_model_dir, tasks)
+    two = _config(tmp_path / "two", tiny_model_dir, tasks, **{"compute.devices": ["cpu", "cpu"]})
+    assert per_step_reason(load_ctx(two, 1).cfg) is None
+    run_campaign(one)
+    (decision,) = run_campaign(two)
+    c1, c2 = load_ctx(one, 1), load_ctx(two, 1)
+    runs = query(c2.db, "SELECT step, metrics_json FROM training_runs ORDER BY step")[1]
+    assert [r[0] for r in runs] == list(range(STEPS))
+    assert all('"train/ranks": 2' in m for _, m in runs)  # every pass ran on both ranks
+    saved = [p.name for p in c2.checkpoints_dir.iterdir()]
+    assert saved == [_candidate(c2.db)]  # one folder of weights for 3 steps, on 2 ranks
+    # The same rollouts (each rank sampled its batch from its own replica, seeded by the batch's index) ...
+    rollouts = "SELECT prompt_id, sample_index, completion FROM trajectories WHERE purpose = 'rollout' ORDER BY ALL"
+    assert query(c1.db, rollouts)[1] == query(c2.db, rollouts)[1]
+    # ... and the same candidate, up to float32 summation order.
+    base = query(c1.db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
+    diff = max_rel_param_diff(c1.checkpoints_dir / _candidate(c1.db), c2.checkpoints_dir / saved[0], checkpoint_path(c1, base))
+    assert diff <= 1e-5, diff
+    assert max_rel_param_diff(c2.checkpoints_dir / saved[0], checkpoint_path(c1, base), checkpoint_path(c1, base)) > 1e-3
+    assert decision["round"] == 1
+
+    # A crash during the last two steps: both ranks replay the done step's pass, then run the rest.
+    for k in (STEPS - 2, STEPS - 1):
+        (c2.at_step(k).stage_dir("train") / "_SUCCESS.json").unlink()
+    for stage in ("generate", "verify", "filter"):
+        (c2.at_step(STEPS - 1).stage_dir(stage) / "_SUCCESS.json").unlink()
+    incumbent = query(c2.db, "SELECT incumbent_checkpoint_id FROM rounds")[1][0][0]
+    assert persistent_steps(str(two), 1, incumbent) == saved[0]  # same manifest id: the same bytes
+
+
+@pytest.mark.slow
+def test_lora_round_runs_persistent_with_merged_weights_in_the_engine(prefect_harness, tmp_path, tiny_model_dir):
+    """grpo.lora_r > 0 no longer falls back to per-step processes: one adapter trains over the round's steps, its
+    merged weights go into the engine after each pass (its step-2 rollouts come from the updated policy), and the
+    candidate (merged) is the only checkpoint written."""
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.flows.rounds.grpo_round import per_step_reason
+
+    tasks = write_sum_tasks(tmp_path)
+    cfg = _config(tmp_path / "lora", tiny_model_dir, tasks, **{"grpo.lora_r": 4, "grpo.lora_alpha": 8})
+    ctx = load_ctx(cfg, 1)
+    assert per_step_reason(ctx.cfg) is None
+    run_campaign(cfg)
+    rows = query(ctx.db, "SELECT checkpoint_id, path FROM checkpoints WHERE training_run_id IS NOT NULL")[1]
+    assert len(rows) == STEPS and [p for _, p in rows if p is not None] == [str(ctx.checkpoints_dir / _candidate(ctx.db))]
+    sampled = query(
+        ctx.db, "SELECT step, list(DISTINCT checkpoint_id) FROM trajectories WHERE purpose = 'rollout' GROUP BY 1 ORDER BY 1"
+    )[1]
+    inputs = query(ctx.db, "SELECT step, input_checkpoint_id FROM training_runs ORDER BY step")[1]
+    assert [(k, [c]) for k, c in inputs] == [tuple(r) for r in sampled]  # each step sampled from the policy it trained
+    # The engine held the learner's current (merged) policy at every step: the sampler's log-probs of the last
+    # step's rollouts are the trainer's (a stale engine would sample from weights 2 updates behind).
+    last = json.loads(query(ctx.db, "SELECT metrics_json FROM training_runs ORDER BY step DESC LIMIT 1")[1][0][0])
+    assert last["train/sampler_gap_last"] < 1e-4, last["train/sampler_gap_last"]
