@@ -1,4 +1,4 @@
-"""A persistent rollout worker: one generation engine that stays loaded for a whole round's on-policy steps.
+"""Persistent rollout workers: generation engines (and co-located learners) loaded once for a round's on-policy steps.
 
 ``RolloutWorker`` starts ``python -m ratchet.flows.compute.worker serve --dir D`` pinned to one device group (the
 same environment as the pool's one-shot workers), waits for its engine to load, then sends it requests over
@@ -10,6 +10,9 @@ leads its own process group and kills it when the round's process dies; every re
 wall-clock limit ``compute.generate_timeout_s``, past which the worker's whole group is killed and
 ``StageTimeout`` raised; a dead worker raises ``WorkerFailed`` quoting its last output lines. The device's
 slots (``device_slots``) are held while the worker lives. No Prefect in the worker.
+
+``RolloutGroup`` is what a round uses: one worker per device group of the pool, the workers ranks of one
+``torch.distributed`` process group whose learners are DDP replicas (see its docstring).
 """
 
 from __future__ import annotations

@@ -114,3 +114,30 @@ def test_many_step_round_saves_one_checkpoint_and_resumes(prefect_harness, steps
     off = save_config(cfg.model_copy(update={"compute": cfg.compute.model_copy(update={"persistent_rollout": False})}))
     with pytest.raises(RuntimeError, match=r"ran steps \[1, 2, .*persistent_rollout = true"):
         on_policy_steps(str(off), 1, incumbent)
+
+
+def test_preflight_refuses_a_dev_shm_too_small_for_the_vllm_weight_push(tiny_model_dir, tmp_path, monkeypatch):
+    """A persistent vLLM round pushes each step's policy through /dev/shm as one file per rank; a /dev/shm smaller
+    than that (Docker's default 64 MB) is refused before any work, in one line naming the size it needs."""
+    import shutil
+    from collections import namedtuple
+
+    from ratchet.flows.rounds import grpo_round
+    from ratchet.loop.checkpoints import parameter_count
+    from ratchet.store.retention import DiskSpaceError
+
+    def cfg(**over) -> RatchetConfig:
+        base = {"algorithm": "grpo", "grpo.steps_per_round": 4, "generation.backend": "vllm"}
+        return load_config(None, **{**base, **over})
+
+    need = 2 * parameter_count(tiny_model_dir) * 4  # 2 ranks, float32
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need - 1))
+    with pytest.raises(DiskSpaceError, match=r"has \d+ MiB free.*2 rank\(s\) x float32.*--shm-size=\dg"):
+        grpo_round.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)
+    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need))
+    grpo_round.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)  # fits
+    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(0, 0, 0))
+    grpo_round.check_weight_sync(cfg(**{"generation.backend": "transformers"}), tiny_model_dir, tmp_path)  # no file
+    grpo_round.check_weight_sync(cfg(**{"compute.persistent_rollout": False}), tiny_model_dir, tmp_path)  # per step
+    assert shutil.disk_usage is grpo_round.shutil.disk_usage

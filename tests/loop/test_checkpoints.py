@@ -74,3 +74,12 @@ def test_run_with_a_config_only_model_folder_fails_before_work(tmp_path, monkeyp
     r = CliRunner().invoke(app, ["run", "--config", str(tmp_path / "r.toml")])
     assert r.exit_code == 2 and "has no weights" in r.stderr and r.stderr.strip().count("\n") == 0, r.output
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_parameter_count_reads_headers_and_counts_a_tied_embedding_once_stored(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from ratchet.loop.checkpoints import parameter_count
+
+    state = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()  # lm_head and the embedding: both names
+    assert parameter_count(tiny_model_dir) == sum(t.numel() for t in state.values())

@@ -78,3 +78,28 @@ def test_sft_lora_trains_adapters_and_saves_a_plain_checkpoint(tiny_model_dir, t
     assert not torch.equal(saved["model.layers.0.self_attn.q_proj.weight"], before["model.layers.0.self_attn.q_proj.weight"])
     assert torch.equal(saved["model.norm.weight"], before["model.norm.weight"])  # not a LoRA target: frozen
     assert res.steps == 2
+
+
+def test_merged_lora_state_is_what_merge_and_unload_saves_and_leaves_the_adapters(tiny_model_dir):
+    """The weights pushed into an engine from a LoRA learner equal the merged model's (W + alpha/r B A), under the
+    plain model's names, and the learner keeps training unmerged adapters."""
+    from transformers import AutoModelForCausalLM
+
+    from ratchet.loop.train.sft import merged_lora_state, with_lora
+
+    model = with_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir), 4, 8, ("q_proj", "v_proj"))
+    torch.manual_seed(0)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_()  # B starts at 0: give the adapters an effect
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    merged = merged_lora_state(model)
+    assert {k: v.clone() for k, v in model.state_dict().items()}.keys() == before.keys()
+    assert all(torch.equal(v, before[k]) or torch.allclose(v, before[k], atol=1e-6) for k, v in model.state_dict().items())
+    reference = model.merge_and_unload().state_dict()
+    assert merged.keys() == reference.keys()
+    assert all(torch.allclose(merged[k], reference[k], atol=1e-6) for k in reference)
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    assert not torch.allclose(merged["model.layers.0.self_attn.q_proj.weight"], plain["model.layers.0.self_attn.q_proj.weight"])
+    with pytest.raises(ValueError, match="needs a peft model"):
+        merged_lora_state(AutoModelForCausalLM.from_pretrained(tiny_model_dir))

@@ -1,0 +1,131 @@
+"""The persistent GRPO round on a pool of 2 CPU ranks against the per-step path on the same 2 ranks, in one run.
+
+Runs two real GRPO rounds (SmolLM2-135M-Instruct, the demo's arithmetic tasks, Prefect flow, DuckDB file) from the
+same base and seed with ``compute.devices = ["cpu", "cpu"]``:
+
+- **persistent** (``compute.persistent_rollout = true``): 2 ranks, each a transformers engine and a DDP learner
+  (gloo) kept loaded for all ``--steps`` on-policy steps; each rank samples its shard of a step's rollouts from its
+  own replica; only the candidate is saved;
+- **per-step** (``compute.persistent_rollout = false``): each step starts 2 generation workers on the step's saved
+  policy and a training process that saves a full checkpoint (on CPU one process trains; DDP ranks under
+  ``accelerate launch`` are for GPUs).
+
+A step's seconds are the wall seconds of its generate, verify, filter and train stages (their markers); the
+persistent round's one-time load of both ranks is reported apart (``persistent_load_s``). Both candidates are
+compared tensor by tensor (``max_rel_param_diff``: max over tensors of ||W_persistent - W_per_step|| / ||W_base||).
+
+Last line: JSON ``{"ranks": 2, "persistent_s_per_step", "per_step_s_per_step", "ratio", "max_rel_param_diff", ...}``;
+``ratio`` is the ratio of per-step MEDIANS, persistent / per-step (target <= 0.6: a median is not moved by one step a
+load spike stretched), ``ratio_of_means`` beside it, and every step's seconds. Target ``max_rel_param_diff`` <= 1e-5.
+
+    python benchmarks/pool_round.py [--steps 8] [--prompts-per-step 2] [--max-new-tokens 32]
+
+About 15 minutes on 2 cores with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+from ratchet.flows.settings import configure_prefect  # noqa: E402
+
+STAGES = ("generate", "verify", "filter", "train")
+
+
+def run_round(tmp: str, name: str, args, persistent: bool) -> dict:
+    """One GRPO round of ``args.steps`` steps on 2 CPU ranks; its step seconds, wall, candidate and base folders."""
+    from ratchet.flows.rounds.campaign import improvement_round, preflight, prepare_campaign
+    from ratchet.loop.campaign.context import load_ctx, read_marker, save_config
+    from ratchet.loop.config import load_config
+    from ratchet.store.db import query
+
+    cfg = load_config(
+        None,
+        db=f"{tmp}/{name}.duckdb",
+        campaign=name,
+        algorithm="grpo",
+        max_rounds=1,
+        **{
+            "compute.devices": ["cpu", "cpu"],
+            "compute.persistent_rollout": persistent,
+            "tasks.train_prompts_per_round": args.steps * args.prompts_per_step,
+            "tasks.heldout_prompts": 8,
+            "generation.group_size": 4,
+            "generation.batch_size": 4,  # a step's 2 prompts x G = 4 are 2 batches: one per rank
+            "generation.max_new_tokens": args.max_new_tokens,
+            "grpo.steps_per_round": args.steps,
+            "grpo.dynamic_sampling": False,  # every step trains on the same groups on both paths
+            "grpo.mini_batch_size": args.prompts_per_step * 4,
+            "grpo.micro_batch_size": 4,
+            "preflight.pilot": False,
+            "retention.enabled": False,
+        },
+    )
+    preflight(cfg)
+    path = save_config(cfg)
+    prepare_campaign(str(path))
+    t0 = time.perf_counter()
+    improvement_round(str(path), 1)
+    wall = time.perf_counter() - t0
+    ctx = load_ctx(path, 1)
+    steps = []
+    for k in range(args.steps):
+        markers = [read_marker(ctx.at_step(k).stage_dir(s)) for s in STAGES]
+        steps.append(round(sum(m["wall_s"] for m in markers), 2))
+    base = query(ctx.db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
+    paths = dict(query(ctx.db, "SELECT checkpoint_id, path FROM checkpoints")[1])
+    cand = query(ctx.db, "SELECT output_checkpoint_id FROM training_runs ORDER BY step DESC LIMIT 1")[1][0][0]
+    return {"steps": steps, "wall": wall, "candidate": paths[cand], "base": paths[base]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=8, help="on-policy steps per round (grpo.steps_per_round)")
+    ap.add_argument("--prompts-per-step", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    args = ap.parse_args()
+    configure_prefect()
+    from ratchet.loop.train.data_parallel import max_rel_param_diff
+
+    with tempfile.TemporaryDirectory() as tmp:
+        per = run_round(tmp, "per-step", args, persistent=False)
+        print(f"per-step: {per['steps']} s per step, round {per['wall']:.0f} s", file=sys.stderr)
+        pers = run_round(tmp, "persistent", args, persistent=True)
+        print(f"persistent: {pers['steps']} s per step, round {pers['wall']:.0f} s", file=sys.stderr)
+        diff = max_rel_param_diff(pers["candidate"], per["candidate"], per["base"])
+    med_p, med_s = statistics.median(pers["steps"]), statistics.median(per["steps"])
+    # the rounds differ only in the path, so the persistent round's extra wall outside its steps is its one-time load
+    load = (pers["wall"] - sum(pers["steps"])) - (per["wall"] - sum(per["steps"]))
+    print(
+        json.dumps(
+            {
+                "ranks": 2,
+                "persistent_s_per_step": med_p,
+                "per_step_s_per_step": med_s,
+                "ratio": round(med_p / med_s, 3),
+                "ratio_of_means": round(statistics.mean(pers["steps"]) / statistics.mean(per["steps"]), 3),
+                "max_rel_param_diff": diff,
+                "persistent_step_s": pers["steps"],
+                "per_step_step_s": per["steps"],
+                "persistent_round_wall_s": round(pers["wall"], 1),
+                "per_step_round_wall_s": round(per["wall"], 1),
+                "persistent_load_s": round(load, 1),
+                "steps": args.steps,
+                "sequences_per_step": args.prompts_per_step * 4,
+                "max_new_tokens": args.max_new_tokens,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
