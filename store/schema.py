@@ -39,6 +39,11 @@ class Round(SQLModel, table=True):
     owner: str | None = Field(None, description="'<host>:<pid>' of the process that last ran the round (to detect crashes)")
     flow_run_id: str | None = Field(None, description="Prefect flow run of the round's last attempt")
     stage: str | None = Field(None, description="[[stages]] name of the round (NULL: a campaign without stages)")
+    rollout_path: str | None = Field(
+        None,
+        description="How its on-policy steps ran: 'persistent (N ranks)' (engines and learners kept loaded) or "
+        "'per-step: <why>' (ratchet.flows.rounds.grpo_round.per_step_reason); NULL: a round from before it was kept",
+    )
 
 
 class Checkpoint(SQLModel, table=True):

@@ -94,6 +94,11 @@ def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str |
     """Run the round's on-policy steps from ``incumbent``; returns the candidate's checkpoint id (None: nothing trained)."""
     ctx = load_ctx(config_path, round_index)
     reason = per_step_reason(ctx.cfg)
+    gen = ctx.cfg.generation
+    ranks = len(worker_groups(ctx.cfg.compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1))
+    with transaction(ctx.db) as con:  # which path ran and why, for `ratchet sql` and the report
+        path = f"persistent ({ranks} rank{'s' * (ranks > 1)})" if reason is None else f"per-step: {reason}"
+        con.execute("UPDATE rounds SET rollout_path = ? WHERE round_id = ?", [path, ctx.round_id])
     if reason is None:
         return persistent_steps(config_path, round_index, incumbent)
     if ctx.steps > 1:

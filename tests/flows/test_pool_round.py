@@ -1,6 +1,11 @@
 """The persistent GRPO round on a pool: 2 CPU ranks (gloo) give the 1-rank round's candidate; LoRA in it."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -52,24 +57,47 @@ def _candidate(db) -> str:
     return query(db, "SELECT output_checkpoint_id FROM training_runs ORDER BY step DESC LIMIT 1")[1][0][0]
 
 
+def _kill_after_step(config, step: int) -> None:
+    """Run the campaign in its own process group and SIGKILL the whole group once on-policy step ``step`` (0-based)
+    has finished training (the next step is running)."""
+    ctx = load_ctx(config, 1)
+    code = (
+        "from ratchet.flows.settings import configure_prefect; configure_prefect(); "
+        f"from ratchet.flows.rounds.campaign import run_campaign; run_campaign({str(config)!r})"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    marker = ctx.at_step(step).stage_dir("train") / "_SUCCESS.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and p.poll() is None and not marker.exists():
+        time.sleep(0.1)
+    assert p.poll() is None, "the round ended before it could be killed:\n" + (p.stdout.read() if p.stdout else "")
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not (ctx.at_step(step + 1).stage_dir("train") / "_SUCCESS.json").exists()
+
+
 @pytest.mark.slow
-def test_two_rank_persistent_round_matches_one_rank_and_resumes(prefect_harness, tmp_path, tiny_model_dir):
+def test_two_rank_persistent_round_matches_one_rank_and_resumes_after_kill_9(prefect_harness, tmp_path, tiny_model_dir):
     """A 3-step GRPO round on compute.devices = ["cpu", "cpu"] runs persistent (2 ranks, each an engine and a DDP
     learner), writes one checkpoint, and its candidate's weights are the 1-rank round's to <= 1e-5 relative (the
-    data-parallel standard: only float32 summation order differs). A crash in its last two steps resumes to the
-    same candidate bit for bit."""
+    data-parallel standard: only float32 summation order differs). The same round killed with kill -9 during its
+    last step and run again (both ranks replay the done steps' passes) gives the same candidate bit for bit."""
     from ratchet.flows.compute.resolve import checkpoint_path
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.grpo_round import per_step_reason, persistent_steps
+    from ratchet.flows.rounds.grpo_round import per_step_reason
     from ratchet.loop.train.data_parallel import max_rel_param_diff
 
     tasks = write_sum_tasks(tmp_path)
+    pair = {"compute.devices": ["cpu", "cpu"]}
     one = _config(tmp_path / "one", tiny_model_dir, tasks)
-    two = _config(tmp_path / "two", tiny_model_dir, tasks, **{"compute.devices": ["cpu", "cpu"]})
+    two = _config(tmp_path / "two", tiny_model_dir, tasks, **pair)
     assert per_step_reason(load_ctx(two, 1).cfg) is None
     run_campaign(one)
     (decision,) = run_campaign(two)
     c1, c2 = load_ctx(one, 1), load_ctx(two, 1)
+    assert query(c2.db, "SELECT rollout_path FROM rounds")[1] == [("persistent (2 ranks)",)]  # the round says how it ran
     runs = query(c2.db, "SELECT step, metrics_json FROM training_runs ORDER BY step")[1]
     assert [r[0] for r in runs] == list(range(STEPS))
     assert all('"train/ranks": 2' in m for _, m in runs)  # every pass ran on both ranks
@@ -78,20 +106,18 @@ def test_two_rank_persistent_round_matches_one_rank_and_resumes(prefect_harness,
     # The same rollouts (each rank sampled its batch from its own replica, seeded by the batch's index) ...
     rollouts = "SELECT prompt_id, sample_index, completion FROM trajectories WHERE purpose = 'rollout' ORDER BY ALL"
     assert query(c1.db, rollouts)[1] == query(c2.db, rollouts)[1]
-    # ... and the same candidate, up to float32 summation order.
-    base = query(c1.db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0]
-    diff = max_rel_param_diff(c1.checkpoints_dir / _candidate(c1.db), c2.checkpoints_dir / saved[0], checkpoint_path(c1, base))
-    assert diff <= 1e-5, diff
-    assert max_rel_param_diff(c2.checkpoints_dir / saved[0], checkpoint_path(c1, base), checkpoint_path(c1, base)) > 1e-3
+    # ... and the same candidate, up to float32 summation order; the weights did move.
+    base = checkpoint_path(c1, query(c1.db, "SELECT base_checkpoint_id FROM campaigns")[1][0][0])
+    assert max_rel_param_diff(c1.checkpoints_dir / _candidate(c1.db), c2.checkpoints_dir / saved[0], base) <= 1e-5
+    assert max_rel_param_diff(c2.checkpoints_dir / saved[0], base, base) > 1e-3
     assert decision["round"] == 1
 
-    # A crash during the last two steps: both ranks replay the done step's pass, then run the rest.
-    for k in (STEPS - 2, STEPS - 1):
-        (c2.at_step(k).stage_dir("train") / "_SUCCESS.json").unlink()
-    for stage in ("generate", "verify", "filter"):
-        (c2.at_step(STEPS - 1).stage_dir(stage) / "_SUCCESS.json").unlink()
-    incumbent = query(c2.db, "SELECT incumbent_checkpoint_id FROM rounds")[1][0][0]
-    assert persistent_steps(str(two), 1, incumbent) == saved[0]  # same manifest id: the same bytes
+    # kill -9 of the whole round (both ranks die with it) once step 2 has trained; the rerun replays steps 1-2 on
+    # both ranks from the incumbent, runs step 3, and saves the uninterrupted round's candidate, byte for byte.
+    three = _config(tmp_path / "three", tiny_model_dir, tasks, **pair)
+    _kill_after_step(three, STEPS - 2)
+    (again,) = run_campaign(three)
+    assert _candidate(load_ctx(three, 1).db) == saved[0] and again["decision"] == decision["decision"]
 
 
 @pytest.mark.slow

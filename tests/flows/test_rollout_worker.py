@@ -100,35 +100,6 @@ def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_d
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["candidate", "w"]  # one checkpoint written
 
 
-def test_lora_learner_pushes_merged_weights_into_the_engine(tiny_model_dir, tmp_path):
-    """With grpo.lora_r > 0 the engine cannot share the learner's module (a peft wrapper): after each pass the
-    adapters are merged into a copy of the weights that goes into the engine in place, so the engine samples the
-    current policy: its greedy outputs equal the saved (merged) candidate's, and they moved from the start."""
-    from ratchet.loop.config import GRPOConfig
-    from ratchet.loop.train.grpo import GRPORun, GRPOSample
-    from ratchet.loop.train.sft import SFTExample
-
-    samples = [
-        GRPOSample(i, SFTExample(MSGS[i], text), reward, False)
-        for i in range(3)
-        for text, reward in (("Answer: 7", 0.0), (f"{i} + {2 * i} = {3 * i}\nAnswer: {3 * i}", 1.0))
-    ]
-    grpo = GRPOConfig(lr=3e-2, mini_batch_size=6, micro_batch_size=3, lora_r=4, lora_alpha=8)
-    run = GRPORun(temperature=1.0, max_completion_length=16, seed=0)
-    compute = ComputeConfig(device_slots=False, generate_timeout_s=300)
-    start = [c.text for c in TransformersBackend(tiny_model_dir, batch_size=4).generate(MSGS, GREEDY)]
-    with RolloutWorker(
-        tiny_model_dir, tmp_path / "w", gen=GenerationConfig(batch_size=4), compute=compute, dtype="float32", log=LOG
-    ) as w:
-        assert not w.init_learner(tiny_model_dir, grpo, "float32")  # a copy per pass, not the learner's module
-        for _ in range(3):
-            assert w.train_pass(samples, run)["steps"] == 1
-        live = [c.text for c in w.generate(MSGS, GREEDY)]
-        w.save(tmp_path / "candidate")
-    assert [c.text for c in TransformersBackend(tmp_path / "candidate", batch_size=4).generate(MSGS, GREEDY)] == live
-    assert live != start
-
-
 def test_shared_module_generates_the_learners_current_policy(tiny_model_dir, tmp_path):
     """``share_module``: the engine generates from the learner's module (mode restored), refuses a mismatched one,
     and refuses ``update_weights`` once shared (those weights are the learner's)."""
