@@ -116,4 +116,4 @@ def _export_model(db: Path, campaign: str, checkpoint: str, out: Path, round_ind
         cid, folder = export_model(db, campaign, checkpoint, out)
     except (StoreError, ValueError, LookupError, ModelError) as e:
         fail(str(e))
-    console.print(f"{folder}\tcheckpoint {cid}", highlight=False)
+    console.print(f"{folder}\tcheckpoint {cid}", highlight=False, soft_wrap=True)  # one line, however long the path
