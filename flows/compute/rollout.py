@@ -159,8 +159,7 @@ class RolloutWorker:
             True when the engine now generates from the learner's own module (transformers backend, full weights,
             same dtype): each pass's update reaches it with no copy. False: each pass copies its weights in.
         """
-        req = {"op": "learner_init", "init_dir": str(init_dir), "grpo": grpo.model_dump(mode="json"), "dtype": dtype}
-        resp = self._send({**req, "ref_dir": str(ref_dir) if ref_dir else None}, timeout_s=self.compute.train_timeout_s)
+        resp = self._send(learner_init_request(init_dir, grpo, dtype, ref_dir), timeout_s=self.compute.train_timeout_s)
         return bool(resp.get("shared"))
 
     def train_pass(self, samples: list[GRPOSample], run: GRPORun) -> dict:
@@ -177,8 +176,7 @@ class RolloutWorker:
 
     def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
         """Write the learner's policy (the round's candidate) to ``out_dir`` (and AdamW's moments, if given)."""
-        req = {"op": "save", "out": str(out_dir), "optimizer_state": str(optimizer_state) if optimizer_state else None}
-        self._send(req, timeout_s=self.compute.train_timeout_s)
+        self._send(save_request(out_dir, optimizer_state), timeout_s=self.compute.train_timeout_s)
 
     def _send(self, req: dict, timeout_s: float | None = None) -> dict:
         return self.answer(self.post(req), req["op"], timeout_s)
@@ -227,6 +225,23 @@ class RolloutWorker:
         done: dict = {}
         for line in iter(self.proc.stdout.readline, ""):
             route_line(self.name, line.rstrip("\n"), self.log, self.tail, done, 0, self.progress)
+
+
+def learner_init_request(init_dir: str | Path, grpo: GRPOConfig, dtype: str, ref_dir: str | Path | None) -> dict:
+    """The "learner_init" request (``RolloutWorker.init_learner``)."""
+    grpo_json = grpo.model_dump(mode="json")
+    return {
+        "op": "learner_init",
+        "init_dir": str(init_dir),
+        "grpo": grpo_json,
+        "dtype": dtype,
+        "ref_dir": str(ref_dir) if ref_dir else None,
+    }
+
+
+def save_request(out_dir: str | Path, optimizer_state: str | Path | None) -> dict:
+    """The "save" request (``RolloutWorker.save``)."""
+    return {"op": "save", "out": str(out_dir), "optimizer_state": str(optimizer_state) if optimizer_state else None}
 
 
 def read_completions(paths: list[Path]) -> list[Completion]:
@@ -371,26 +386,22 @@ class RolloutGroup:
     def init_learner(self, init_dir: str | Path, grpo: GRPOConfig, dtype: str, ref_dir: str | Path | None = None) -> bool:
         """Each rank's ``GRPOLearner`` (a DDP replica with N ranks); True when every engine generates from its own
         rank's module (see ``RolloutWorker.init_learner``)."""
-        req = {"op": "learner_init", "init_dir": str(init_dir), "grpo": grpo.model_dump(mode="json"), "dtype": dtype}
-        req["ref_dir"] = str(ref_dir) if ref_dir else None
+        req = learner_init_request(init_dir, grpo, dtype, ref_dir)
         resps = self._all([req] * len(self.workers), self.compute.train_timeout_s, every=True)
         return all(bool(r.get("shared")) for r in resps)
 
     def train_pass(self, samples: list[GRPOSample], run: GRPORun) -> dict:
         """One data-parallel learner pass over ``samples`` on every rank (see ``RolloutWorker.train_pass``); rank 0's
         answer (its metrics are reduced over the ranks)."""
-        if len(self.workers) == 1:
-            return self.workers[0].train_pass(samples, run)
         self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"samples-{self.workers[0].seq:06d}.parquet"
+        path = self.dir / f"samples-{self.workers[0].seq:06d}.parquet"  # one file every rank reads
         write_samples(path, samples)
         req = {"op": "train_pass", "samples": str(path), "run": asdict(run)}
         return self._all([req] * len(self.workers), self.compute.train_timeout_s)
 
     def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
         """Write the policy to ``out_dir`` (rank 0 writes; every rank takes part)."""
-        req = {"op": "save", "out": str(out_dir), "optimizer_state": str(optimizer_state) if optimizer_state else None}
-        self._all([req] * len(self.workers), self.compute.train_timeout_s)
+        self._all([save_request(out_dir, optimizer_state)] * len(self.workers), self.compute.train_timeout_s)
 
     def _all(self, reqs: list[dict], timeout_s: float | None, every: bool = False):
         """Post ``reqs[k]`` to rank k, then wait for every answer; rank 0's (``every``: the list of all)."""

@@ -49,7 +49,7 @@ from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
 from ratchet.loop.checkpoints import parameter_count, unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.generation.colocate import learner_bytes
+from ratchet.loop.generation.colocate import dtype_bytes, learner_bytes
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state
 from ratchet.store.retention import DiskSpaceError
@@ -69,6 +69,13 @@ def per_step_reason(cfg: RatchetConfig) -> str | None:
     return None
 
 
+def rollout_groups(cfg: RatchetConfig) -> list[tuple[str, ...]]:
+    """The device groups of the round's rollout workers (one rank each): ``compute.devices`` in groups of vLLM's
+    ``tensor_parallel_size``, one device each with transformers."""
+    gen = cfg.generation
+    return worker_groups(cfg.compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1)
+
+
 def check_weight_sync(cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/dev/shm")) -> None:
     """Refuse in one line a persistent vLLM round whose weight push cannot fit in ``shm``: after each on-policy step
     each rank writes the policy as one safetensors file there (``VLLMBackend.update_weights``), every tensor in
@@ -79,8 +86,8 @@ def check_weight_sync(cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/de
     """
     if cfg.generation.backend != "vllm" or per_step_reason(cfg) is not None or not shm.is_dir():
         return
-    ranks = len(cfg.compute.devices) // cfg.generation.tensor_parallel_size
-    need = ranks * parameter_count(model_dir) * (2 if cfg.model.dtype in ("bfloat16", "float16") else 4)
+    ranks = len(rollout_groups(cfg))
+    need = ranks * parameter_count(model_dir) * dtype_bytes(cfg.model.dtype)
     free = shutil.disk_usage(shm).free
     if free < need:
         raise DiskSpaceError(
@@ -94,8 +101,7 @@ def on_policy_steps(config_path: str, round_index: int, incumbent: str) -> str |
     """Run the round's on-policy steps from ``incumbent``; returns the candidate's checkpoint id (None: nothing trained)."""
     ctx = load_ctx(config_path, round_index)
     reason = per_step_reason(ctx.cfg)
-    gen = ctx.cfg.generation
-    ranks = len(worker_groups(ctx.cfg.compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1))
+    ranks = len(rollout_groups(ctx.cfg))
     with transaction(ctx.db) as con:  # which path ran and why, for `ratchet sql` and the report
         path = f"persistent ({ranks} rank{'s' * (ranks > 1)})" if reason is None else f"per-step: {reason}"
         con.execute("UPDATE rounds SET rollout_path = ? WHERE round_id = ?", [path, ctx.round_id])
@@ -156,11 +162,17 @@ def live_round(ctx: Ctx, incumbent: str, log: logging.Logger | logging.LoggerAda
     init = checkpoint_path(ctx, incumbent)
     ref = checkpoint_path(ctx, base if cfg.grpo.reference == "base" else incumbent)
     directory = ctx.campaign_dir / f"round-{ctx.round_index}" / "rollout-worker"
-    gen = cfg.generation
-    groups = worker_groups(cfg.compute.devices, gen.tensor_parallel_size if gen.backend == "vllm" else 1)
+    groups = rollout_groups(cfg)
     colocated = learner_bytes(parameter_count(init), cfg.model.dtype, lora=bool(cfg.grpo.lora_r))
     worker = RolloutGroup(
-        init, directory, gen=gen, compute=cfg.compute, dtype=cfg.model.dtype, log=log, groups=groups, learner_bytes=colocated
+        init,
+        directory,
+        gen=cfg.generation,
+        compute=cfg.compute,
+        dtype=cfg.model.dtype,
+        log=log,
+        groups=groups,
+        learner_bytes=colocated,
     )
     with worker, serving(ctx.round_id, worker):
         shared = worker.init_learner(init, cfg.grpo, cfg.model.dtype, ref_dir=ref)

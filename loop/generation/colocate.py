@@ -17,6 +17,11 @@ HEADROOM = 0.05  # of the GPU's memory: CUDA contexts of the worker and the engi
 MIN_ENGINE_SHARE = 0.1  # below this the engine's KV cache holds too few sequences to be worth it
 
 
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of ``model.dtype`` ("float32": 4; "bfloat16", "float16": 2)."""
+    return 2 if dtype in ("bfloat16", "float16") else 4
+
+
 def learner_bytes(n_params: int, dtype: str, *, lora: bool) -> int:
     """GPU bytes a co-located learner holds for the round: full fine-tuning keeps the policy, its gradients and
     AdamW's two moments (all in ``dtype``, as ``torch.optim.AdamW`` keeps them) and the reference, 5 copies of
@@ -26,8 +31,7 @@ def learner_bytes(n_params: int, dtype: str, *, lora: bool) -> int:
         n_params: the model's parameters (``ratchet.loop.checkpoints.parameter_count``).
         dtype: ``model.dtype`` ("float32", "bfloat16", "float16").
     """
-    size = 2 if dtype in ("bfloat16", "float16") else 4
-    return (2 if lora else 5) * n_params * size
+    return (2 if lora else 5) * n_params * dtype_bytes(dtype)
 
 
 def engine_memory_share(configured: float, learner: int, total: int, headroom: float = HEADROOM) -> float:
