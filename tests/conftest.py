@@ -30,7 +30,46 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
     It makes flow tests fast while still exercising every stage: its answers are right exactly on
     prompts whose gold is 7, so rounds have verified-correct and wrong trajectories.
+
+    Built once per recipe: kept under ``$RATCHET_HOME/cache/tests/tiny-<key>``, the key a hash of this recipe's
+    source, ``train_sft``'s module, the SmolLM2 checkpoint id and the torch/transformers versions (CI's three pytest
+    sessions train it once instead of three times). Tests only read it.
     """
+    import hashlib
+    import inspect
+    import os
+    import shutil
+
+    import torch
+    import transformers
+
+    from ratchet.loop.checkpoints import ratchet_home, read_checkpoint_id
+    from ratchet.loop.train import sft
+
+    recipe = "\x1f".join(
+        [
+            inspect.getsource(_train_tiny),
+            inspect.getsource(sft),
+            read_checkpoint_id(smollm2_dir),
+            torch.__version__,
+            transformers.__version__,
+        ]
+    )
+    cached = ratchet_home() / "cache" / "tests" / f"tiny-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
+    if (cached / "model.safetensors").is_file():
+        return cached
+    built = _train_tiny(smollm2_dir, tmp_path_factory.mktemp("tiny"))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    staging = cached.with_name(f"{cached.name}.tmp{os.getpid()}")
+    shutil.copytree(built, staging)
+    try:
+        os.replace(staging, cached)  # atomic: another session sees all of it or nothing
+    except OSError:  # another session won the race: theirs is the same model
+        shutil.rmtree(staging, ignore_errors=True)
+    return cached
+
+
+def _train_tiny(smollm2_dir: Path, folder: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -39,7 +78,7 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from ratchet.loop.tasks.sources import chat_messages
     from ratchet.loop.train.sft import SFTExample, train_sft
 
-    out = tmp_path_factory.mktemp("tiny") / "init"
+    out = folder / "init"
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     torch.manual_seed(0)
     cfg = LlamaConfig(

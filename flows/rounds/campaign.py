@@ -39,6 +39,7 @@ from ratchet.store.queries import (
     gate_decision,
     last_evaluated_prompts,
     pinned_eval_prompts,
+    promoted_before,
     round_incumbent,
     set_round_status,
 )
@@ -180,6 +181,7 @@ def _check_same_settings(con, cfg: RatchetConfig) -> None:
     existing = campaign_by_name(con, cfg.campaign)
     if existing is None:
         return
+    legacy_jsonl_conflict(con, cfg, existing)
     settings = cfg.campaign_settings()
     changed = recorded_settings(con, existing["campaign_id"])
     diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
@@ -196,6 +198,32 @@ def _check_same_settings(con, cfg: RatchetConfig) -> None:
             + "--campaign NEW_NAME, the original settings to continue it, or "
             "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
         )
+
+
+def legacy_jsonl_conflict(con, cfg: RatchetConfig, existing: dict) -> None:
+    """Refuse to continue a campaign recorded with the old ``tasks.source = "jsonl"``, saying how to go on.
+
+    Its prompts were rendered with ``tasks.system_prompt`` and no worked examples, under prompt ids of the source
+    ``jsonl:<file name>``; the fold into ``[[tasks.sources]]`` (``ratchet.loop.config.tasks.fold_jsonl_source``)
+    renders and names them as a ``[[tasks.sources]]`` entry does, so the campaign's training prompts, held-out set
+    and eval set id would all change under it. Its store rows stay as they are; a new campaign name trains on from
+    the old campaign's last promoted checkpoint (the message names its folder).
+
+    Raises:
+        CampaignConflict: the stored campaign has ``tasks.source = "jsonl"``.
+    """
+    tasks = (existing.get("config") or {}).get("tasks") or {}
+    if tasks.get("source") != "jsonl":
+        return
+    last = promoted_before(con, existing["campaign_id"])[-1]
+    row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [last]).fetchone()
+    raise CampaignConflict(
+        f"campaign {cfg.campaign!r} in {cfg.db} was recorded with tasks.source = 'jsonl' (the arithmetic-style system "
+        "prompt, no worked examples, prompt ids of source 'jsonl:<file name>'), which Ratchet now reads as a "
+        "[[tasks.sources]] entry with the math format's prompt, so its prompts and held-out set would change: continue "
+        f"with --campaign {cfg.campaign}-v2 and model.name_or_path = {row[0] if row else last!r} (its last promoted "
+        "checkpoint; the old campaign's rows stay in the store)"
+    )
 
 
 @task(name="prepare-campaign", cache_policy=NONE)

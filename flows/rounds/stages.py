@@ -119,9 +119,9 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
 
 def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, tuple[float, int]]:
     """``heldout/<source>/pass@1`` and ``.../no_answer_rate`` per task source of the eval set (campaigns with
-    ``[[tasks.sources]]`` or ``[[evals]]``; a single-source campaign's overall metrics say it already), each as
-    ``(value, number of that source's eval prompts)``."""
-    if not (ctx.cfg.tasks.sources or ctx.cfg.evals):
+    several ``[[tasks.sources]]`` or with ``[[evals]]``; a single-source campaign's overall metrics say it already),
+    each as ``(value, number of that source's eval prompts)``."""
+    if len(ctx.cfg.tasks.sources) < 2 and not ctx.cfg.evals:
         return {}
     source = {p.prompt_id: p.source for p in ctx.heldout()}
     groups: dict[str, list[PromptOutcome]] = {}

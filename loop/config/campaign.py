@@ -159,7 +159,7 @@ class RatchetConfig(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> RatchetConfig:
         self._check_stages()
-        known = {s.source_name() for s in self.tasks.sources} or {"arithmetic" if self.tasks.source == "arithmetic" else "jsonl"}
+        known = {s.source_name() for s in self.tasks.sources} or {"arithmetic"}
         for e in self.evals:
             if e.source is not None and e.source not in known:
                 raise ValueError(f"evals entry {e.name!r} names source {e.source!r}; tasks sources are {sorted(known)}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -11,6 +13,8 @@ from ratchet.loop.config.base import _Frozen, identity
 from ratchet.verifiers.math import AnswerFormat
 
 TaskFormat = Literal["math", "humaneval", "mbpp", "stdio"]
+LEGACY_SOURCE_NAME = "jsonl"  # the name `tasks.source = "jsonl"` gave its file; kept by the fold (metrics, [[evals]] source)
+_log = logging.getLogger(__name__)
 
 
 class RecordFields(_Frozen):
@@ -108,14 +112,56 @@ class EvalSetConfig(_Frozen):
         return self
 
 
+def fold_jsonl_source(data: dict) -> dict:
+    """``[tasks]`` with ``source = "jsonl"`` (the old single-file path) as the one ``[[tasks.sources]]`` entry it means.
+
+    The entry is the one a person would write: ``path``, ``format = "math"``, ``name = "jsonl"`` (so metrics and
+    ``[[evals]] source = "jsonl"`` keep working), ``fewshot`` = ``tasks.fewshot`` (worked examples from the file, which
+    the old path dropped) and ``system_prompt`` = ``tasks.system_prompt`` only when the config set one (else the math
+    format's). One notice line shows the TOML to write instead. Prompt ids are those of a ``[[tasks.sources]]`` entry
+    named ``jsonl`` (they were ``jsonl:<file name>``): a campaign recorded with the old key cannot continue
+    (``ratchet.flows.rounds.campaign.legacy_jsonl_conflict`` says what to do).
+
+    Raises:
+        ValueError: ``source = "jsonl"`` without ``path``, or beside ``[[tasks.sources]]``.
+    """
+    if not isinstance(data, dict) or data.get("source") != "jsonl":
+        return data
+    data = dict(data)
+    if not data.get("path"):
+        raise ValueError("tasks.source = 'jsonl' needs tasks.path; set tasks.path = 'my_tasks.jsonl'")
+    if data.get("sources"):
+        raise ValueError(
+            "tasks.source = 'jsonl' and [[tasks.sources]] are both set; drop source/path and list the file under [[tasks.sources]]"
+        )
+    entry: dict = {"name": LEGACY_SOURCE_NAME, "path": data.pop("path"), "format": "math", "fewshot": data.pop("fewshot", 2)}
+    if "system_prompt" in data:
+        entry["system_prompt"] = data.pop("system_prompt")
+    data["source"] = "arithmetic"
+    data["sources"] = [entry]
+    toml = ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry.items())
+    _log.warning(
+        "[tasks] source = 'jsonl' is read as [[tasks.sources]] %s (the examples come from the file; without "
+        "system_prompt the math format's); write that table instead (`ratchet init --tasks FILE` does)",
+        toml,
+    )
+    return data
+
+
 class TaskConfig(_Frozen):
-    source: Literal["arithmetic", "jsonl"] = Field("arithmetic", description="Where prompts come from.")
+    source: Literal["arithmetic", "jsonl"] = Field(
+        "arithmetic",
+        description="Where prompts come from: the built-in arithmetic tasks, or (old spelling, read as one "
+        "[[tasks.sources]] entry named 'jsonl' with a notice) 'jsonl' with tasks.path.",
+    )
     levels: tuple[str, ...] = Field(
         ("sum_small", "sum_2digit", "product_1digit"),
         description="Arithmetic families to draw from: sum_small (a+b, a,b<=20), sum_2digit, "
         "product_1digit, multi_step (a+b*c style), linear_equation (solve a*x+b=c).",
     )
-    path: str | None = Field(None, description="JSONL file of {question, answer} (or GSM8K '#### 42') for source='jsonl'.")
+    path: str | None = Field(
+        None, description="JSONL file of {question, answer} (or GSM8K '#### 42') for source='jsonl' (old spelling; see source)."
+    )
     seed: int = Field(0, description="Seeds the task generator; the held-out set depends only on this.")
     train_prompts_per_round: int = Field(48, ge=1, description="Training-split prompts sampled each round.")
     heldout_prompts: int = Field(
@@ -182,12 +228,15 @@ class TaskConfig(_Frozen):
         "source/path/levels/system_prompt/fewshot above are not used.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_jsonl(cls, data):
+        return fold_jsonl_source(data)
+
     @model_validator(mode="after")
     def _check(self) -> TaskConfig:
         names = [s.source_name() for s in self.sources]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"tasks.sources names {dup} appear more than once; give each source its own name = '...'")
-        if self.source == "jsonl" and not self.path:
-            raise ValueError("tasks.source = 'jsonl' needs tasks.path; set tasks.path = 'my_tasks.jsonl'")
         return self

@@ -29,7 +29,8 @@ class Prompt:
 
     Attributes:
         prompt_id: 16 hex digits, sha256 of ``source``, ``question`` and ``answer`` (code: the tests).
-        source: where it came from (``arithmetic``, ``jsonl:<file name>``, a ``[[tasks.sources]]`` name,
+        source: where it came from (``arithmetic``, a ``[[tasks.sources]]`` name (stores made before
+            the fold of ``tasks.source = "jsonl"`` also hold ``jsonl:<file name>``),
             ``eval:<name>`` for an ``[[evals]]`` file).
         task: task family used for per-task metrics (``sum_small``, ``gsm8k``, ...).
         question: the user-facing text.
@@ -341,27 +342,15 @@ class FileTasks:
         return shots
 
 
-def JsonlTasks(path: str, heldout_fraction: float = 0.2) -> FileTasks:  # noqa: N802 - kept for `tasks.source = "jsonl"`
-    """Math prompts from a JSONL file of ``{"question": ..., "answer": ...}`` (GSM8K ``#### 42`` accepted)."""
-    from pathlib import Path
-
-    from ratchet.loop.config import RecordFields
-
-    src = FileTasks(RecordFields(path=str(path), format="math"), f"jsonl:{Path(path).name}", heldout_fraction)
-    src.fewshot = lambda k: []  # the legacy source shows no worked examples (its system prompt is the arithmetic one)
-    return src
-
-
 def make_task_source(
     source: str, *, levels: tuple[str, ...] = (), path: str | None = None, heldout_fraction: float = 0.2
 ) -> TaskSource:
+    """The single ``tasks.source`` (``arithmetic``; a file is a ``[[tasks.sources]]`` entry, ``FileTasks``)."""
     if source == "arithmetic":
         return ArithmeticTasks(levels, heldout_fraction)
-    if source == "jsonl":
-        if not path:
-            raise TaskDataError("tasks.source = 'jsonl' needs tasks.path")
-        return JsonlTasks(path, heldout_fraction)
-    raise TaskDataError(f"unknown task source {source!r}; choose 'arithmetic' or 'jsonl'")
+    raise TaskDataError(
+        f"unknown task source {source!r}; use 'arithmetic' or list task files under [[tasks.sources]] path = '...'"
+    )
 
 
 def chat_messages(system_prompt: str, shots: list[tuple[str, str]], question: str) -> list[dict[str, str]]:

@@ -46,11 +46,12 @@ def test_relative_task_paths_follow_the_config_file(tmp_path, monkeypatch):
     conf = tmp_path / "project"
     conf.mkdir()
     (conf / "r.toml").write_text(
-        '[tasks]\nsource = "jsonl"\npath = "data/t.jsonl"\n[[tasks.sources]]\npath = "s.jsonl"\nfewshot_path = "shots.jsonl"\n'
+        '[tasks]\n[[tasks.sources]]\npath = "s.jsonl"\nfewshot_path = "shots.jsonl"\n'
         '[[evals]]\nname = "e"\n[evals.file]\npath = "../e.jsonl"\n'
     )
+    (conf / "old.toml").write_text('[tasks]\nsource = "jsonl"\npath = "data/t.jsonl"\n')
     monkeypatch.chdir(tmp_path)  # not the config's folder
     cfg = load_config("project/r.toml")
-    assert cfg.tasks.path == str(conf / "data" / "t.jsonl")
+    assert load_config("project/old.toml").tasks.sources[0].path == str(conf / "data" / "t.jsonl")  # the old key, folded
     assert cfg.tasks.sources[0].path == str(conf / "s.jsonl") and cfg.tasks.sources[0].fewshot_path == str(conf / "shots.jsonl")
     assert cfg.evals[0].file.path == str(tmp_path / "e.jsonl")

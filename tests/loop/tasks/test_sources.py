@@ -2,7 +2,12 @@ import json
 
 import pytest
 
-from ratchet.loop.tasks.sources import ArithmeticTasks, JsonlTasks, TaskDataError, make_prompt_id, split_of
+from ratchet.loop.config import RecordFields
+from ratchet.loop.tasks.sources import ArithmeticTasks, FileTasks, TaskDataError, make_prompt_id, split_of
+
+
+def JsonlTasks(path):  # noqa: N802 - a math file, as `tasks.source = "jsonl"` (now a [[tasks.sources]] entry) reads it
+    return FileTasks(RecordFields(path=str(path), format="math"), "jsonl")
 
 
 def test_draw_is_deterministic_and_split_pure():
