@@ -44,6 +44,7 @@ from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, Worker
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
 from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.train.data_parallel import fsdp_launch_flags
 
 LEVELS = {
     "DEBUG": logging.DEBUG,
@@ -331,17 +332,7 @@ def train_argv(compute: ComputeConfig, args: list[str]) -> list[str]:
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)), "--num_machines", "1"]
     launch += ["--mixed_precision", "no", "--dynamo_backend", "no"]
     if compute.fsdp:
-        launch += [
-            "--use_fsdp",
-            "--fsdp_sharding_strategy",
-            "FULL_SHARD",
-            "--fsdp_auto_wrap_policy",
-            "TRANSFORMER_BASED_WRAP",
-            "--fsdp_state_dict_type",
-            "FULL_STATE_DICT",
-            "--fsdp_use_orig_params",
-            "true",
-        ]
+        launch += fsdp_launch_flags()
     else:
         launch += ["--multi_gpu"]
     return [*launch, *args]

@@ -36,6 +36,7 @@ from ratchet.flows.compute.protocol import backend_spec, request_file, response_
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig, GRPOConfig
 from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.train.data_parallel import fsdp_env
 from ratchet.loop.train.grpo import GRPORun, GRPOSample
 
 
@@ -261,12 +262,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def rank_env(rank: int, world: int, port: int, on_gpu: bool) -> dict[str, str]:
+def rank_env(rank: int, world: int, port: int, on_gpu: bool, fsdp: bool = False) -> dict[str, str]:
     """The ``torch.distributed`` environment of rank ``rank`` of ``world`` on this machine (env:// rendezvous at
     127.0.0.1:``port``; what ``accelerate launch``/torchrun set). A GPU rank sees only its own GPUs
-    (``CUDA_VISIBLE_DEVICES``), so its local device is index 0."""
+    (``CUDA_VISIBLE_DEVICES``), so its local device is index 0. ``fsdp``: accelerate's FSDP settings too
+    (``ratchet.loop.train.data_parallel.fsdp_env``, the ones ``accelerate launch --use_fsdp`` gives the per-step path)."""
     local = "0" if on_gpu else str(rank)
     return {
+        **(fsdp_env() if fsdp else {}),
         "RANK": str(rank),
         "WORLD_SIZE": str(world),
         "LOCAL_RANK": local,
@@ -316,7 +319,7 @@ class RolloutGroup:
                 group=g,
                 index=k,
                 n_workers=n,
-                dist=rank_env(k, n, port, g[0] != "cpu") if n > 1 else None,
+                dist=rank_env(k, n, port, g[0] != "cpu", fsdp=compute.fsdp) if n > 1 else None,
                 learner_bytes=learner_bytes,
                 slots=False,
             )

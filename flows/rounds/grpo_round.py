@@ -64,8 +64,6 @@ def per_step_reason(cfg: RatchetConfig) -> str | None:
         return "compute.persistent_rollout = false"
     if c.engine != "local":
         return f"compute.engine = {c.engine!r} (generation runs as Ray tasks on the cluster, not beside the learner)"
-    if c.fsdp:
-        return "compute.fsdp = true (each rank holds a shard of the weights; its engine would need them gathered)"
     return None
 
 

@@ -54,8 +54,8 @@ class ComputeConfig(_Frozen):
         True,
         description="GRPO rounds with grpo.steps_per_round > 1: keep one generation engine and one learner loaded for all "
         "on-policy steps of the round (weights pushed into the engine in place after each step; only the candidate is "
-        "saved). On a pool of N devices: N ranks, each an engine and a DDP learner. Not with compute.engine = 'ray' or "
-        "compute.fsdp; vLLM on a GPU gets the memory the learner leaves, and sleeps while it trains. Where it does not "
+        "saved). On a pool of N devices: N ranks, each an engine and a DDP learner (with compute.fsdp an FSDP shard, the "
+        "full weights all-gathered for the rank's engine after each step). Not with compute.engine = 'ray'; vLLM on a GPU gets the memory the learner leaves, and sleeps while it trains. Where it does not "
         "apply, and when false, every step starts its own generation workers and training process and saves a checkpoint.",
     )
     cpu_threads_per_worker: int | None = Field(
@@ -90,8 +90,9 @@ class ComputeConfig(_Frozen):
             raise ValueError(f"compute.devices {list(self.devices)} lists a GPU twice; list each cuda:<index> once")
         if self.fsdp and len(gpus) < 2:
             raise ValueError(
-                f"compute.fsdp = true needs >= 2 GPUs in compute.devices (got {list(self.devices)}); "
-                "list the GPUs to shard over or set compute.fsdp = false"
+                f"compute.fsdp = true needs >= 2 GPUs in compute.devices (got {list(self.devices)}; accelerate "
+                "builds FSDP on GPUs only, on CPU ranks it would silently be DDP); list the GPUs to shard over or set "
+                "compute.fsdp = false"
             )
         return self
 

@@ -60,6 +60,46 @@ def global_count(accelerator, local: float) -> float:
     return float(accelerator.reduce(t, reduction="sum").item())
 
 
+# FSDP as Ratchet runs it (``compute.fsdp``): full sharding, one unit per decoder layer (the model's
+# ``_no_split_modules``), a full state dict gathered for the save, original parameters kept (AdamW sees HF names).
+# ``accelerate launch --fsdp_<key> <value>`` takes them as flags (``fsdp_launch_flags``), a rank started by
+# Ratchet itself as accelerate's environment (``fsdp_env``): one table, so the two paths cannot drift apart.
+FSDP_SETTINGS = {
+    "sharding_strategy": "FULL_SHARD",
+    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    "state_dict_type": "FULL_STATE_DICT",
+    "use_orig_params": "true",
+}
+
+
+def fsdp_launch_flags() -> list[str]:
+    """``FSDP_SETTINGS`` as ``accelerate launch`` flags (``--use_fsdp --fsdp_sharding_strategy FULL_SHARD ...``)."""
+    return ["--use_fsdp", *(x for k, v in FSDP_SETTINGS.items() for x in (f"--fsdp_{k}", v))]
+
+
+def fsdp_env() -> dict[str, str]:
+    """``FSDP_SETTINGS`` as the environment ``accelerate launch --use_fsdp`` gives a rank, which ``Accelerator()``
+    reads (``ACCELERATE_USE_FSDP``, ``FSDP_SHARDING_STRATEGY``, ...). accelerate builds FSDP on GPUs only: on CPU
+    (``Accelerator(cpu=True)``) the same environment gives plain DDP (measured with accelerate 1.15)."""
+    return {"ACCELERATE_USE_FSDP": "true", **{f"FSDP_{k.upper()}": v for k, v in FSDP_SETTINGS.items()}}
+
+
+def full_state_dict(module, prefix: str = "") -> dict:
+    """The full (unsharded) weights of a possibly FSDP-wrapped ``module`` on EVERY rank, for a rank's own rollout
+    engine (the gather verl's hybrid engine does before each rollout): Hugging Face names -> tensors of the unsharded
+    shapes and the parameters' dtype, on the parameters' device.
+
+    Uses ``torch.distributed.checkpoint.state_dict.get_model_state_dict(full_state_dict=True)``, which all-gathers
+    FSDP1 flat parameters and FSDP2 DTensor shards alike (and returns a plain module's own tensors); with FSDP it is
+    a collective, so every rank of the group must call it at the same point. ``prefix`` (e.g. ``"policy."``) is
+    stripped from the names; names without it are left out (a wrapper's other submodules).
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
+    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+
 def make_accelerator():
     """An ``Accelerator`` for the trainers: CPU when there is no GPU. Under ``accelerate launch`` it is DDP (gloo on
     CPU, NCCL on GPU), or FSDP with ``--use_fsdp`` (``compute.fsdp``)."""

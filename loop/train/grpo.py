@@ -259,15 +259,14 @@ class GRPOLearner:
 
     def state_dict(self) -> dict:
         """The current policy weights (Hugging Face names -> tensors) for ``backend.update_weights``; with LoRA the
-        adapters merged into a copy (``merged_lora_state``), the learner's own weights left as they are.
-
-        Raises:
-            ValueError: with FSDP (each rank holds a shard of the weights).
-        """
+        adapters merged into a copy (``merged_lora_state``), the learner's own weights left as they are. With FSDP
+        the shards are all-gathered into full tensors on every rank (``full_state_dict``): a collective, so every
+        rank calls it after the same pass."""
+        from ratchet.loop.train.data_parallel import full_state_dict
         from ratchet.loop.train.sft import merged_lora_state
 
         if self.fsdp:
-            raise ValueError("GRPOLearner.state_dict needs full weights on every rank (compute.fsdp = false)")
+            return full_state_dict(self.wrapped, prefix="policy.")
         policy = self.accelerator.unwrap_model(self.wrapped).policy
         return merged_lora_state(policy) if self.s.lora_r else policy.state_dict()
 

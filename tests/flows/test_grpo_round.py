@@ -26,7 +26,8 @@ def test_per_step_reason_names_what_keeps_the_per_step_path():
     assert per_step_reason(cfg(**{"compute.devices": ["cuda:0", "cuda:1"]})) is None
     assert per_step_reason(cfg(**{"grpo.lora_r": 8})) is None  # LoRA: merged weights go into the engine
     assert "'ray'" in per_step_reason(cfg(**{"compute.engine": "ray"}))
-    assert "fsdp" in per_step_reason(cfg(**{"compute.devices": ["cuda:0", "cuda:1"], "compute.fsdp": True}))
+    # FSDP: each rank all-gathers the full weights for its own engine after every pass (GRPOLearner.state_dict)
+    assert per_step_reason(cfg(**{"compute.devices": ["cuda:0", "cuda:1"], "compute.fsdp": True})) is None
     gpu = {"generation.backend": "vllm", "compute.devices": ["cuda:0"]}
     assert per_step_reason(cfg(**gpu)) is None  # vLLM at its default memory setting: sized to what the learner leaves
 

@@ -1,0 +1,120 @@
+"""The gather-for-engine of an FSDP learner (``full_state_dict``), on one CPU rank (gloo).
+
+accelerate builds FSDP on GPUs only (on CPU ``Accelerator`` falls back to DDP), so a whole FSDP round cannot run
+here; torch's FSDP2 (``fully_shard``) does run on CPU (FSDP1, accelerate's default, needs an accelerator device), and this is the function the persistent round calls on every rank after
+each pass to give its engine the full weights (``GRPOLearner.state_dict`` with ``compute.fsdp``).
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.distributed as dist
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from ratchet.flows.compute.pool import train_argv
+from ratchet.flows.compute.rollout import rank_env
+from ratchet.loop.config import ComputeConfig
+from ratchet.loop.train.data_parallel import FSDP_SETTINGS, fsdp_env, full_state_dict
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _llama() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=False)  # fmt: skip
+    return LlamaForCausalLM(cfg)
+
+
+class Learner(torch.nn.Module):
+    """What the learner shards: a wrapper whose ``policy`` is the Hugging Face model (``rollout_module``'s layout)."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, **kw):
+        return self.policy(**kw)
+
+
+def _ids():
+    return torch.randint(0, 96, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+def _train(m) -> None:
+    """Two AdamW steps on the same batch (on every rank: FSDP averages the ranks' gradients, so sharded = plain)."""
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    for _ in range(2):
+        m(input_ids=_ids(), labels=_ids()).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def _sharded_learner(plain):
+    from torch.distributed.fsdp import fully_shard
+
+    sharded = Learner(copy.deepcopy(plain))
+    for layer in sharded.policy.model.layers:  # one unit per decoder layer, then the root (FSDP_SETTINGS' layout)
+        fully_shard(layer)
+    fully_shard(sharded)
+    return sharded
+
+
+def _rank(rank: int, world: int, store: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    sharded = _sharded_learner(_llama())
+    _train(sharded)
+    local = sharded.policy.model.embed_tokens.weight.to_local().shape[0]
+    torch.save({"local_rows": local, "full": full_state_dict(sharded, prefix="policy.")}, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_every_rank_of_two_gets_the_whole_trained_weights(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(tmp_path / "full")), nprocs=2, join=True)
+    plain = _llama()
+    _train(plain)
+    for r in range(2):
+        got = torch.load(tmp_path / f"full.{r}", weights_only=True)
+        assert got["local_rows"] == 48  # each rank held half of the (96, 32) embedding, and got all of it back
+        assert got["full"].keys() == plain.state_dict().keys()
+        for k, v in plain.state_dict().items():
+            torch.testing.assert_close(got["full"][k], v, rtol=0, atol=1e-6)
+
+
+def test_full_state_dict_gives_each_rank_the_unsharded_trained_weights(one_rank):
+    ids = _ids()
+    plain = _llama()
+    sharded = _sharded_learner(plain)
+    for m in (plain, sharded):  # the same two AdamW steps on the plain model and through the sharded learner
+        _train(m)
+    assert type(next(sharded.parameters())).__name__ == "DTensor"  # really sharded
+    full = full_state_dict(sharded, prefix="policy.")
+    want = plain.state_dict()
+    assert full.keys() == want.keys()
+    for k, v in want.items():
+        assert full[k].shape == v.shape and full[k].dtype == v.dtype and type(full[k]) is torch.Tensor, k
+        torch.testing.assert_close(full[k], v, rtol=0, atol=1e-6)
+    engine = _llama()  # a rank's engine: another model, loaded from the gathered weights
+    engine.load_state_dict(full, strict=True)
+    prompt = ids[:1, :4]
+    assert torch.equal(
+        engine.generate(prompt, max_new_tokens=8, do_sample=False), plain.generate(prompt, max_new_tokens=8, do_sample=False)
+    )
+
+
+def test_one_table_of_fsdp_settings_for_launch_flags_and_rank_env():
+    flags = train_argv(ComputeConfig(devices=("cuda:0", "cuda:1"), fsdp=True), ["x.py"])
+    env = rank_env(1, 2, 29500, True, fsdp=True)
+    assert env["ACCELERATE_USE_FSDP"] == "true" and env == {**env, **fsdp_env()}
+    for k, v in FSDP_SETTINGS.items():
+        assert flags[flags.index(f"--fsdp_{k}") + 1] == v and env[f"FSDP_{k.upper()}"] == v
+    assert "ACCELERATE_USE_FSDP" not in rank_env(1, 2, 29500, True)  # DDP ranks: no FSDP settings
