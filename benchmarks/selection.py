@@ -43,7 +43,10 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="rounds per campaign (the demo's 3)")
     ap.add_argument("--prompts", type=int, default=48, help="tasks.train_prompts_per_round (the demo's 48)")
     ap.add_argument(
-        "--heldout", type=int, default=400, help="tasks.heldout_prompts (the demo's 400: the gate needs ~180 to promote)"
+        "--heldout",
+        type=int,
+        default=200,
+        help="tasks.heldout_prompts (the demo has 400; the gate's bound needs ~180: `ratchet gate plan --eval-prompts 200`)",
     )
     ap.add_argument("--max-new-tokens", type=int, default=None, help="generation.max_new_tokens (default: the config's)")
     ap.add_argument("--group-size", type=int, default=None, help="generation.group_size (default: the config's 4)")
@@ -52,6 +55,14 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--model", default=None, help="model.name_or_path (default: the config's SmolLM2-135M-Instruct)")
     ap.add_argument("--seed", type=int, default=0, help="tasks.seed = generation.seed = sft.seed")
     ap.add_argument("--keep", default=None, help="folder to keep the stores and run dirs in (default: a temp dir)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="campaigns run at once, each in its own process with cores/jobs torch threads and its own Prefect home "
+        "(1: one after another in this process)",
+    )
+    ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # internal: ALGORITHM:SELECTION, one campaign's JSON
     return ap.parse_args()
 
 
@@ -188,6 +199,32 @@ def ratios(uniform: dict, frontier: dict) -> dict:
     }
 
 
+def run_in_subprocess(a: argparse.Namespace, tmp: str, algorithm: str, selection: str, threads: int) -> dict:
+    """``run_one`` in a child process of its own (``--only``), with ``threads`` torch threads and its own Prefect home
+    (two ephemeral Prefect servers must not share one SQLite database)."""
+    import os
+    import subprocess
+
+    argv = [sys.executable, __file__, "--only", f"{algorithm}:{selection}", "--keep", tmp, "--jobs", "1"]
+    for k in ("rounds", "prompts", "heldout", "max_new_tokens", "group_size", "explore", "refill", "model", "seed"):
+        v = getattr(a, k)
+        if v is not None:
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+    env = {
+        **os.environ,
+        "PREFECT_HOME": f"{tmp}/{algorithm}-{selection}.prefect",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+    }
+    log = f"{tmp}/{algorithm}-{selection}.log"
+    with open(log, "w") as err:
+        out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True, check=False)
+    if out.returncode != 0:
+        tail = open(log).read()[-3000:]
+        raise SystemExit(f"{algorithm} / {selection} failed (exit {out.returncode}); the end of {log}:\n{tail}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 _NO_RATIOS = {"gain_per_token_ratio": None, "tokens_to_match_ratio": None}  # one selection run: nothing to compare
 
 
@@ -198,13 +235,33 @@ def main() -> None:
     bad = [x for x in algorithms if x not in ("rft", "grpo")]
     if bad:
         sys.exit(f"--algorithms {a.algorithms!r}: {bad} not one of rft, grpo")
+    if a.only:  # one campaign, for the parent's --jobs
+        alg, sel = a.only.split(":")
+        print(json.dumps(run_one(a, a.keep, alg, sel), default=str))
+        return
     runs: dict[str, dict] = {}
+    pairs = [
+        (alg, sel)
+        for alg in algorithms
+        for sel in [x.strip() for x in a.selections.split(",") if x.strip() in ("uniform", "frontier")]
+    ]
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = a.keep or scratch
-        for alg in algorithms:
-            for sel in [x.strip() for x in a.selections.split(",") if x.strip() in ("uniform", "frontier")]:
+        if a.jobs <= 1:
+            for alg, sel in pairs:
                 print(f"{alg} / {sel} ...", file=sys.stderr)
                 runs.setdefault(alg, {})[sel] = run_one(a, tmp, alg, sel)
+        else:
+            import os
+            from concurrent.futures import ThreadPoolExecutor
+
+            threads = max(1, (os.cpu_count() or 1) // a.jobs)
+            with ThreadPoolExecutor(a.jobs) as pool:
+                futures = {p: pool.submit(run_in_subprocess, a, tmp, *p, threads) for p in pairs}
+                for (alg, sel), f in futures.items():
+                    runs.setdefault(alg, {})[sel] = f.result()
+                    print(f"{alg} / {sel} done at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     per_alg = {alg: ratios(r["uniform"], r["frontier"]) if len(r) == 2 else _NO_RATIOS for alg, r in runs.items()}
     best = max(per_alg, key=lambda k: (per_alg[k]["gain_per_token_ratio"] is not None, per_alg[k]["gain_per_token_ratio"] or 0))
     doc = {
@@ -213,7 +270,8 @@ def main() -> None:
         "tokens_to_match_ratio": per_alg[best]["tokens_to_match_ratio"],
         **per_alg,
         "runs": runs,
-        "config": {k: v for k, v in vars(a).items() if k != "keep"},
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "config": {k: v for k, v in vars(a).items() if k not in ("keep", "only")},
     }
     print(json.dumps(doc, default=str))
 
