@@ -86,7 +86,7 @@ def _setup(args):
 
     cfg = RatchetConfig()
     t = cfg.tasks
-    src = make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
+    src = make_task_source(t.source, levels=t.levels, heldout_fraction=t.heldout_fraction)
     shots = src.fewshot(t.fewshot)
     train = src.draw(args.steps * args.prompts_per_step, "train", seed=args.seed)
     heldout = src.draw(args.heldout or t.heldout_prompts, "heldout", seed=t.seed)

@@ -72,7 +72,7 @@ class TaskSet:
                 for s in t.sources
             ]
         else:
-            src = make_task_source(t.source, levels=t.levels, path=t.path, heldout_fraction=t.heldout_fraction)
+            src = make_task_source(t.source, levels=t.levels, heldout_fraction=t.heldout_fraction)
             self.members = [Member(t.source, src, 1.0, t.system_prompt, t.fewshot)]
         self._by_prompt_source = {m.source.name: m for m in self.members}
 

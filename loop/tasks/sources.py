@@ -342,9 +342,7 @@ class FileTasks:
         return shots
 
 
-def make_task_source(
-    source: str, *, levels: tuple[str, ...] = (), path: str | None = None, heldout_fraction: float = 0.2
-) -> TaskSource:
+def make_task_source(source: str, *, levels: tuple[str, ...] = (), heldout_fraction: float = 0.2) -> TaskSource:
     """The single ``tasks.source`` (``arithmetic``; a file is a ``[[tasks.sources]]`` entry, ``FileTasks``)."""
     if source == "arithmetic":
         return ArithmeticTasks(levels, heldout_fraction)
