@@ -61,7 +61,9 @@ def test_promoted_model_loads_generates_and_states_its_lineage(tracked_campaign,
     body = card.split("---\n", 2)[2]
     assert base in body and "Promoted by the gate in:** round 1" in body and f"on {n} held-out prompts" in body
     algorithm, examples = query(db, "SELECT algorithm, num_examples FROM training_runs")[1][0]
-    assert f"| 1 | {algorithm} | {examples} | jsonl:tasks.jsonl ({examples}) |" in body and "| 1 | promote |" in body
+    assert (
+        f"| 1 | {algorithm} | {examples} | jsonl ({examples}) |" in body
+    )  # tasks.source = "jsonl" is read as a source named jsonl and "| 1 | promote |" in body
 
 
 def test_export_by_id_and_refusals(tracked_campaign, tmp_path):

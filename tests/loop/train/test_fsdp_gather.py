@@ -6,6 +6,8 @@ each pass to give its engine the full weights (``GRPOLearner.state_dict`` with `
 """
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -77,9 +79,17 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
 
 
 def test_every_rank_of_two_gets_the_whole_trained_weights(tmp_path):
-    import torch.multiprocessing as mp
-
-    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(tmp_path / "full")), nprocs=2, join=True)
+    # Two processes running this file as a script: pytest imports test modules with --import-mode=importlib and
+    # the repository root is not on sys.path, so a spawned child could not import ``_rank`` by its module name.
+    args = ["2", str(tmp_path / "store"), str(tmp_path / "full")]
+    ranks = [subprocess.Popen([sys.executable, __file__, str(r), *args], stderr=subprocess.PIPE, text=True) for r in range(2)]
+    try:
+        for r, p in enumerate(ranks):
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0, f"rank {r}: {err[-3000:]}"
+    finally:
+        for p in ranks:  # a rank that failed leaves the other waiting in a collective
+            p.kill()
     plain = _llama()
     _train(plain)
     for r in range(2):
@@ -118,3 +128,7 @@ def test_one_table_of_fsdp_settings_for_launch_flags_and_rank_env():
     for k, v in FSDP_SETTINGS.items():
         assert flags[flags.index(f"--fsdp_{k}") + 1] == v and env[f"FSDP_{k.upper()}"] == v
     assert "ACCELERATE_USE_FSDP" not in rank_env(1, 2, 29500, True)  # DDP ranks: no FSDP settings
+
+
+if __name__ == "__main__":  # one rank of the two-rank test: RANK WORLD STORE OUT
+    _rank(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
