@@ -38,14 +38,10 @@ def _record(db: Path, name: str, action: str, reason: str, changes: dict | None 
         fail(str(e))
     after = row["after_round_index"]
     console.print(f"{name}: {action} recorded by {row['actor']} after round {after}: {row['reason']}", highlight=False)
+    from ratchet.flows.rounds.identity import dotted
+
     for key, value in (changes or {}).items():
-        console.print(f"  from round {after + 1}: {key} = {value!r} (was {_dotted(c['config'], key)!r})", highlight=False)
-
-
-def _dotted(settings: dict, key: str) -> object:
-    for part in key.split("."):
-        settings = settings.get(part) if isinstance(settings, dict) else None
-    return settings
+        console.print(f"  from round {after + 1}: {key} = {value!r} (was {dotted(c['config'], key)!r})", highlight=False)
 
 
 def _check_changes(stored: dict, changes: dict) -> None:

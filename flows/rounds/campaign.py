@@ -11,25 +11,24 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
-from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.rounds.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
 from ratchet.flows.rounds.grpo_round import check_weight_sync, on_policy_steps, per_step_reason
+from ratchet.flows.rounds.identity import check_checkpoints, check_same_settings
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.reverify import carry_over_promoted
 from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
-from ratchet.loop.checkpoints import ModelError, check_loadable, read_checkpoint_id, resolve_model
+from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import plan as gate_plan
 from ratchet.loop.gate.sets import pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, require_store, transaction
-from ratchet.store.events import recorded_settings
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import (
     campaign_by_name,
@@ -39,7 +38,6 @@ from ratchet.store.queries import (
     gate_decision,
     last_evaluated_prompts,
     pinned_eval_prompts,
-    promoted_before,
     round_incumbent,
     set_round_status,
 )
@@ -47,10 +45,6 @@ from ratchet.store.reports import training_metrics
 from ratchet.store.retention import check_free_disk, round_write_bytes
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS
-
-
-class CampaignConflict(ValueError):
-    """A campaign of that name exists in the store with different settings."""
 
 
 def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
@@ -74,8 +68,8 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     if not dry_run or Path(ctx.db).exists():
         with connect(ctx.db, read_only=True) as con:
             require_store(con, ctx.db)
-            _check_same_settings(con, cfg)
-            _check_checkpoints(con, ctx)
+            check_same_settings(con, cfg)
+            check_checkpoints(con, ctx)
     check_round_disk(ctx)
     check_weight_sync(cfg, model_dir)
     k = cfg.gate.samples_per_prompt
@@ -139,93 +133,6 @@ def check_round_disk(ctx: Ctx) -> None:
     check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, written, multi_step))
 
 
-def _settings_diff(new: dict, old: dict) -> list[str]:
-    """Keys whose value differs. A key only one side has is no conflict: a newer Ratchet adds keys with
-    defaults, and an unused trainer section is left out; inside a section the same holds per key."""
-    out = []
-    for k, v in new.items():
-        if k not in old:
-            continue
-        if isinstance(v, dict) and isinstance(old[k], dict):
-            out += [f"{k}.{sub}" for sub in _settings_diff(v, old[k])]
-        elif v != old[k] and not (v in ([], ()) and old[k] is None):
-            out.append(k)
-    return sorted(out)
-
-
-def _dotted(settings: dict, key: str) -> object:
-    for part in key.split("."):
-        settings = settings.get(part) if isinstance(settings, dict) else None
-    return settings
-
-
-def _check_checkpoints(con, ctx: Ctx) -> None:
-    """Refuse, before any work, a continued campaign whose base or incumbent checkpoint's files no longer hash to the
-    id the store recorded (a corrupted or edited folder), instead of failing inside the round with a stray row.
-
-    Raises:
-        ModelError: the folder changed or is gone (the message names the checkpoint and the fix).
-    """
-    if campaign_by_name(con, ctx.cfg.campaign) is None:
-        return
-    state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-    for ckpt in dict.fromkeys((state.base_checkpoint_id, state.incumbent_checkpoint_id)):
-        try:
-            verified_checkpoint_dir(con, ckpt)
-        except LookupError as e:
-            raise ModelError(f"campaign {ctx.cfg.campaign!r}: {e}") from None
-
-
-def _check_same_settings(con, cfg: RatchetConfig) -> None:
-    """Refuse a config that differs from the stored campaign's except in settings a resume changed (to their new value)."""
-    existing = campaign_by_name(con, cfg.campaign)
-    if existing is None:
-        return
-    legacy_jsonl_conflict(con, cfg, existing)
-    settings = cfg.campaign_settings()
-    changed = recorded_settings(con, existing["campaign_id"])
-    diff = [k for k in _settings_diff(settings, existing["config"]) if not (k in changed and _dotted(settings, k) == changed[k])]
-    if diff:
-        sql = "SELECT count(*) FROM rounds WHERE campaign_id = ? AND status = 'completed'"
-        never = con.execute(sql, [existing["campaign_id"]]).fetchone()[0] == 0
-        raise CampaignConflict(
-            f"campaign {cfg.campaign!r} already exists in {cfg.db} with different settings ({', '.join(diff)}); "
-            + (
-                "it never completed a round: `ratchet run --reset` drops it and starts over with these settings; or use "
-                if never
-                else "use "
-            )
-            + "--campaign NEW_NAME, the original settings to continue it, or "
-            "`ratchet campaign resume NAME --reason ... --set KEY=VALUE` to change a setting from the next round on"
-        )
-
-
-def legacy_jsonl_conflict(con, cfg: RatchetConfig, existing: dict) -> None:
-    """Refuse to continue a campaign recorded with the old ``tasks.source = "jsonl"``, saying how to go on.
-
-    Its prompts were rendered with ``tasks.system_prompt`` and no worked examples, under prompt ids of the source
-    ``jsonl:<file name>``; the fold into ``[[tasks.sources]]`` (``ratchet.loop.config.tasks.fold_jsonl_source``)
-    renders and names them as a ``[[tasks.sources]]`` entry does, so the campaign's training prompts, held-out set
-    and eval set id would all change under it. Its store rows stay as they are; a new campaign name trains on from
-    the old campaign's last promoted checkpoint (the message names its folder).
-
-    Raises:
-        CampaignConflict: the stored campaign has ``tasks.source = "jsonl"``.
-    """
-    tasks = (existing.get("config") or {}).get("tasks") or {}
-    if tasks.get("source") != "jsonl":
-        return
-    last = promoted_before(con, existing["campaign_id"])[-1]
-    row = con.execute("SELECT path FROM checkpoints WHERE checkpoint_id = ?", [last]).fetchone()
-    raise CampaignConflict(
-        f"campaign {cfg.campaign!r} in {cfg.db} was recorded with tasks.source = 'jsonl' (the arithmetic-style system "
-        "prompt, no worked examples, prompt ids of source 'jsonl:<file name>'), which Ratchet now reads as a "
-        "[[tasks.sources]] entry with the math format's prompt, so its prompts and held-out set would change: continue "
-        f"with --campaign {cfg.campaign}-v2 and model.name_or_path = {row[0] if row else last!r} (its last promoted "
-        "checkpoint; the old campaign's rows stay in the store)"
-    )
-
-
 @task(name="prepare-campaign", cache_policy=NONE)
 def prepare_campaign(config_path: str) -> str:
     """Create the schema, register the base checkpoint, the campaign and its held-out prompts."""
@@ -235,7 +142,7 @@ def prepare_campaign(config_path: str) -> str:
     base_id = read_checkpoint_id(base_dir)
     settings = ctx.cfg.campaign_settings()
     with transaction(ctx.db) as con:
-        _check_same_settings(con, ctx.cfg)
+        check_same_settings(con, ctx.cfg)
         insert_rows(
             con,
             "checkpoints",

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from ratchet.flows.rounds.campaign import CampaignConflict, _check_same_settings, prepare_campaign
+from ratchet.flows.rounds.campaign import prepare_campaign
+from ratchet.flows.rounds.identity import CampaignConflict, check_same_settings
 from ratchet.loop.campaign.context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import connect, query
@@ -56,7 +57,7 @@ def test_changing_an_eval_definition_is_refused(campaign, tmp_path):
     bench.write_text("\n".join(_lines(1000, 5)) + "\n")
     changed = load_config(None, **overrides, evals=[{"name": "bench", "file": {"path": str(bench)}}])
     with connect(overrides["db"], read_only=True) as con, pytest.raises(CampaignConflict, match="different settings \\(evals\\)"):
-        _check_same_settings(con, changed)
+        check_same_settings(con, changed)
 
 
 def test_eval_file_prompts_are_pinned_and_never_trained_on(campaign, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
-from ratchet.flows.rounds.campaign import CampaignConflict, _check_same_settings
+from ratchet.flows.rounds.identity import CampaignConflict, check_same_settings
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings, parse_set, with_settings
 from ratchet.loop.campaign.context import campaign_id_of, load_ctx, save_config
 from ratchet.loop.config import ConfigError, load_config
@@ -47,12 +47,12 @@ def test_resume_set_is_recorded_applied_and_accepted(cfg):
         (event,) = campaign_events(con, campaign_id_of("nightly"))
         assert json.loads(event["settings_json"]) == {"set": {"grpo.lr": 3e-6}}
         # The old file config and the one carrying the change both continue the campaign ...
-        _check_same_settings(con, cfg)
-        _check_same_settings(con, with_settings(cfg, {"grpo.lr": 3e-6}))
+        check_same_settings(con, cfg)
+        check_same_settings(con, with_settings(cfg, {"grpo.lr": 3e-6}))
         # ... but not another value, nor another setting.
         for other in ({"grpo.lr": 5e-6}, {"grpo.beta": 0.5}):
             with pytest.raises(CampaignConflict, match="grpo"):
-                _check_same_settings(con, with_settings(cfg, other))
+                check_same_settings(con, with_settings(cfg, other))
         assert campaign_controls(con, ["nightly"])["nightly"]["events"][0]["changes"] == "grpo.lr=3e-06"
     status = runner.invoke(app, ["status", "--db", cfg.db])
     assert "(from round 1: grpo.lr=3e-06)" in " ".join(status.output.split()), status.output

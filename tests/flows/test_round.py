@@ -147,7 +147,8 @@ def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
 
 
 def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config, tiny_model_dir):
-    from ratchet.flows.rounds.campaign import CampaignConflict, prepare_campaign
+    from ratchet.flows.rounds.campaign import prepare_campaign
+    from ratchet.flows.rounds.identity import CampaignConflict
 
     prepare_campaign.fn(str(tiny_config))
     cfg = load_ctx(tiny_config).cfg

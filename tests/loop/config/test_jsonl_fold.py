@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ratchet.flows.rounds.campaign import CampaignConflict, _check_same_settings
+from ratchet.flows.rounds.identity import CampaignConflict, check_same_settings
 from ratchet.loop.campaign.context import Ctx, campaign_id_of
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS
@@ -91,6 +91,6 @@ def test_a_campaign_recorded_with_the_old_key_is_refused_with_the_way_on(tmp_pat
         )
         insert_rows(con, "campaigns", [row])
     with connect(cfg.db, read_only=True) as con, pytest.raises(CampaignConflict) as e:
-        _check_same_settings(con, cfg)
+        check_same_settings(con, cfg)
     msg = str(e.value)
     assert "tasks.source = 'jsonl'" in msg and "--campaign nightly-v2" in msg and "/models/base" in msg
