@@ -205,7 +205,7 @@ SLOW = {
         None,
     ),
     "check_rounds_each_under_timeout": (
-        "import time\ndef f(x):\n    time.sleep(0.9)\n    return x + 1",
+        "import time\ndef f(x):\n    time.sleep(1.2)\n    return x + 1",  # 3 calls: 3.6 s > the 3 s budget, each < 2 s
         [
             {
                 "check": "def check(candidate):\n    a = candidate(1)\n    b = candidate(a)\n    c = candidate(b)\n"
