@@ -33,7 +33,8 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
     Built once per recipe: kept under ``$RATCHET_HOME/cache/tests/tiny-<key>``, the key a hash of this recipe's
     source, ``train_sft``'s module, the SmolLM2 checkpoint id and the torch/transformers versions (CI's three pytest
-    sessions train it once instead of three times). Tests only read it.
+    sessions train it once instead of three times), with the untrained model it started from beside it
+    (``tiny_model_dir.parent / "init"``). Tests only read them.
     """
     import hashlib
     import inspect
@@ -53,20 +54,21 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
             read_checkpoint_id(smollm2_dir),
             torch.__version__,
             transformers.__version__,
+            "layout 2: the folder with init/ and tiny/, and a done file",
         ]
     )
     cached = ratchet_home() / "cache" / "tests" / f"tiny-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
-    if (cached / "model.safetensors").is_file():
-        return cached
-    built = _train_tiny(smollm2_dir, tmp_path_factory.mktemp("tiny"))
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    staging = cached.with_name(f"{cached.name}.tmp{os.getpid()}")
-    shutil.copytree(built, staging)
-    try:
-        os.replace(staging, cached)  # atomic: another session sees all of it or nothing
-    except OSError:  # another session won the race: theirs is the same model
-        shutil.rmtree(staging, ignore_errors=True)
-    return cached
+    built = _train_tiny(smollm2_dir, tmp_path_factory.mktemp("tiny")) if not (cached / "done").is_file() else None
+    if built is not None:  # the folder as _train_tiny left it: the trained model and, beside it, its untrained "init"
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staging = cached.with_name(f"{cached.name}.tmp{os.getpid()}")
+        shutil.copytree(built.parent, staging)
+        (staging / "done").write_text(built.name)
+        try:
+            os.replace(staging, cached)  # atomic: another session sees all of it or nothing
+        except OSError:  # another session won the race: theirs is the same model
+            shutil.rmtree(staging, ignore_errors=True)
+    return cached / (cached / "done").read_text()
 
 
 def _train_tiny(smollm2_dir: Path, folder: Path) -> Path:

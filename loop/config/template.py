@@ -7,6 +7,7 @@ never drift from ``loop.config`` (a test loads it back and compares it to the de
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import typing
 from pathlib import Path
@@ -45,7 +46,7 @@ FOOTER = """\
 
 
 def toml_value(v: Any) -> str:
-    """One TOML literal for a default value (str, bool, int, float, or a sequence of them).
+    """One TOML literal for a default value (str, bool, int, float, a sequence of them, or a table of them).
 
     Raises:
         TypeError: a value TOML cannot hold (None has no TOML form: such keys are commented out).
@@ -58,6 +59,9 @@ def toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table, e.g. one [[tasks.sources]] entry inside a list; None keys left out
+        keys = {k: (k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)) for k in v}
+        return "{" + ", ".join(f"{keys[k]} = {toml_value(x)}" for k, x in v.items() if x is not None) + "}"
     raise TypeError(f"no TOML literal for {v!r} ({type(v).__name__})")
 
 
