@@ -1,22 +1,35 @@
-"""``compute.engine = "ray"``: the pool's generation shards as Ray tasks on an existing Ray cluster.
+"""``compute.engine = "ray"``: the round engine's ranks as Ray actors on an existing Ray cluster.
 
-Each device group's shard runs ``ratchet.flows.compute.worker.ray_generate_shard`` as one Ray task that asks
-for the group's resources (``num_gpus`` = GPUs in the group; on CPU ``num_cpus`` = the thread count the local
-pool would give it), reads the same request file and writes the same shard file as the local worker, with the
-same seeds and thread count, so the merged completions equal the local pool's. Ratchet (same version) must be
-installed on every node, and the request and shard files must be on storage every node sees (the campaign's
-run directory on a shared filesystem); see docs/devices.md. Ray is imported only
-here, and only when asked for (``pip install 'ratchet[ray]'``).
+``RayEngine`` is the Ray placement of ``ratchet.flows.compute.engine.RoundEngine``: one actor per device group of
+``compute.devices``, placed by one placement group (a bundle per device group: ``num_gpus`` = the group's GPUs; on
+CPU ``num_cpus`` = the thread count the local placement gives a rank) and kept for the whole round. Each actor holds
+the same ``EngineState`` a local rank process holds and takes the same typed requests
+(``ratchet.flows.compute.messages``) as method calls, so a round's rollouts, learner passes and saves are those of
+the local engine (same seeds, same thread count, same sharding). Requests and replies travel through Ray's object
+store; nothing is written to shared storage but the checkpoints rank 0 saves under ``run_dir``. Several ranks form one
+``torch.distributed`` group through a ``file://`` rendezvous in a private folder, so their actors must share the
+driver's filesystem (one node) for learner work; generation-only use spans nodes. Ratchet (same version) must be
+installed on every node (docs/devices.md). Ray is imported only here, and only when asked for
+(``pip install 'ratchet[ray]'``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
+from ratchet.flows.compute.engine import Placement
+from ratchet.flows.compute.messages import EngineSpec, Generate, GRPOStep, Save, SFTStep, Start, StartLearner, Sync
+from ratchet.flows.compute.pool import device_env
 from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
-from ratchet.loop.config import ComputeConfig
+from ratchet.loop.config import ComputeConfig, GenerationConfig
+from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.train.data_parallel import fsdp_env
 
 
 def connect(compute: ComputeConfig):
@@ -36,43 +49,148 @@ def connect(compute: ComputeConfig):
     return ray
 
 
-def run_shards(
-    req_path: Path,
-    shards: list[int],
-    groups: list[tuple[str, ...]],
-    envs: list[dict[str, str]],
-    *,
-    compute: ComputeConfig,
-    stage: str,
-    log: logging.Logger | logging.LoggerAdapter,
-) -> None:
-    """Run ``worker.ray_generate_shard`` for each shard index in ``shards`` (shard k on device group k) as Ray tasks.
+class RankActor:
+    """A rank inside a Ray worker process: the rank's environment (threads, devices, rendezvous), then its requests."""
 
-    Raises:
-        StageTimeout: a task was still running ``compute.generate_timeout_s`` after the start (all are cancelled).
-        WorkerFailed: a task raised (the message carries Ray's error with the worker's traceback).
-    """
-    ray = connect(compute)
-    from ratchet.flows.compute.worker import ray_generate_shard
+    def __init__(self, env: dict[str, str]) -> None:
+        os.environ.update(env)
+        logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
+        if env.get("OMP_NUM_THREADS"):
+            import torch
 
-    refs = []
-    for k in shards:
-        gpus = len([d for d in groups[k] if d != "cpu"])
-        env = {key: v for key, v in envs[k].items() if key in ("OMP_NUM_THREADS", "RATCHET_DEVICE")}
-        opts = {"num_gpus": gpus, "num_cpus": 1 if gpus else int(env.get("OMP_NUM_THREADS", "1")), "max_retries": 0}
-        refs.append(ray.remote(ray_generate_shard).options(**opts).remote(str(req_path), k, env))
-        log.info("[ray] shard %d on %s submitted (%s)", k, ",".join(groups[k]), opts)
-    t0 = time.monotonic()
-    done, pending = ray.wait(refs, num_returns=len(refs), timeout=compute.generate_timeout_s)
-    if pending:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        raise StageTimeout(
-            f"stage {stage!r}: {len(pending)} Ray generation task(s) ran past compute.generate_timeout_s = "
-            f"{compute.generate_timeout_s:g} s and were cancelled; raise compute.generate_timeout_s (or give the stage less work)"
-        )
-    try:
-        nodes = ray.get(done)
-    except ray.exceptions.RayError as e:
-        raise WorkerFailed(f"stage {stage!r}: a Ray generation task failed: {e}") from e
-    log.info("[ray] %d shard(s) done in %.1f s on %s", len(done), time.monotonic() - t0, sorted(set(nodes)))
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        from ratchet.flows.compute.worker import EngineState
+
+        self.state = EngineState()
+
+    def handle(self, msg: Any):
+        return self.state.handle(msg)
+
+    def node(self) -> str:
+        import socket
+
+        return socket.gethostname()
+
+
+class RayEngine:
+    """The round engine on Ray actors (see the module docstring); the same verbs as ``LocalEngine``."""
+
+    def __init__(
+        self,
+        spec: EngineSpec,
+        placement: Placement,
+        *,
+        gen: GenerationConfig,
+        compute: ComputeConfig,
+        log: logging.Logger | logging.LoggerAdapter,
+        holds: str | None = None,
+    ) -> None:
+        self.spec, self.placement, self.gen, self.compute, self.log = spec, placement, gen, compute, log
+        self.holds, self.ranks, self.progress, self.shared = holds, len(placement.groups), None, False
+        self._actors: list = []
+        self._pg = None
+        self._folder: str | None = None
+
+    def __enter__(self) -> RayEngine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self, learner: StartLearner | None = None) -> bool:
+        """Place one actor per device group, load every engine (and the learner); see ``LocalEngine.start``."""
+        ray = connect(self.compute)
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        envs, bundles = [], []
+        if self.ranks > 1:
+            self._folder = tempfile.mkdtemp(prefix="ratchet-rendezvous-")
+        for k, group in enumerate(self.placement.groups):
+            env = {
+                key: v
+                for key, v in device_env(group, k, self.ranks, self.compute.cpu_threads_per_worker).items()
+                if key in ("OMP_NUM_THREADS", "RATCHET_DEVICE")
+            }
+            if self.ranks > 1:
+                env |= {**(fsdp_env() if self.placement.fsdp else {}), "RANK": str(k), "WORLD_SIZE": str(self.ranks)}
+                env |= {"LOCAL_RANK": str(k), "LOCAL_WORLD_SIZE": str(self.ranks)}
+                env["RATCHET_RENDEZVOUS"] = str(Path(self._folder) / "store")
+            gpus = len([d for d in group if d != "cpu"])
+            envs.append(env)
+            bundles.append({"GPU": gpus, "CPU": 1} if gpus else {"CPU": int(env.get("OMP_NUM_THREADS", "1"))})
+        self._pg = placement_group(bundles, strategy="PACK")
+        self._wait(self._pg.ready(), "placing the ranks", self.compute.generate_timeout_s, "compute.generate_timeout_s")
+        cls = ray.remote(RankActor)
+        for k, (env, bundle) in enumerate(zip(envs, bundles)):
+            opts = {"num_gpus": bundle.get("GPU", 0), "num_cpus": bundle["CPU"], "max_restarts": 0}
+            strategy = PlacementGroupSchedulingStrategy(placement_group=self._pg, placement_group_bundle_index=k)
+            self._actors.append(cls.options(scheduling_strategy=strategy, **opts).remote(env))
+            self.log.info("[ray] rank %d on %s placed (%s)", k, ",".join(self.placement.groups[k]), opts)
+        self._all([Start(self.spec)] * self.ranks, "loading the model", generate=True)
+        if learner is None:
+            return False
+        replies = self._all([learner] * self.ranks, "loading the learner", every=True)
+        self.shared = all(bool(r.value) for r in replies)
+        return self.shared
+
+    def generate(self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
+        """As ``LocalEngine.generate``: the jobs sharded over the actors on batch boundaries, merged in job order."""
+        align = job_alignment(self.gen.backend, params, self.gen.batch_size)
+        shards = shard_jobs(len(messages), params.n, self.ranks, align)
+        reqs = [Generate(messages, params, name, (j.start, j.stop)) for j in shards]
+        replies = self._all(reqs, f"generating {name}", every=True, generate=True)
+        return sorted((c for r in replies for c in r.value), key=lambda c: (c.prompt_index, c.sample_index))
+
+    def train_step(self, step: GRPOStep | SFTStep) -> dict:
+        if isinstance(step, GRPOStep):
+            self.holds = None
+        return self._all([step] * self.ranks, "a learner pass").value
+
+    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
+        msg = Save(str(out_dir), str(optimizer_state) if optimizer_state else None)
+        self._all([msg] * self.ranks, "saving the policy")
+
+    def sync(self, checkpoint_dir: str | Path, checkpoint_id: str | None = None) -> float:
+        replies = self._all([Sync(str(checkpoint_dir), checkpoint_id)] * self.ranks, "loading weights", every=True, generate=True)
+        self.holds = checkpoint_id
+        return max(r.seconds for r in replies)
+
+    def close(self) -> None:
+        """Kill the actors and remove the placement group (their engines go with their processes)."""
+        import ray
+
+        for a in self._actors:
+            ray.kill(a)
+        self._actors = []
+        if self._pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._pg)
+            self._pg = None
+        if self._folder:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _all(self, reqs: list, what: str, every: bool = False, generate: bool = False):
+        key = "compute.generate_timeout_s" if generate else "compute.train_timeout_s"
+        limit = self.compute.generate_timeout_s if generate else self.compute.train_timeout_s
+        refs = [a.handle.remote(r) for a, r in zip(self._actors, reqs)]
+        replies = self._wait(refs, what, limit, key)
+        for k, r in enumerate(replies):
+            if not r.ok:
+                raise WorkerFailed(f"ray rank {k}: {what} failed: {r.error}")
+        return replies if every else replies[0]
+
+    def _wait(self, refs, what: str, limit: float, key: str):
+        import ray
+
+        try:
+            return ray.get(refs, timeout=limit)
+        except ray.exceptions.GetTimeoutError as e:
+            self.close()
+            raise StageTimeout(
+                f"ray ranks: {what} ran past {key} = {limit:g} s and the actors were killed; raise {key} in the config"
+            ) from e
+        except ray.exceptions.RayError as e:
+            self.close()
+            raise WorkerFailed(f"ray ranks: {what} failed: {e}") from e

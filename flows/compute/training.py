@@ -1,8 +1,8 @@
-"""The round's training pass as it runs inside the training worker process (``ratchet.flows.compute.worker``).
+"""A step's filtered rows as the engine's learner request: a rejection-sampling fine-tuning pass (``algorithm = "rft"``,
+``sft_step``) or a GRPO-family pass (``"grpo"``, ``grpo_step``).
 
-Rejection-sampling fine-tuning (``algorithm = "rft"``) or a GRPO-family pass (``"grpo"``) from the
-stage's filtered examples. The parent resolved everything the pass needs from the store (checkpoint
-folders, the rollout cap; ``ratchet.flows.compute.resolve``): the worker opens neither the store nor
+The parent resolved everything the pass needs from the store (checkpoint folders, the rollout cap;
+``ratchet.flows.compute.resolve``); the request carries it to the engine's ranks, which open neither the store nor
 Prefect (import contracts in pyproject.toml).
 """
 
@@ -10,72 +10,47 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
+from ratchet.flows.compute.messages import GRPOStep, SFTStep
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import Prompt
-from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.train.sft import SFTExample, train_sft
+from ratchet.loop.train.examples import ChatExample
+from ratchet.loop.train.grpo import GRPORun, GRPOSample
 
 logger = logging.getLogger(__name__)
 
 
-def train_compute(
-    ctx: Ctx,
-    init_dir: Path,
-    ref_dir: Path | None,
-    examples: list[dict],
-    out: Path,
-    progress,
-    *,
-    max_completion_length: int,
-) -> tuple[Path | None, dict, list[str]]:
-    """The round's training pass into ``out``: (saved checkpoint dir or None, metrics, consumed trajectory ids).
-
-    Runs inside the training worker process (``python -m ratchet.flows.compute.worker train``, started by the train
-    stage via ``ratchet.flows.compute.pool``). ``init_dir``/``ref_dir`` are verified checkpoint folders (the policy to
-    start from, GRPO's reference); ``max_completion_length`` is the round's rollout cap in tokens.
-    """
-    if ctx.cfg.algorithm != "grpo":  # rft, or sft on reference solutions (a cold start)
-        return _train_rft(ctx, init_dir, examples, out, progress)
-    return _train_grpo(ctx, init_dir, ref_dir, examples, out, progress, max_completion_length)
-
-
-def _train_rft(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path, progress) -> tuple[Path, dict, list[str]]:
+def sft_step(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path) -> SFTStep:
+    """A step's filtered examples as the engine's rejection-sampling fine-tuning pass from ``init_dir`` into ``out``
+    (the round's seed; each example trains on its sampled ids where stored)."""
     sft = ctx.cfg.sft
     chats = stored_chats(ctx, examples)
-    res = train_sft(
-        init_dir,
+    return SFTStep(
+        str(init_dir),
         [
-            SFTExample(
-                chat,
-                e["completion"],
-                _ids(e.get("completion_token_ids")),  # None: a reference solution, or a row of an older store
-            )
+            ChatExample(chat, e["completion"], _ids(e.get("completion_token_ids")))  # None: a reference solution
             for e, chat in zip(examples, chats, strict=True)
         ],
-        out,
-        sft,
-        seed=derive_seed("sft", sft.seed, ctx.round_index),
-        dtype=ctx.cfg.model.dtype,
-        on_step=lambda s, n, _loss: progress(s, n),
+        str(out),
+        sft.model_dump(mode="json"),
+        derive_seed("sft", sft.seed, ctx.round_index),
+        ctx.cfg.model.dtype,
     )
-    return res.checkpoint_dir, res.metrics, [e["trajectory_id"] for e in examples]
 
 
-def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple[list[GRPOSample], GRPORun]:
-    """A step's filtered groups (``rows`` of ``rollout_groups``) as learner samples, and the pass's run settings
-    (the step's seed, the round's rollout cap in tokens; the KL guard measured on the round's last step): the same
-    for a per-step training process and a persistent round's learner."""
+def grpo_step(ctx: Ctx, rows: list[dict], max_completion_length: int) -> GRPOStep:
+    """A step's filtered groups (``rows`` of ``rollout_groups``) as the engine's learner pass: the samples and the
+    pass's run settings (the step's seed, the round's rollout cap in tokens; the KL guard measured on the round's
+    last step)."""
     gen = ctx.cfg.generation
     group_of = {pid: i for i, pid in enumerate(dict.fromkeys(r["prompt_id"] for r in rows))}
     chats = stored_chats(ctx, rows)
     samples = [
         GRPOSample(
             group_of[r["prompt_id"]],
-            SFTExample(chat, r["completion"], _ids(r.get("completion_token_ids"))),
+            ChatExample(chat, r["completion"], _ids(r.get("completion_token_ids"))),
             float(r["reward"]),
             r["finish_reason"] == "length",
             sampler_logprobs=None if r.get("sampler_logprobs") is None else tuple(map(float, r["sampler_logprobs"])),
@@ -91,36 +66,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple
         seed=derive_seed("grpo", gen.seed, ctx.round_index, ctx.step),
         measure_kl=ctx.step == ctx.steps - 1,  # the KL guard judges the candidate; with beta > 0 every step evaluates it
     )
-    return samples, run
-
-
-def _train_grpo(
-    ctx: Ctx, init_dir: Path, ref_dir: Path, rows: list[dict], out: Path, progress, max_completion_length: int
-) -> tuple[Path | None, dict, list[str]]:
-    g = ctx.cfg.grpo
-    samples, run = grpo_inputs(ctx, rows, max_completion_length)
-    # The on-policy steps of one round continue one AdamW: this step starts from the moments the last
-    # step that trained left behind (copied, so a re-run of this step starts from the same state).
-    opt_state = ctx.stage_dir("train") / "optimizer.pt"
-    opt_state.parent.mkdir(parents=True, exist_ok=True)
-    prev = [p for p in (ctx.at_step(s).stage_dir("train") / "optimizer.pt" for s in range(ctx.step - 1, -1, -1)) if p.is_file()]
-    if prev:
-        shutil.copyfile(prev[0], opt_state)
-    else:
-        opt_state.unlink(missing_ok=True)
-    res = train_grpo(
-        init_dir,
-        samples,
-        out,
-        g,
-        run,
-        ref_dir=ref_dir,
-        dtype=ctx.cfg.model.dtype,
-        on_step=lambda s, n, _m: progress(s, n),
-        optimizer_state=opt_state,
-    )
-    metrics = {**res.metrics, "steps": res.step_metrics}
-    return res.checkpoint_dir, metrics, [rows[i]["trajectory_id"] for i in res.kept]
+    return GRPOStep(samples, run)
 
 
 def stored_chats(ctx: Ctx, rows: list[dict]) -> list[list[dict[str, str]]]:

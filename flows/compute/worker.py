@@ -1,30 +1,30 @@
-"""Child entry point of the device pool: ``python -m ratchet.flows.compute.worker generate|train ...`` (see ``ratchet.flows.compute.pool``).
+"""An engine rank's process: ``python -m ratchet.flows.compute.worker serve --fd N`` (see ``ratchet.flows.compute.engine``).
 
-``generate --request R.json --shard K`` loads the request's checkpoint into one backend on this
-process's device (pinned by the parent through ``CUDA_VISIBLE_DEVICES``), runs shard ``K`` of each call
-and writes each call's completions to its shard file. ``serve --dir D`` is a persistent rollout worker: one engine for a whole round, serving
-generate and update-weights requests written into ``D`` (``ratchet.flows.compute.rollout``). ``train --config C
---round N --init-dir DIR [--ref-dir DIR] --max-completion-length N --out DIR --result R.json`` runs the round's training pass (``ratchet.flows.compute.training.train_compute``) into ``DIR``
-and writes ``{"saved", "metrics", "consumed"}`` to ``R.json`` (on rank 0 under ``accelerate launch``).
+The rank loads its generation backend once (``Start``), then answers the parent's typed requests
+(``ratchet.flows.compute.messages``) on its end of a socket pair, one at a time, until ``Stop``: generate a shard
+of jobs, load a checkpoint's weights into the engine (``Sync``), start a co-located ``GRPOLearner`` and run its passes
+(the new weights reach the engine in place), run a rejection-sampling fine-tuning pass, save the learner's policy. A
+request that fails is answered with its error. With several ranks (``WORLD_SIZE`` > 1) the rank first joins the
+round's ``torch.distributed`` group through a ``file://`` store in a private folder (``init_rendezvous``).
 
 Output: log records go to stdout as ``LEVEL name: message``; progress as ``ratchet.flows.compute.protocol.PROGRESS_PREFIX``
 lines. The process leads its own process group and kills that group when its parent dies, so a
-``kill -9`` of the round leaves no worker or engine process behind.
+``kill -9`` of the round leaves no rank or engine process behind. Opens neither the store nor Prefect.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from pathlib import Path
 
-from ratchet.common.files import atomic_write_text
 from ratchet.common.procs import alive, signal_tree
+from ratchet.flows.compute.messages import EngineSpec, Generate, GRPOStep, Reply, Save, SFTStep, Start, StartLearner, Stop, Sync
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX
 
 
@@ -60,198 +60,189 @@ def progress_printer(bar: str, every_s: float = 0.5):
     return report
 
 
-def run_generate(request_path: Path, shard: int) -> None:
-    """Run shard ``shard`` of every call in the request; skip calls whose shard file exists."""
-    from ratchet.flows.compute.protocol import shard_file, write_shard
-    from ratchet.loop.generation.backends import make_backend
-    from ratchet.loop.generation.base import SamplingParams
-
-    req = json.loads(request_path.read_text())
-    key = request_path.stem
-    todo = [
-        c
-        for c in req["calls"]
-        if shard < len(c["shards"]) and not shard_file(request_path.parent, key, c["name"], shard).exists()
-    ]
-    if not todo:
+def init_rendezvous() -> None:
+    """Form this rank's ``torch.distributed`` process group from a ``file://`` store in the round's private folder
+    (``RATCHET_RENDEZVOUS``, a 0700 directory the parent made): nothing listens on a port, so no other user or host
+    can join or set keys. Accelerate and DDP then use this group. No-op for a one-rank engine."""
+    path, world = os.environ.get("RATCHET_RENDEZVOUS"), int(os.environ.get("WORLD_SIZE", "1"))
+    if not path or world < 2:
         return
-    log = logging.getLogger("ratchet.flows.compute.worker")
-    device = os.environ.get("RATCHET_DEVICE", "cpu")
-    t0 = time.perf_counter()
-    backend = make_backend(req["backend"], req["model_path"], device=device, **req["backend_kwargs"])
-    log.info("loaded %s backend on %s in %.1f s", req["backend"], device, time.perf_counter() - t0)
-    try:
-        for c in todo:
-            start, stop = c["shards"][shard]
-            t1 = time.perf_counter()
-            comps = backend.generate(
-                req["messages"], SamplingParams(**c["params"]), progress=progress_printer(c["name"]), jobs=range(start, stop)
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    backend = "cuda:nccl,cpu:gloo" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, init_method=f"file://{path}", rank=int(os.environ["RANK"]), world_size=world)
+
+
+class EngineState:
+    """One rank's loaded engine and learner, and the handler of every request (``ratchet.flows.compute.messages``).
+
+    The same object serves a child process (``run_serve``) and a Ray actor (``ratchet.flows.compute.ray_engine``).
+    """
+
+    def __init__(self, log: logging.Logger | None = None) -> None:
+        self.log = log or logging.getLogger("ratchet.flows.compute.worker")
+        self.backend = None
+        self.learner = None  # the co-located GRPOLearner, once StartLearner made it
+
+    def handle(self, msg) -> Reply:
+        """Run one request; a request that fails is answered with its error (the rank stays up: the parent decides)."""
+        t0 = time.perf_counter()
+        try:
+            value = self._dispatch(msg)
+        except (ValueError, RuntimeError, OSError, KeyError, TypeError) as e:
+            self.log.error("engine rank: %s failed: %s", type(msg).__name__, e)
+            return Reply(False, error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
+        return Reply(True, value, seconds=time.perf_counter() - t0)
+
+    def _dispatch(self, msg):
+        if isinstance(msg, Start):
+            return self._start(msg.engine)
+        if self.backend is None:
+            raise ValueError(f"engine request {type(msg).__name__} before Start; start the engine first")
+        if isinstance(msg, Generate):
+            from ratchet.loop.generation.base import SamplingParams
+
+            params = msg.params if isinstance(msg.params, SamplingParams) else SamplingParams(**msg.params)
+            jobs = range(*msg.jobs) if msg.jobs else None
+            return self.backend.generate(msg.messages, params, progress=progress_printer(msg.name), jobs=jobs)
+        if isinstance(msg, Sync):
+            return self._sync(msg.path)
+        if isinstance(msg, StartLearner):
+            return self._start_learner(msg)
+        if isinstance(msg, GRPOStep):
+            return self._grpo_step(msg)
+        if isinstance(msg, SFTStep):
+            return self._sft_step(msg)
+        if isinstance(msg, Save):
+            if self.learner is None:
+                raise ValueError("engine request Save before StartLearner; the round has no learner to save")
+            self.learner.save(msg.out, msg.optimizer_state)
+            return None
+        raise ValueError(
+            f"unknown engine request {type(msg).__name__}; valid: Start, Generate, Sync, StartLearner, GRPOStep, SFTStep, "
+            "Save, Stop"
+        )
+
+    def _start(self, spec: EngineSpec) -> dict:
+        from ratchet.loop.generation.backends import make_backend
+
+        init_rendezvous()
+        device = os.environ.get("RATCHET_DEVICE", "cpu")
+        t0 = time.perf_counter()
+        kwargs = colocated_engine_kwargs(spec, device, self.log)
+        self.backend = make_backend(spec.backend, spec.model_path, device=device, **kwargs)
+        load_s = time.perf_counter() - t0
+        self.log.info("engine rank: %s backend on %s loaded in %.1f s", spec.backend, device, load_s)
+        return {"load_s": load_s}
+
+    def _sync(self, path: str) -> None:
+        if self.backend.shared:  # the learner's module: its training is over once another checkpoint is wanted
+            self.learner, self.backend.shared = None, False
+        self.backend.update_weights(path)
+
+    def _start_learner(self, msg: StartLearner) -> bool:
+        from ratchet.loop.config import GRPOConfig
+        from ratchet.loop.train.grpo import GRPOLearner
+
+        self.learner = GRPOLearner(msg.init_dir, GRPOConfig(**msg.grpo), ref_dir=msg.ref_dir, dtype=msg.dtype)
+        # transformers engine: generate from the learner's own module (no copy per pass, one set of weights held)
+        policy = self.learner.policy_module()
+        return policy is not None and self.backend.share_module(policy)
+
+    def _grpo_step(self, msg: GRPOStep) -> dict:
+        from dataclasses import replace
+
+        if self.learner is None:
+            raise ValueError("engine request GRPOStep before StartLearner; start the learner first")
+        report = progress_printer("train")
+        with self._asleep():
+            # the engine in this process generated the samples: from the learner's own module when shared
+            res = self.learner.train_pass(
+                msg.samples, replace(msg.run, engine_shared=self.backend.shared), on_step=lambda k, n, _m: report(k, n)
             )
-            ntok = sum(x.completion_tokens for x in comps)
-            dt = time.perf_counter() - t1
-            write_shard(shard_file(request_path.parent, key, c["name"], shard), comps)
-            log.info(
-                "%s: jobs %d-%d, %d tokens in %.1f s (%.1f tokens/s)", c["name"], start, stop, ntok, dt, ntok / max(dt, 1e-9)
+        if res.steps and not self.backend.shared:
+            self.backend.update_weights(self.learner.state_dict())
+        return {"metrics": {**res.metrics, "steps": res.step_metrics}, "kept": res.kept, "steps": res.steps}
+
+    def _sft_step(self, msg: SFTStep) -> dict:
+        from ratchet.loop.config import SFTConfig
+        from ratchet.loop.train.sft import train_sft
+
+        report = progress_printer("train")
+        with self._asleep():
+            res = train_sft(
+                msg.init_dir,
+                msg.examples,
+                msg.out,
+                SFTConfig(**msg.sft),
+                seed=msg.seed,
+                dtype=msg.dtype,
+                on_step=lambda s, n, _loss: report(s, n),
             )
-    finally:
-        backend.close()
+        saved = res.checkpoint_dir
+        return {"saved": str(saved) if saved else None, "metrics": res.metrics}
+
+    @contextlib.contextmanager
+    def _asleep(self):
+        """A co-located vLLM engine frees the GPU while the learner trains (sleep mode), and wakes after."""
+        slept = getattr(self.backend, "sleep", lambda: False)()
+        try:
+            yield
+        finally:
+            if slept:
+                self.backend.wake_up()
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
 
 
-def ray_generate_shard(request_path: str, shard: int, env: dict[str, str]) -> str:
-    """Body of a Ray task (``compute.engine = "ray"``): ``run_generate`` of one shard inside a Ray worker process,
-    with the pool's device environment (thread count; Ray itself assigns GPUs). Returns the Ray node's IP."""
-    os.environ.update(env)
-    if env.get("OMP_NUM_THREADS"):
-        import torch
+def run_serve(fd: int) -> None:
+    """An engine rank: answer the parent's requests on connection ``fd`` (a socket pair's end) in order until
+    ``Stop`` or the parent's end closes."""
+    from multiprocessing.connection import Connection
 
-        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
-    run_generate(Path(request_path), shard)
-    import socket
-
-    return socket.gethostname()
-
-
-def run_serve(directory: Path, poll_s: float = 0.02) -> None:
-    """A persistent rollout worker: load ``directory/engine.json``'s backend once, then answer the parent's requests
-    (``protocol.request_file``: generate into a shard file, update weights in place, stop) in sequence order until
-    "stop". A request that fails is answered with its error and the worker stays up; the parent decides."""
-    from ratchet.flows.compute.protocol import request_file, response_file
-    from ratchet.loop.generation.backends import make_backend
-
-    spec = json.loads((directory / "engine.json").read_text())
-    log = logging.getLogger("ratchet.flows.compute.worker")
-    device = os.environ.get("RATCHET_DEVICE", "cpu")
-    t0 = time.perf_counter()
-    kwargs = colocated_engine_kwargs(spec, device, log)
-    backend = make_backend(spec["backend"], spec["model_path"], device=device, **kwargs)
-    log.info("rollout worker: %s backend on %s loaded in %.1f s", spec["backend"], device, time.perf_counter() - t0)
-    atomic_write_text(directory / "ready.json", json.dumps({"load_s": time.perf_counter() - t0}))
-    seq, learner = 0, {}
+    conn, state = Connection(fd), EngineState()
     try:
         while True:
-            path = request_file(directory, seq)
-            if not path.exists():
-                time.sleep(poll_s)
-                continue
-            req = json.loads(path.read_text())
-            if req["op"] == "stop":
-                atomic_write_text(response_file(directory, seq), json.dumps({"ok": True}))
-                return
             try:
-                resp = _serve_one(backend, req, learner)
-            except (ValueError, RuntimeError, OSError, KeyError, TypeError) as e:  # answered; the parent raises it
-                log.error("rollout worker: request %d (%s) failed: %s", seq, req.get("op"), e)
-                resp = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            atomic_write_text(response_file(directory, seq), json.dumps(resp))
-            seq += 1
+                msg = conn.recv()
+            except EOFError:  # the parent is gone (exit_with_parent kills the group too)
+                return
+            if isinstance(msg, Stop):
+                conn.send(Reply(True))
+                return
+            conn.send(state.handle(msg))
     finally:
-        backend.close()
+        state.close()
 
 
-def colocated_engine_kwargs(spec: dict, device: str, log: logging.Logger) -> dict:
-    """The engine's keyword arguments; a vLLM engine on a GPU that a learner will share (``spec["learner_bytes"]``)
+def colocated_engine_kwargs(spec: EngineSpec, device: str, log: logging.Logger) -> dict:
+    """The engine's keyword arguments; a vLLM engine on a GPU that a learner will share (``spec.learner_bytes``)
     gets the memory share the learner leaves (``ratchet.loop.generation.colocate``) and sleep mode.
 
     Raises:
         ValueError: the learner leaves the engine too little of the GPU (the message says what to change).
     """
-    kwargs = dict(spec["backend_kwargs"])
-    if spec["backend"] != "vllm" or not spec.get("learner_bytes") or device == "cpu":
+    kwargs = dict(spec.backend_kwargs)
+    if spec.backend != "vllm" or not spec.learner_bytes or device == "cpu":
         return kwargs
     import torch
 
     from ratchet.loop.generation.colocate import engine_memory_share
 
     total = torch.cuda.mem_get_info()[1]
-    share = engine_memory_share(kwargs.get("gpu_memory_utilization", 0.9), int(spec["learner_bytes"]), total)
+    share = engine_memory_share(kwargs.get("gpu_memory_utilization", 0.9), int(spec.learner_bytes), total)
     log.info(
         "co-located vLLM: gpu_memory_utilization %.2f (the learner holds %.1f GiB), sleep mode on",
         share,
-        spec["learner_bytes"] / 2**30,
+        spec.learner_bytes / 2**30,
     )
     return {**kwargs, "gpu_memory_utilization": share, "enable_sleep_mode": True}
-
-
-def _serve_one(backend, req: dict, learner: dict) -> dict:
-    """One request. ``learner`` holds the co-located ``GRPOLearner`` (key "grpo") once "learner_init" made it."""
-    from ratchet.flows.compute.protocol import read_samples, write_shard
-    from ratchet.loop.generation.base import SamplingParams
-
-    t0 = time.perf_counter()
-    op = req["op"]
-    if op == "update_weights":
-        backend.update_weights(req["path"])
-        return {"ok": True, "seconds": time.perf_counter() - t0}
-    if op == "learner_init":
-        from ratchet.loop.config import GRPOConfig
-        from ratchet.loop.train.grpo import GRPOLearner
-
-        s = GRPOConfig(**req["grpo"])
-        learner["grpo"] = GRPOLearner(req["init_dir"], s, ref_dir=req.get("ref_dir"), dtype=req["dtype"])
-        # transformers engine: generate from the learner's own module (no copy per pass, one set of weights held)
-        policy = learner["grpo"].policy_module()
-        shared = policy is not None and backend.share_module(policy)
-        return {"ok": True, "seconds": time.perf_counter() - t0, "shared": shared}
-    if op in ("train_pass", "save") and "grpo" not in learner:
-        raise ValueError(f"rollout request {op!r} before 'learner_init'; initialise the learner first")
-    if op == "train_pass":  # one pass, then its weights straight into this process's engine (no file, no checkpoint)
-        from ratchet.loop.train.grpo import GRPORun
-
-        report = progress_printer("train")
-        slept = getattr(backend, "sleep", lambda: False)()  # a co-located vLLM engine frees the GPU meanwhile
-        try:
-            res = learner["grpo"].train_pass(
-                # the engine in this process generated the samples: from the learner's own module when shared
-                read_samples(Path(req["samples"])),
-                GRPORun(**{**req["run"], "engine_shared": backend.shared}),
-                on_step=lambda k, n, _m: report(k, n),
-            )
-        finally:
-            if slept:
-                backend.wake_up()
-        if res.steps and not backend.shared:
-            backend.update_weights(learner["grpo"].state_dict())
-        metrics = {**res.metrics, "steps": res.step_metrics}
-        return {"ok": True, "seconds": time.perf_counter() - t0, "metrics": metrics, "kept": res.kept, "steps": res.steps}
-    if op == "save":
-        learner["grpo"].save(req["out"], req.get("optimizer_state"))
-        return {"ok": True, "seconds": time.perf_counter() - t0}
-    if op != "generate":
-        raise ValueError(
-            f"unknown rollout request op {op!r}; valid: generate, update_weights, learner_init, train_pass, save, stop"
-        )
-    jobs = range(*req["jobs"]) if req.get("jobs") else None
-    comps = backend.generate(req["messages"], SamplingParams(**req["params"]), progress=progress_printer(req["name"]), jobs=jobs)
-    write_shard(Path(req["out"]), comps)
-    return {"ok": True, "seconds": time.perf_counter() - t0, "tokens": sum(c.completion_tokens for c in comps)}
-
-
-def run_train(
-    config: str,
-    round_index: int,
-    init_dir: Path,
-    ref_dir: Path | None,
-    out: Path,
-    result: Path,
-    step: int = 0,
-    *,
-    max_completion_length: int,
-) -> None:
-    """The round's training pass into ``out`` from the checkpoint folders the parent resolved; rank 0 writes the
-    result file atomically. Opens no store."""
-    import pyarrow.parquet as pq
-
-    from ratchet.flows.compute.training import train_compute
-    from ratchet.loop.campaign.context import load_ctx
-
-    ctx = load_ctx(config, round_index, step)
-    examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
-    saved, metrics, consumed = train_compute(
-        ctx, init_dir, ref_dir, examples, out, progress_printer("train"), max_completion_length=max_completion_length
-    )
-    if int(os.environ.get("RANK", "0")) == 0:
-        atomic_write_text(result, json.dumps({"saved": str(saved) if saved else None, "metrics": metrics, "consumed": consumed}))
 
 
 def _pin_cpus() -> None:
@@ -263,42 +254,16 @@ def _pin_cpus() -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m ratchet.flows.compute.worker",
-        description="Ratchet device-pool worker (started by ratchet.flows.compute.pool).",
+        description="Ratchet engine rank (started by ratchet.flows.compute.engine).",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("generate")
-    g.add_argument("--request", type=Path, required=True)
-    g.add_argument("--shard", type=int, required=True)
-    t = sub.add_parser("train")
-    t.add_argument("--config", required=True)
-    t.add_argument("--round", type=int, required=True)
-    t.add_argument("--step", type=int, default=0)
-    t.add_argument("--init-dir", type=Path, required=True, help="verified folder of the policy to start from")
-    t.add_argument("--ref-dir", type=Path, default=None, help="verified folder of GRPO's reference model")
-    t.add_argument("--max-completion-length", type=int, required=True, help="the round's rollout cap, tokens")
-    t.add_argument("--out", type=Path, required=True)
-    t.add_argument("--result", type=Path, required=True)
     v = sub.add_parser("serve")
-    v.add_argument("--dir", type=Path, required=True)
+    v.add_argument("--fd", type=int, required=True, help="this rank's end of the parent's socket pair")
     args = ap.parse_args(argv)
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     exit_with_parent()
     _pin_cpus()
-    if args.cmd == "generate":
-        run_generate(args.request, args.shard)
-    elif args.cmd == "serve":
-        run_serve(args.dir)
-    else:
-        run_train(
-            args.config,
-            args.round,
-            args.init_dir,
-            args.ref_dir,
-            args.out,
-            args.result,
-            args.step,
-            max_completion_length=args.max_completion_length,
-        )
+    run_serve(args.fd)
 
 
 if __name__ == "__main__":

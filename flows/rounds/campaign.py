@@ -15,12 +15,13 @@ from ratchet.flows.rounds.closing import apply_retention, publish_round, track_r
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
-from ratchet.flows.rounds.grpo_round import check_weight_sync, on_policy_steps, per_step_reason
 from ratchet.flows.rounds.identity import check_checkpoints, check_same_settings
 from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.reverify import carry_over_promoted
+from ratchet.flows.rounds.round_engine import check_weight_sync, round_engine
 from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
+from ratchet.flows.rounds.steps import round_steps
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
@@ -128,9 +129,7 @@ def gate_warning(cfg: RatchetConfig, n_prompts: int, set_name: str = "heldout") 
 def check_round_disk(ctx: Ctx) -> None:
     """Refuse (DiskSpaceError, one line) when the run dir's disk cannot hold what the next round writes."""
     weights = sum(f.stat().st_size for f in resolve_model(ctx.cfg.model.name_or_path).glob("*.safetensors"))
-    written = 1 if per_step_reason(ctx.cfg) is None else ctx.steps  # a persistent round saves only its candidate
-    multi_step = ctx.cfg.algorithm == "grpo" and written > 1
-    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, written, multi_step))
+    check_free_disk(ctx.cfg.resolved_run_dir(), round_write_bytes(weights, 1, False))  # a round saves only its candidate
 
 
 @task(name="prepare-campaign", cache_policy=NONE)
@@ -247,12 +246,6 @@ def _training_guards(con, ctx: Ctx) -> list[str]:
     """Guard metrics of the round's training pass that should halt the campaign (KL drift, entropy collapse, a stale engine)."""
     g = ctx.cfg.grpo
     return training_guards(training_metrics(con, ctx.round_id), ctx.cfg.algorithm, g.max_kl, g.min_entropy, g.max_sampler_gap)
-
-
-def drop_optimizer_states(ctx: Ctx) -> None:
-    """Delete the AdamW moments the round's on-policy steps handed on (~2x the weights each); training is over."""
-    for k in range(ctx.steps):
-        ctx.at_step(k).stage_dir("train").joinpath("optimizer.pt").unlink(missing_ok=True)
 
 
 def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
@@ -415,19 +408,22 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
-    round's candidate. Every other round has one step. How the steps run (one engine kept loaded, or
-    processes per step): ``ratchet.flows.rounds.grpo_round``.
+    round's candidate. Every other round has one step. The round's one engine (``ratchet.flows.rounds.round_engine``)
+    is loaded on the incumbent at the start and serves every stage; the steps: ``ratchet.flows.rounds.steps``.
     """
     incumbent = start_round(config_path, round_index)
     try:
-        candidate = on_policy_steps(config_path, round_index, incumbent)  # persistent engine or per-step processes
-        drop_optimizer_states(load_ctx(config_path, round_index))
-        if candidate is not None and load_ctx(config_path, round_index).cfg.gate.sequential:
-            evaluate_sequentially(config_path, round_index, incumbent, candidate)  # batches until a bound decides
-        else:
-            evaluate(config_path, round_index, incumbent)
-            if candidate is not None:
-                evaluate(config_path, round_index, candidate)
+        ctx = load_ctx(config_path, round_index)
+        with round_engine(ctx, incumbent) as engine:  # loaded once, on the incumbent, for every stage of the round
+            if not ctx.cfg.gate.sequential:
+                evaluate(config_path, round_index, incumbent, engine=engine)  # the engine holds it: nothing to load
+            candidate = round_steps(config_path, round_index, incumbent, engine)
+            if candidate is not None and ctx.cfg.gate.sequential:
+                evaluate_sequentially(config_path, round_index, incumbent, candidate, engine)  # batches until a bound decides
+            elif candidate is not None:
+                evaluate(config_path, round_index, candidate, engine=engine)
+            elif ctx.cfg.gate.sequential:
+                evaluate(config_path, round_index, incumbent, engine=engine)
         return gate(config_path, round_index, incumbent, candidate)
     except Exception:
         ctx = load_ctx(config_path, round_index)

@@ -1,21 +1,21 @@
 """The pilot ``ratchet run`` samples before a campaign's first round (``[preflight] pilot``).
 
 A few of round 1's train prompts, ``group_size`` samples each, from the model that will generate (the base, or
-``generation.teacher``), through the same device pool as a round's generate stage and at its sampling settings and
+``generation.teacher``), on an engine placed as a round's (``ratchet.flows.compute.engine``) and at its sampling settings and
 cap, verified as the round would. Only when many are cut at the cap does it sample them once more with a longer cap
 (``ratchet.loop.train.pilot.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
-small generate. Nothing is written to the store or the run dir (the pool's shard files go to a temporary folder).
+small generate. Nothing is written to the store or the run dir.
 """
 
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
-from ratchet.flows.compute import pool
+from ratchet.flows.compute.engine import Placement, RoundEngine, open_engine
+from ratchet.flows.compute.messages import engine_spec
 from ratchet.flows.rounds.curriculum_setup import stage_contexts
+from ratchet.flows.rounds.round_engine import rank_groups
 from ratchet.flows.rounds.stages import prompt_rows
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.checkpoints import resolve_model
@@ -34,7 +34,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     stage trains on reference solutions).
 
     Raises:
-        StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.pool.generate``).
+        StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.engine``).
     """
     ctx = stage_contexts(cfg)[0]
     if ctx.cfg.algorithm == "sft":
@@ -42,13 +42,15 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     prompts = ctx.train_prompts()[: cfg.preflight.pilot_prompts]
     cap = round_max_new_tokens(ctx.cfg, None)  # round 1's cap ('auto': its minimum)
     model = resolve_model(ctx.cfg.generation.teacher or ctx.cfg.model.name_or_path)
-    with tempfile.TemporaryDirectory(prefix="ratchet-pilot-") as tmp:
-        comps, rows = _sample(ctx, model, prompts, cap, Path(tmp) / "cap")
+    g, compute = ctx.cfg.generation, ctx.cfg.compute
+    placement = Placement(tuple(rank_groups(ctx.cfg)))
+    with open_engine(engine_spec(model, g, ctx.cfg.model.dtype), placement, gen=g, compute=compute, log=logger) as engine:
+        comps, rows = _sample(ctx, engine, prompts, cap)
         cut = sum(c.finish_reason == "length" for c in comps)
         probe, longer = cap, comps
         if comps and cut / len(comps) >= TRUNCATED_SHARE and probe_cap(cap) > cap:
             probe = probe_cap(cap)
-            longer, _ = _sample(ctx, model, prompts, probe, Path(tmp) / "probe")  # how long they wanted to be
+            longer, _ = _sample(ctx, engine, prompts, probe)  # how long they wanted to be
     verdicts = [vd for _, vd in score_items([c.text for c in comps], rows, ctx.reward)]
     return PilotResult(
         prompts=len(prompts),
@@ -63,7 +65,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     )
 
 
-def _sample(ctx: Ctx, model: Path, prompts: list[Prompt], cap: int, shard_dir: Path) -> tuple[list[Completion], list[dict]]:
+def _sample(ctx: Ctx, engine: RoundEngine, prompts: list[Prompt], cap: int) -> tuple[list[Completion], list[dict]]:
     """``group_size`` samples of each prompt at round 1's rollout settings with ``cap`` tokens at most, and one prompt
     row per completion (for the verifier)."""
     g = ctx.cfg.generation
@@ -77,17 +79,7 @@ def _sample(ctx: Ctx, model: Path, prompts: list[Prompt], cap: int, shard_dir: P
             max_new_tokens=cap,
             seed=derive_seed("rollouts", g.seed, 1, 0),  # round 1's rollout seed
         )
-        got = pool.generate(
-            model,
-            [ctx.messages(p) for p in subset],
-            [pool.GenCall("pilot", params)],
-            shard_dir / f"g{G}",
-            gen=g,
-            compute=ctx.cfg.compute,
-            dtype=ctx.cfg.model.dtype,
-            stage="pilot",
-            log=logger,
-        )["pilot"]
+        got = engine.generate([ctx.messages(p) for p in subset], params, "pilot")
         comps += got
         rows += [prompt_rows([subset[c.prompt_index]])[0] for c in got]
     return comps, rows

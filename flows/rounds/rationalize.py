@@ -14,11 +14,11 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from ratchet.common.seeds import derive_seed
-from ratchet.flows.compute import pool
-from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
+from ratchet.flows.compute.engine import RoundEngine
+from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds.frame import stage_frame
-from ratchet.flows.rounds.progress import bar
 from ratchet.flows.rounds.rationalized import PURPOSE
+from ratchet.flows.rounds.round_engine import sample
 from ratchet.flows.rounds.stages import trajectory_rows, verdict_rows
 from ratchet.loop.generation.base import SamplingParams
 from ratchet.loop.tasks.rationalization import hinted, unsolved
@@ -27,8 +27,9 @@ from ratchet.store.ingest import write_parquet
 
 
 @task(name="rationalize", cache_policy=NONE)
-def rationalize(config_path: str, round_index: int, policy: str) -> str:
-    """Hinted rollouts of the round's unsolved prompts from ``policy``, verified; ingests both. Returns the file."""
+def rationalize(config_path: str, round_index: int, policy: str, engine: RoundEngine) -> str:
+    """Hinted rollouts of the round's unsolved prompts from ``policy`` on the round's engine, verified; ingests both.
+    Returns the file."""
     with stage_frame(config_path, round_index, "rationalize") as s:
         ctx, out = s.ctx, s.out
         files = [out / "part-0.parquet", out / "verdicts.parquet"]
@@ -51,21 +52,9 @@ def rationalize(config_path: str, round_index: int, policy: str) -> str:
                     seed=derive_seed("rationalization", g.seed, round_index),
                 )
                 chats = [hinted(ctx.messages(p), p.answer) for p in subset]
-                desc = f"round {round_index}: rationalization"
-                progress = bar(f"{ctx.round_id}-{desc}-{G}", desc)
+                desc = f"round {round_index}: rationalization" + (f", G={G}" if G != g.group_size else "")
                 with s.timer.compute():
-                    got = pool.generate(
-                        checkpoint_path(ctx, policy),
-                        chats,
-                        [pool.GenCall(PURPOSE, params)],
-                        out / f"shards-{G}",
-                        gen=g,
-                        compute=ctx.cfg.compute,
-                        dtype=ctx.cfg.model.dtype,
-                        stage="rationalize",
-                        log=s.log,
-                        progress=lambda _name, done, total: progress(done, total),
-                    )[PURPOSE]
+                    got = sample(ctx, engine, policy, chats, params, desc)
                 rows += trajectory_rows(ctx, subset, got, policy, PURPOSE, params, g.backend, chats=chats)
             with s.timer.compute():
                 verdicts = verdict_rows(ctx, rows, {p.prompt_id: p.__dict__ for p in todo})

@@ -6,6 +6,7 @@ stored outcomes (they depend only on them) and records where and why it stopped.
 
 from __future__ import annotations
 
+from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, sequential_total, training_guards
 from ratchet.flows.rounds.stages import evaluate
@@ -19,7 +20,9 @@ from ratchet.store.reports import training_metrics
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
-def evaluate_sequentially(config_path: str, round_index: int, incumbent: str, candidate: str) -> SequentialGate:
+def evaluate_sequentially(
+    config_path: str, round_index: int, incumbent: str, candidate: str, engine: RoundEngine
+) -> SequentialGate:
     """Evaluate both checkpoints look by look until the sequential gate stops; returns what it decided on the way
     (the gate stage decides again, from the store, with the same result).
 
@@ -36,8 +39,8 @@ def evaluate_sequentially(config_path: str, round_index: int, incumbent: str, ca
         )
 
     def sets_at(n: int) -> list[SetScores]:
-        evaluate(config_path, round_index, incumbent, prompts=n)  # only prompts it has no stored outcome on
-        evaluate(config_path, round_index, candidate, prompts=n)
+        evaluate(config_path, round_index, incumbent, prompts=n, engine=engine)  # only prompts without a stored outcome
+        evaluate(config_path, round_index, candidate, prompts=n, engine=engine)
         with connect(ctx.db, read_only=True) as con:
             return build_sets(con, grouping, ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
                               prompts=n)[0]  # fmt: skip

@@ -9,7 +9,6 @@ own work. Nothing heavier than an id or a path crosses a task boundary.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,19 +16,15 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
-from ratchet.common.files import publish_dir
 from ratchet.common.seeds import derive_seed
-from ratchet.flows.compute import pool
-from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
-from ratchet.flows.compute.rollout import live_worker
+from ratchet.flows.compute.engine import RoundEngine
+from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds import selection
-from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.frame import StageRun, stage_frame
-from ratchet.flows.rounds.progress import bar
 from ratchet.flows.rounds.rationalized import rationalized_examples
 from ratchet.flows.rounds.reverify import carry_over
+from ratchet.flows.rounds.round_engine import engine_for, sample
 from ratchet.loop.campaign.context import Ctx, now, short_hash
-from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.base import Completion, SamplingParams
@@ -38,7 +33,6 @@ from ratchet.loop.tasks.supervised import training_example_rows
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import insert_rows, write_parquet
 from ratchet.store.queries import (
-    campaign_state,
     eval_outcomes,
     eval_sample_verdicts,
     rollout_groups,
@@ -134,37 +128,6 @@ def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, tup
     return out
 
 
-def _generate(
-    ctx: Ctx, ckpt_dir: Path, prompts: list[Prompt], calls: dict[str, tuple[SamplingParams, str]], out: Path, stage: str
-) -> dict[str, list[Completion]]:
-    """Generate ``calls`` (name -> (params, progress description)) in the device pool's worker processes
-    (one engine per device, each on a shard of the jobs; ``ratchet.flows.compute.pool``); shard files go under ``out/shards``."""
-    bars = {name: bar(f"{ctx.round_id}-{desc}", desc) for name, (_, desc) in calls.items()}
-    return pool.generate(
-        ckpt_dir,
-        [ctx.messages(p) for p in prompts],
-        [pool.GenCall(n, p) for n, (p, _) in calls.items()],
-        out / "shards",
-        gen=ctx.cfg.generation,
-        compute=ctx.cfg.compute,
-        dtype=ctx.cfg.model.dtype,
-        stage=stage,
-        log=run_logger(),
-        progress=lambda name, done, total: bars[name](done, total),
-    )
-
-
-def _rollouts(ctx: Ctx, policy: str, prompts: list[Prompt], params: SamplingParams, desc: str, out: Path) -> list[Completion]:
-    """A step's rollouts from ``policy``: from the round's live engine when a persistent round serves one (it
-    holds ``policy``'s weights already, saved or not), else from the device pool's workers on its saved folder."""
-    worker = live_worker(ctx.round_id)
-    if worker is None:
-        return _generate(ctx, checkpoint_path(ctx, policy), prompts, {"rollouts": (params, desc)}, out, "generate")["rollouts"]
-    progress = bar(f"{ctx.round_id}-{desc}", desc)
-    worker.progress = lambda _name, done, total: progress(done, total)
-    return worker.generate([ctx.messages(p) for p in prompts], params)
-
-
 def training_run_id(ctx: Ctx, init_id: str, examples: list[dict]) -> str:
     """Deterministic id of a step's training run: algorithm, round, start policy, consumed candidates, settings."""
     ids = sorted(e["trajectory_id"] for e in examples)
@@ -202,10 +165,10 @@ def record_training(
 
 
 @task(name="generate", cache_policy=NONE)
-def generate(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str:
+def generate(config_path: str, round_index: int, step: int, policy: str | None, engine: RoundEngine) -> str:
     """Sample this step's train prompts (``tasks.selection``) and G rollouts each from ``policy`` (default: the
-    incumbent), refilling zero-variance groups from the step's reserve (``grpo.max_oversample``); ingest the prompts,
-    trajectories and the ``round_prompts`` rows that say why each prompt was sampled."""
+    incumbent) on the round's engine, refilling zero-variance groups from the step's reserve (``grpo.max_oversample``);
+    ingest the prompts, trajectories and the ``round_prompts`` rows that say why each prompt was sampled."""
     with stage_frame(config_path, round_index, "generate", step=step) as s:
         out = s.out
         files = {k: out / f for k, f in _GENERATE_FILES.items()}
@@ -214,7 +177,7 @@ def generate(config_path: str, round_index: int, step: int = 0, policy: str | No
         if not s.done or files["selection"].is_file():  # absent in a stage run before round_prompts existed
             s.ingest("round_prompts", files["selection"])
         if not s.done:
-            _generate_work(s, policy, files)
+            _generate_work(s, policy, files, engine)
     return str(files["trajectories"])
 
 
@@ -226,7 +189,7 @@ _GENERATE_FILES = {
 }
 
 
-def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path]) -> None:
+def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path], engine: RoundEngine) -> None:
     ctx = s.ctx
     with connect(ctx.db, read_only=True) as con:
         incumbent = round_incumbent(con, ctx.round_id)
@@ -238,7 +201,7 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path]) -> N
     def sample(choices: list, refill_pass: int) -> list[bool]:
         nonlocal ntok
         batch = [c.prompt for c in choices]
-        got_rows, got = _sample_groups(s, policy, batch, refill_pass)
+        got_rows, got = _sample_groups(s, policy, batch, refill_pass, engine)
         rows.extend(got_rows)
         prompts.extend(batch)
         ntok += sum(c.completion_tokens for c in got)
@@ -263,7 +226,9 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path]) -> N
     s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s; %d prompts refilled)", len(rows), ntok, rate, refilled)
 
 
-def _sample_groups(s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int) -> tuple[list[dict], list[Completion]]:
+def _sample_groups(
+    s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int, engine: RoundEngine
+) -> tuple[list[dict], list[Completion]]:
     """G rollouts of each prompt from ``policy`` (G per task source) and their trajectory rows."""
     ctx, g = s.ctx, s.ctx.cfg.generation
     rows: list[dict] = []
@@ -288,7 +253,7 @@ def _sample_groups(s: StageRun, policy: str, prompts: list[Prompt], refill_pass:
         desc += f", G={G}" if len(by_g) > 1 else ""
         desc += f", refill {refill_pass}" if refill_pass else ""
         with s.timer.compute():
-            got = _rollouts(ctx, policy, subset, params, desc, s.out)
+            got = sample(ctx, engine, policy, [ctx.messages(p) for p in subset], params, desc)
         comps += got
         rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
     return rows, comps
@@ -334,66 +299,13 @@ def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> st
     return str(path)
 
 
-@task(name="train", cache_policy=NONE)
-def train(config_path: str, round_index: int, step: int = 0, policy: str | None = None) -> str | None:
-    """Fine-tune (rft) or run a GRPO-family pass (grpo) from ``policy`` (default: the incumbent) on this step's
-    groups; returns the new checkpoint id (None if nothing to learn)."""
-    with stage_frame(config_path, round_index, "train", step=step) as s:
-        if s.done:
-            return s.marker["checkpoint_id"]
-        ctx, out, log = s.ctx, s.out, s.log
-        examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()
-        cfg = ctx.cfg
-        with connect(ctx.db, read_only=True) as con:
-            state = campaign_state(con, ctx.campaign_id, ctx.eval_set_id())
-            incumbent = round_incumbent(con, ctx.round_id)
-        init_id = state.base_checkpoint_id if cfg.algorithm != "grpo" and cfg.sft.init == "base" else (policy or incumbent)
-        run_id = training_run_id(ctx, init_id, examples)
-        tmp = ctx.checkpoints_dir / f".tmp-{run_id}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        started = now()
-        progress = bar(
-            f"{ctx.round_id}-train-{step}",
-            f"round {round_index}: {cfg.algorithm}" + (f" (step {step + 1}/{ctx.steps})" if ctx.steps > 1 else ""),
-        )
-        ref_id = state.base_checkpoint_id if cfg.grpo.reference == "base" else incumbent
-        with s.timer.compute():
-            if not examples:
-                saved, metrics, consumed = None, {}, []
-            else:  # train_compute runs in a child process over compute.devices, killed after compute.train_timeout_s
-                res = pool.train(
-                    config_path,
-                    round_index,
-                    checkpoint_path(ctx, init_id),
-                    checkpoint_path(ctx, ref_id) if cfg.algorithm == "grpo" else None,
-                    tmp,
-                    out / f"worker-result-{run_id}.json",
-                    max_completion_length=rollout_cap(ctx),
-                    compute=cfg.compute,
-                    log=log,
-                    progress=lambda _bar, done, total: progress(done, total),
-                    step=step,
-                )
-                saved, metrics, consumed = res["saved"], res["metrics"], res["consumed"]
-            ckpt_id = write_checkpoint_manifest(tmp) if saved else None
-        if ckpt_id is None:
-            log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
-            s.finish({"checkpoint_id": None, "metrics": metrics})
-            return None
-        final = ctx.checkpoints_dir / ckpt_id
-        publish_dir(tmp, final)  # atomic: a half-written checkpoint is never under its id (same id: same weights, kept)
-        row = dict(checkpoint_id=ckpt_id, parent_id=init_id, training_run_id=run_id, path=str(final.resolve()))
-        with transaction(ctx.db) as con:  # before the marker: a crash in between re-records the same rows (idempotent)
-            record_training(con, ctx, row, run_id, started, metrics, consumed, init_id, examples)
-        s.finish({"checkpoint_id": ckpt_id, "training_run_id": run_id, "metrics": metrics})
-        log.info("trained %s with %s on %d trajectories: %s", ckpt_id, cfg.algorithm, len(consumed), metrics)
-    return ckpt_id
-
-
 @task(name="evaluate", cache_policy=NONE)
-def evaluate(config_path: str, round_index: int, checkpoint_id: str, prompts: int | None = None) -> dict:
-    """Held-out pass@1 (greedy) and pass@k of a checkpoint; reuses a stored evaluation when one exists, and re-verifies
-    one stored under an older verifier version instead of generating again (``reverify.carry_over``).
+def evaluate(
+    config_path: str, round_index: int, checkpoint_id: str, prompts: int | None = None, engine: RoundEngine | None = None
+) -> dict:
+    """Held-out pass@1 (greedy) and pass@k of a checkpoint, sampled on the round's ``engine`` (None: an engine on the
+    checkpoint for this stage, outside a round); reuses a stored evaluation when one exists, and re-verifies one stored
+    under an older verifier version instead of generating again (``reverify.carry_over``).
 
     ``prompts`` (the sequential gate): evaluate only the first that many eval prompts in prompt-id order, generating
     just those the checkpoint has no stored outcomes on yet (each prompt's outcome is computed once and stored)."""
@@ -417,7 +329,8 @@ def evaluate(config_path: str, round_index: int, checkpoint_id: str, prompts: in
         s.ingest("trajectories", *files[:2])
         s.ingest("verdicts", files[2])
         if not s.done:
-            _evaluate_work(s, checkpoint_id, files, todo)
+            with engine_for(ctx, checkpoint_id, engine) as e:
+                _evaluate_work(s, checkpoint_id, files, e, todo)
         metrics: dict = {}
         s.on_commit(lambda con: metrics.update(_record_evaluation(con, ctx, checkpoint_id, replace=prompts is not None)))
     s.log.info("held-out metrics of %s: %s", checkpoint_id, metrics)
@@ -430,7 +343,9 @@ def _not_evaluated(con, ctx: Ctx, checkpoint_id: str, prompts: int) -> list[Prom
     return [p for p in sorted(ctx.heldout(), key=lambda p: p.prompt_id)[:prompts] if p.prompt_id not in have]
 
 
-def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path], only: list[Prompt] | None = None) -> None:
+def _evaluate_work(
+    s: StageRun, checkpoint_id: str, files: list[Path], engine: RoundEngine, only: list[Prompt] | None = None
+) -> None:
     """Generate the held-out completions (greedy, and the pass@k samples) of ``checkpoint_id`` and verify them
     (on ``only`` of the eval prompts when given)."""
     ctx, round_index = s.ctx, s.ctx.round_index
@@ -441,12 +356,10 @@ def _evaluate_work(s: StageRun, checkpoint_id: str, files: list[Path], only: lis
         if e.num_samples
         else None
     )
-    calls = {"greedy": (greedy, f"round {round_index}: eval {checkpoint_id[:8]}")}
-    if sampled:
-        calls["samples"] = (sampled, f"round {round_index}: eval samples")
-    with s.timer.compute():  # one worker process per device runs both calls on one loaded engine
-        got = _generate(ctx, checkpoint_path(ctx, checkpoint_id), prompts, calls, s.out, f"evaluate {checkpoint_id}")
-    comps, scomps = got["greedy"], got.get("samples", [])
+    chats = [ctx.messages(p) for p in prompts]
+    with s.timer.compute():
+        comps = sample(ctx, engine, checkpoint_id, chats, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
+        scomps = sample(ctx, engine, checkpoint_id, chats, sampled, f"round {round_index}: eval samples") if sampled else []
     trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
     samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
     with s.timer.compute():
