@@ -41,8 +41,8 @@ class Round(SQLModel, table=True):
     stage: str | None = Field(None, description="[[stages]] name of the round (NULL: a campaign without stages)")
     rollout_path: str | None = Field(
         None,
-        description="How its on-policy steps ran: 'persistent (N ranks)' (engines and learners kept loaded) or "
-        "'per-step: <why>' (ratchet.flows.rounds.grpo_round.per_step_reason); NULL: a round from before it was kept",
+        description="Where the round's engine ran: '1 process' or 'N ranks (DDP|FSDP)' (ratchet.flows.compute.engine."
+        "Placement); older stores also hold 'persistent (N ranks)' and 'per-step: <why>'; NULL: a round from before it was kept",
     )
 
 

@@ -72,11 +72,6 @@ FSDP_SETTINGS = {
 }
 
 
-def fsdp_launch_flags() -> list[str]:
-    """``FSDP_SETTINGS`` as ``accelerate launch`` flags (``--use_fsdp --fsdp_sharding_strategy FULL_SHARD ...``)."""
-    return ["--use_fsdp", *(x for k, v in FSDP_SETTINGS.items() for x in (f"--fsdp_{k}", v))]
-
-
 def fsdp_env() -> dict[str, str]:
     """``FSDP_SETTINGS`` as the environment ``accelerate launch --use_fsdp`` gives a rank, which ``Accelerator()``
     reads (``ACCELERATE_USE_FSDP``, ``FSDP_SHARDING_STRATEGY``, ...). accelerate builds FSDP on GPUs only: on CPU

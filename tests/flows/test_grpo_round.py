@@ -10,28 +10,6 @@ from tests.flows.test_round import write_sum_tasks
 STEPS = 8  # enough steps for a chain of unsaved policies and a crash mid-round (each step costs a few s of round overhead)
 
 
-def test_per_step_reason_names_what_keeps_the_per_step_path():
-    from ratchet.flows.rounds.grpo_round import per_step_reason
-
-    def cfg(**over) -> RatchetConfig:
-        base = {"algorithm": "grpo", "grpo.steps_per_round": 4, "tasks.train_prompts_per_round": 8}
-        return load_config(None, **{**base, **over})
-
-    assert per_step_reason(cfg()) is None  # the default: transformers on one CPU
-    assert per_step_reason(cfg(**{"generation.backend": "vllm"})) is None  # vLLM on CPU
-    assert "one on-policy step" in per_step_reason(cfg(**{"grpo.steps_per_round": 1}))
-    assert "one on-policy step" in per_step_reason(cfg(algorithm="rft"))
-    assert "persistent_rollout = false" in per_step_reason(cfg(**{"compute.persistent_rollout": False}))
-    assert per_step_reason(cfg(**{"compute.devices": ["cpu", "cpu"]})) is None  # a pool: one DDP rank per device
-    assert per_step_reason(cfg(**{"compute.devices": ["cuda:0", "cuda:1"]})) is None
-    assert per_step_reason(cfg(**{"grpo.lora_r": 8})) is None  # LoRA: merged weights go into the engine
-    assert "'ray'" in per_step_reason(cfg(**{"compute.engine": "ray"}))
-    # FSDP: each rank all-gathers the full weights for its own engine after every pass (GRPOLearner.state_dict)
-    assert per_step_reason(cfg(**{"compute.devices": ["cuda:0", "cuda:1"], "compute.fsdp": True})) is None
-    gpu = {"generation.backend": "vllm", "compute.devices": ["cuda:0"]}
-    assert per_step_reason(cfg(**gpu)) is None  # vLLM at its default memory setting: sized to what the learner leaves
-
-
 @pytest.fixture
 def steps_config(tmp_path, tiny_model_dir):
     tasks = write_sum_tasks(tmp_path)
@@ -76,7 +54,8 @@ def test_many_step_round_saves_one_checkpoint_and_resumes(prefect_harness, steps
     (7 with path NULL, a parent chain from the incumbent) and its rollouts name it. A resumed round replays the
     done steps' training and re-runs the rest: the same candidate, no row inserted twice."""
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.grpo_round import on_policy_steps, persistent_steps
+    from ratchet.flows.rounds.round_engine import round_engine
+    from ratchet.flows.rounds.steps import round_steps
 
     (decision,) = run_campaign(steps_config)
     ctx = load_ctx(steps_config, 1)
@@ -108,22 +87,18 @@ def test_many_step_round_saves_one_checkpoint_and_resumes(prefect_harness, steps
     for stage in ("generate", "verify", "filter"):
         (ctx.at_step(STEPS - 1).stage_dir(stage) / "_SUCCESS.json").unlink()
     incumbent = query(db, "SELECT incumbent_checkpoint_id FROM rounds")[1][0][0]
-    assert persistent_steps(str(steps_config), 1, incumbent) == saved[0]  # replayed on CPU: bit-identical
+    with round_engine(ctx, incumbent) as engine:
+        assert round_steps(str(steps_config), 1, incumbent, engine) == saved[0]  # replayed on CPU: bit-identical
     assert _rows(db) == before
-    # Its unsaved policies cannot feed per-step processes: switching the path mid-round is refused in one line.
-    cfg = ctx.cfg
-    off = save_config(cfg.model_copy(update={"compute": cfg.compute.model_copy(update={"persistent_rollout": False})}))
-    with pytest.raises(RuntimeError, match=r"ran steps \[1, 2, .*persistent_rollout = true"):
-        on_policy_steps(str(off), 1, incumbent)
 
 
 def test_preflight_refuses_a_dev_shm_too_small_for_the_vllm_weight_push(tiny_model_dir, tmp_path, monkeypatch):
-    """A persistent vLLM round pushes each step's policy through /dev/shm as one file per rank; a /dev/shm smaller
+    """A vLLM GRPO round pushes each step's policy through /dev/shm as one file per rank; a /dev/shm smaller
     than that (Docker's default 64 MB) is refused before any work, in one line naming the size it needs."""
     import shutil
     from collections import namedtuple
 
-    from ratchet.flows.rounds import grpo_round
+    from ratchet.flows.rounds import round_engine
     from ratchet.loop.checkpoints import parameter_count
     from ratchet.store.retention import DiskSpaceError
 
@@ -133,12 +108,12 @@ def test_preflight_refuses_a_dev_shm_too_small_for_the_vllm_weight_push(tiny_mod
 
     need = 2 * parameter_count(tiny_model_dir) * 4  # 2 ranks, float32
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need - 1))
+    monkeypatch.setattr(round_engine.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need - 1))
     with pytest.raises(DiskSpaceError, match=r"has \d+ MiB free.*2 rank\(s\) x float32.*--shm-size=\dg"):
-        grpo_round.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)
-    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need))
-    grpo_round.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)  # fits
-    monkeypatch.setattr(grpo_round.shutil, "disk_usage", lambda _p: usage(0, 0, 0))
-    grpo_round.check_weight_sync(cfg(**{"generation.backend": "transformers"}), tiny_model_dir, tmp_path)  # no file
-    grpo_round.check_weight_sync(cfg(**{"compute.persistent_rollout": False}), tiny_model_dir, tmp_path)  # per step
-    assert shutil.disk_usage is grpo_round.shutil.disk_usage
+        round_engine.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)
+    monkeypatch.setattr(round_engine.shutil, "disk_usage", lambda _p: usage(64 << 20, 0, need))
+    round_engine.check_weight_sync(cfg(**{"compute.devices": ["cpu", "cpu"]}), tiny_model_dir, tmp_path)  # fits
+    monkeypatch.setattr(round_engine.shutil, "disk_usage", lambda _p: usage(0, 0, 0))
+    round_engine.check_weight_sync(cfg(**{"generation.backend": "transformers"}), tiny_model_dir, tmp_path)  # no file
+    round_engine.check_weight_sync(cfg(algorithm="rft"), tiny_model_dir, tmp_path)  # no policy pushed per step
+    assert shutil.disk_usage is round_engine.shutil.disk_usage

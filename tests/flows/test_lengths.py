@@ -31,14 +31,16 @@ def test_preflight_refuses_limits_that_would_truncate_training(tiny_config):  # 
 def test_auto_max_new_tokens_changes_the_next_rounds_limit(prefect_harness, tiny_config):  # noqa: F811
     from ratchet.flows.compute.resolve import rollout_cap
     from ratchet.flows.rounds.campaign import prepare_campaign, start_round
+    from ratchet.flows.rounds.round_engine import round_engine
     from ratchet.flows.rounds.stages import generate
 
     path = variant(tiny_config, "auto", generation={"max_new_tokens": "auto", "max_new_tokens_min": 2, "max_new_tokens_max": 12})
     prepare_campaign.fn(str(path))
     caps = []
     for r in (1, 2):
-        start_round.fn(str(path), r)
-        generate.fn(str(path), r)
+        incumbent = start_round.fn(str(path), r)
+        with round_engine(load_ctx(path, r), incumbent) as engine:
+            generate.fn(str(path), r, 0, None, engine)
         caps.append(rollout_cap(load_ctx(path, r)))
     db = load_ctx(path).db
     sql = "SELECT DISTINCT max_new_tokens FROM trajectories WHERE purpose = 'rollout' AND round_id LIKE '%-r{}'"

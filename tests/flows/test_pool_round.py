@@ -86,18 +86,16 @@ def test_two_rank_persistent_round_matches_one_rank_and_resumes_after_kill_9(pre
     last step and run again (both ranks replay the done steps' passes) gives the same candidate bit for bit."""
     from ratchet.flows.compute.resolve import checkpoint_path
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.grpo_round import per_step_reason
     from ratchet.loop.train.data_parallel import max_rel_param_diff
 
     tasks = write_sum_tasks(tmp_path)
     pair = {"compute.devices": ["cpu", "cpu"]}
     one = _config(tmp_path / "one", tiny_model_dir, tasks)
     two = _config(tmp_path / "two", tiny_model_dir, tasks, **pair)
-    assert per_step_reason(load_ctx(two, 1).cfg) is None
     run_campaign(one)
     (decision,) = run_campaign(two)
     c1, c2 = load_ctx(one, 1), load_ctx(two, 1)
-    assert query(c2.db, "SELECT rollout_path FROM rounds")[1] == [("persistent (2 ranks)",)]  # the round says how it ran
+    assert query(c2.db, "SELECT rollout_path FROM rounds")[1] == [("2 ranks (DDP)",)]  # the round says how it ran
     runs = query(c2.db, "SELECT step, metrics_json FROM training_runs ORDER BY step")[1]
     assert [r[0] for r in runs] == list(range(STEPS))
     assert all('"train/ranks": 2' in m for _, m in runs)  # every pass ran on both ranks
@@ -122,16 +120,14 @@ def test_two_rank_persistent_round_matches_one_rank_and_resumes_after_kill_9(pre
 
 @pytest.mark.slow
 def test_lora_round_runs_persistent_with_merged_weights_in_the_engine(prefect_harness, tmp_path, tiny_model_dir):
-    """grpo.lora_r > 0 no longer falls back to per-step processes: one adapter trains over the round's steps, its
+    """grpo.lora_r > 0: one adapter trains over the round's steps, its
     merged weights go into the engine after each pass (its step-2 rollouts come from the updated policy), and the
     candidate (merged) is the only checkpoint written."""
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.grpo_round import per_step_reason
 
     tasks = write_sum_tasks(tmp_path)
     cfg = _config(tmp_path / "lora", tiny_model_dir, tasks, **{"grpo.lora_r": 4, "grpo.lora_alpha": 8})
     ctx = load_ctx(cfg, 1)
-    assert per_step_reason(ctx.cfg) is None
     run_campaign(cfg)
     rows = query(ctx.db, "SELECT checkpoint_id, path FROM checkpoints WHERE training_run_id IS NOT NULL")[1]
     assert len(rows) == STEPS and [p for _, p in rows if p is not None] == [str(ctx.checkpoints_dir / _candidate(ctx.db))]

@@ -1,4 +1,4 @@
-"""compute.engine = "ray": generation shards as Ray tasks on a (local, CPU) Ray cluster equal the local pool's."""
+"""compute.engine = "ray": the round engine's ranks as Ray actors on a (local, CPU) Ray cluster equal the local ranks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ratchet.common.procs import kill_tree
-from ratchet.flows.compute.pool import GenCall, generate
+from ratchet.flows.compute.engine import Placement, open_engine
+from ratchet.flows.compute.messages import engine_spec
 from ratchet.loop.config import ComputeConfig, GenerationConfig
 from ratchet.loop.generation.base import SamplingParams
 from ratchet.loop.tasks.sources import chat_messages
@@ -53,15 +54,22 @@ def ray_head():
 
 
 @pytest.mark.slow
-def test_ray_tasks_generate_what_the_local_pool_generates(tiny_model_dir, tmp_path, ray_head):
+def test_ray_actor_ranks_generate_and_sync_what_the_local_engine_does(tiny_model_dir, tmp_path, ray_head):
+    """The Ray placement of the round engine: one actor per device group, kept for the block, the same typed
+    requests as local rank processes, the same sharded rollouts; a weight sync reaches every actor."""
     msgs = [chat_messages("sys", [], f"What is {i} + {i + 1}?") for i in range(6)]
-    calls = [GenCall("rollouts", SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=5))]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=5)
     gen = GenerationConfig(batch_size=4)
     local = ComputeConfig(devices=("cpu", "cpu"), device_slots=False, cpu_threads_per_worker=1)
     remote = local.model_copy(update={"engine": "ray", "ray_address": ray_head})
-    kw = dict(gen=gen, dtype="float32", stage="generate", log=LOG)
-    want = generate(tiny_model_dir, msgs, calls, tmp_path / "local", compute=local, **kw)["rollouts"]
+    placement, spec = Placement((("cpu",), ("cpu",))), engine_spec(tiny_model_dir, gen, "float32")
+    with open_engine(spec, placement, gen=gen, compute=local, log=LOG) as e:
+        want = e.generate(msgs, params)
     os.environ.pop("RAY_ADDRESS", None)
-    got = generate(tiny_model_dir, msgs, calls, tmp_path / "ray", compute=remote, **kw)["rollouts"]
-    assert len(got) == 12 and got == want
-    assert len(list((tmp_path / "ray").glob("*-rollouts-*.parquet"))) == 2  # one shard per device group
+    with open_engine(spec, placement, gen=gen, compute=remote, log=LOG) as e:
+        assert type(e).__name__ == "RayEngine" and e.ranks == 2
+        got = e.generate(msgs, params)
+        assert len(got) == 12 and got == want
+        e.sync(tiny_model_dir, "same")  # every actor loads the weights in place
+        assert e.holds == "same" and e.generate(msgs, params) == want
+    assert not list(tmp_path.iterdir())  # nothing on shared storage

@@ -130,13 +130,15 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
 def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
     """A crashed round resumes: a finished stage is not recomputed and its ingest is not duplicated."""
     from ratchet.flows.rounds.campaign import prepare_campaign, start_round
+    from ratchet.flows.rounds.round_engine import round_engine
     from ratchet.flows.rounds.stages import generate, verify
 
     prepare_campaign.fn(str(tiny_config))
-    start_round.fn(str(tiny_config), 1)
-    first = generate.fn(str(tiny_config), 1)
+    incumbent = start_round.fn(str(tiny_config), 1)
+    with round_engine(load_ctx(tiny_config, 1), incumbent) as engine:
+        first = generate.fn(str(tiny_config), 1, 0, None, engine)
     marker = (load_ctx(tiny_config, 1).stage_dir("generate") / "_SUCCESS.json").read_text()
-    again = generate.fn(str(tiny_config), 1)
+    again = generate.fn(str(tiny_config), 1, 0, None, None)  # done: nothing to sample
     assert first == again
     assert (load_ctx(tiny_config, 1).stage_dir("generate") / "_SUCCESS.json").read_text() == marker
     verify.fn(str(tiny_config), 1)

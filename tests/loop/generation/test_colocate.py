@@ -28,10 +28,13 @@ def test_engine_gets_what_the_learner_leaves():
 
 
 def test_engine_kwargs_are_unchanged_on_cpu_and_for_transformers():
+    from dataclasses import replace
+
+    from ratchet.flows.compute.messages import EngineSpec
     from ratchet.flows.compute.worker import colocated_engine_kwargs
 
-    spec = {"backend": "vllm", "backend_kwargs": {"gpu_memory_utilization": 0.9}, "learner_bytes": 10 * GiB}
+    spec = EngineSpec("m", "vllm", {"gpu_memory_utilization": 0.9}, 10 * GiB)
     log = logging.getLogger("test")
     assert colocated_engine_kwargs(spec, "cpu", log) == {"gpu_memory_utilization": 0.9}  # sleep mode is CUDA-only
-    assert colocated_engine_kwargs({**spec, "backend": "transformers"}, "cuda", log) == {"gpu_memory_utilization": 0.9}
-    assert colocated_engine_kwargs({**spec, "learner_bytes": None}, "cuda", log) == {"gpu_memory_utilization": 0.9}
+    assert colocated_engine_kwargs(replace(spec, backend="transformers"), "cuda", log) == {"gpu_memory_utilization": 0.9}
+    assert colocated_engine_kwargs(replace(spec, learner_bytes=None), "cuda", log) == {"gpu_memory_utilization": 0.9}

@@ -14,8 +14,6 @@ import torch
 import torch.distributed as dist
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from ratchet.flows.compute.pool import train_argv
-from ratchet.flows.compute.rollout import rank_env
 from ratchet.loop.config import ComputeConfig
 from ratchet.loop.train.data_parallel import FSDP_SETTINGS, fsdp_env, full_state_dict
 
@@ -121,13 +119,26 @@ def test_full_state_dict_gives_each_rank_the_unsharded_trained_weights(one_rank)
     )
 
 
-def test_one_table_of_fsdp_settings_for_launch_flags_and_rank_env():
-    flags = train_argv(ComputeConfig(devices=("cuda:0", "cuda:1"), fsdp=True), ["x.py"])
-    env = rank_env(1, 2, 29500, True, fsdp=True)
-    assert env["ACCELERATE_USE_FSDP"] == "true" and env == {**env, **fsdp_env()}
+def test_one_table_of_fsdp_settings_for_the_rank_env(tiny_model_dir):
+    """An FSDP rank's environment carries every FSDP setting; a DDP rank's none; no rank gets a TCP rendezvous."""
+    from ratchet.flows.compute.engine import LocalEngine, Placement
+    from ratchet.flows.compute.messages import engine_spec
+    from ratchet.loop.config import GenerationConfig
+
+    def env(fsdp: bool) -> dict[str, str]:
+        gen, compute = GenerationConfig(), ComputeConfig(devices=("cuda:0", "cuda:1"), fsdp=fsdp, device_slots=False)
+        e = LocalEngine(engine_spec(tiny_model_dir, gen, "float32"), Placement((("cuda:0",), ("cuda:1",)), fsdp), gen=gen,
+                        compute=compute, log=None)  # fmt: skip
+        e._rendezvous = "/tmp/x/store"
+        return e._rank_env(1, ("cuda:1",))
+
+    fsdp = env(True)
+    assert fsdp["ACCELERATE_USE_FSDP"] == "true" and fsdp == {**fsdp, **fsdp_env()}
     for k, v in FSDP_SETTINGS.items():
-        assert flags[flags.index(f"--fsdp_{k}") + 1] == v and env[f"FSDP_{k.upper()}"] == v
-    assert "ACCELERATE_USE_FSDP" not in rank_env(1, 2, 29500, True)  # DDP ranks: no FSDP settings
+        assert fsdp[f"FSDP_{k.upper()}"] == v
+    ddp = env(False)
+    assert "ACCELERATE_USE_FSDP" not in ddp and ddp["RANK"] == "1" and ddp["CUDA_VISIBLE_DEVICES"] == "1"
+    assert ddp["RATCHET_RENDEZVOUS"] == "/tmp/x/store" and "MASTER_PORT" not in ddp and "MASTER_ADDR" not in ddp
 
 
 if __name__ == "__main__":  # one rank of the two-rank test: RANK WORLD STORE OUT
