@@ -21,8 +21,8 @@ target <= 0.5: a median is not moved by one step that a load spike stretched), `
 ``trl_peak_mb``, ``ours_heldout_pass1``, ``trl_heldout_pass1`` (target: ours >= TRL's), the base model's
 ``base_heldout_pass1`` and ours' last step's sampler/trainer gap (``ours_sampler_logp_diff_mean`` / ``_max``).
 
-By default Ratchet's side runs as a persistent round does (``compute.persistent_rollout``): one
-``RolloutWorker`` child keeps the engine and a ``GRPOLearner`` loaded for all steps, each pass's weights go
+By default Ratchet's side runs as a round does: the round engine (``ratchet.flows.compute.engine.LocalEngine``,
+one rank process) keeps the engine and a ``GRPOLearner`` loaded for all steps, each pass's weights go
 into the engine in place and only the final policy is saved (target ratio <= 0.5). ``--per-step``: a new
 engine and trainer per step and a checkpoint per step (what a round does with the persistent path off).
 
@@ -176,12 +176,13 @@ def run_ours(args, out: Path) -> dict:
 
 
 def _run_ours_persistent(args, out: Path, st, run) -> dict:
-    """Ratchet's steps as a persistent round runs them: one ``RolloutWorker`` child holds the engine and a
+    """Ratchet's steps as a round runs them: the round engine's one rank process holds the engine and a
     ``GRPOLearner``; after each pass the learner's weights go into the running engine in place; only the final
     policy is saved (one checkpoint). Worker start and model load count in the first step."""
     import logging
 
-    from ratchet.flows.compute.rollout import RolloutWorker
+    from ratchet.flows.compute.engine import LocalEngine, Placement
+    from ratchet.flows.compute.messages import GRPOStep, StartLearner, engine_spec
     from ratchet.loop.config import ComputeConfig
     from ratchet.loop.generation.base import SamplingParams
 
@@ -189,8 +190,9 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
     log = logging.getLogger("grpo_vs_trl")
     compute = ComputeConfig(device_slots=False, cpu_threads_per_worker=int(os.environ["OMP_NUM_THREADS"]))
     times, t0, turns = [], time.perf_counter(), Turns(args, "ours")
-    with RolloutWorker(base, out / "rollout-worker", gen=cfg.generation, compute=compute, dtype="float32", log=log) as w:
-        w.init_learner(base, st, "float32", ref_dir=base)
+    spec = engine_spec(base, cfg.generation, "float32")
+    with LocalEngine(spec, Placement((("cpu",),)), gen=cfg.generation, compute=compute, log=log) as w:
+        w.start(StartLearner(str(base), st.model_dump(mode="json"), "float32", str(base)))
         load_s = time.perf_counter() - t0  # once per round; TRL's model load is not timed either
         print(f"ours (persistent): worker started, engine and learner loaded in {load_s:.1f} s", flush=True)
         turns.ready()
@@ -207,11 +209,12 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
             t_gen = time.perf_counter() - t0
             samples = _samples(comps, prompts, render, cfg)
             last = step == args.steps - 1  # as a round: at beta = 0 the KL guard's reference pass on the last step only
-            res = w.train_pass(samples, dataclasses.replace(run, measure_kl=last))  # new weights go into the engine in place
+            t1 = time.perf_counter()
+            res = w.train_step(GRPOStep(samples, dataclasses.replace(run, measure_kl=last)))  # weights reach the engine in place
             times.append(time.perf_counter() - t0)
             print(
                 f"ours (persistent) step {step}: {times[-1]:.1f} s (generation {t_gen:.1f} s, train pass "
-                f"{res['seconds']:.1f} s), reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
+                f"{time.perf_counter() - t1:.1f} s), reward mean {sum(s.reward for s in samples) / len(samples):.3f}",
                 flush=True,
             )
             turns.after_step(step, args.steps)

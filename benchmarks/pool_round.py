@@ -1,22 +1,16 @@
-"""The persistent GRPO round on a pool of 2 CPU ranks against the per-step path on the same 2 ranks, in one run.
+"""The GRPO round on a pool of 2 CPU ranks against the same round on 1 rank, both on the round engine, in one run.
 
 Runs two real GRPO rounds (SmolLM2-135M-Instruct, the demo's arithmetic tasks, Prefect flow, DuckDB file) from the
-same base and seed with ``compute.devices = ["cpu", "cpu"]``:
+same base and seed: ``compute.devices = ["cpu", "cpu"]`` (2 ranks, each a transformers engine and a DDP learner
+(gloo) kept loaded for all ``--steps`` on-policy steps; each rank samples its shard of a step's rollouts from its
+own replica) and ``["cpu"]`` (1 rank process with both cores). Only the candidate is saved in either.
 
-- **persistent** (``compute.persistent_rollout = true``): 2 ranks, each a transformers engine and a DDP learner
-  (gloo) kept loaded for all ``--steps`` on-policy steps; each rank samples its shard of a step's rollouts from its
-  own replica; only the candidate is saved;
-- **per-step** (``compute.persistent_rollout = false``): each step starts 2 generation workers on the step's saved
-  policy and a training process that saves a full checkpoint (on CPU one process trains; DDP ranks under
-  ``accelerate launch`` are for GPUs).
+A step's seconds are the wall seconds of its generate, verify, filter and train stages (their markers). Both
+candidates are compared tensor by tensor (``max_rel_param_diff``: max over tensors of ||W_2 - W_1|| / ||W_base||).
 
-A step's seconds are the wall seconds of its generate, verify, filter and train stages (their markers); the
-persistent round's one-time load of both ranks is reported apart (``persistent_load_s``). Both candidates are
-compared tensor by tensor (``max_rel_param_diff``: max over tensors of ||W_persistent - W_per_step|| / ||W_base||).
-
-Last line: JSON ``{"ranks": 2, "persistent_s_per_step", "per_step_s_per_step", "ratio", "max_rel_param_diff", ...}``;
-``ratio`` is the ratio of per-step MEDIANS, persistent / per-step (target <= 0.6: a median is not moved by one step a
-load spike stretched), ``ratio_of_means`` beside it, and every step's seconds. Target ``max_rel_param_diff`` <= 1e-5.
+Last line: JSON ``{"ranks": 2, "two_rank_s_per_step", "one_rank_s_per_step", "ratio", "max_rel_param_diff", ...}``;
+``ratio`` is the ratio of per-step MEDIANS, 2 ranks / 1 rank, ``ratio_of_means`` beside it, and every step's seconds.
+Target ``max_rel_param_diff`` <= 1e-5 (only float32 summation order differs).
 
     python benchmarks/pool_round.py [--steps 8] [--prompts-per-step 2] [--max-new-tokens 32]
 
@@ -41,8 +35,8 @@ from ratchet.flows.settings import configure_prefect  # noqa: E402
 STAGES = ("generate", "verify", "filter", "train")
 
 
-def run_round(tmp: str, name: str, args, persistent: bool) -> dict:
-    """One GRPO round of ``args.steps`` steps on 2 CPU ranks; its step seconds, wall, candidate and base folders."""
+def run_round(tmp: str, name: str, args, ranks: int) -> dict:
+    """One GRPO round of ``args.steps`` steps on ``ranks`` CPU ranks; its step seconds, wall, candidate and base folders."""
     from ratchet.flows.rounds.campaign import improvement_round, preflight, prepare_campaign
     from ratchet.loop.campaign.context import load_ctx, read_marker, save_config
     from ratchet.loop.config import load_config
@@ -55,15 +49,14 @@ def run_round(tmp: str, name: str, args, persistent: bool) -> dict:
         algorithm="grpo",
         max_rounds=1,
         **{
-            "compute.devices": ["cpu", "cpu"],
-            "compute.persistent_rollout": persistent,
+            "compute.devices": ["cpu"] * ranks,
             "tasks.train_prompts_per_round": args.steps * args.prompts_per_step,
             "tasks.heldout_prompts": 8,
             "generation.group_size": 4,
             "generation.batch_size": 4,  # a step's 2 prompts x G = 4 are 2 batches: one per rank
             "generation.max_new_tokens": args.max_new_tokens,
             "grpo.steps_per_round": args.steps,
-            "grpo.dynamic_sampling": False,  # every step trains on the same groups on both paths
+            "grpo.dynamic_sampling": False,  # every step trains on the same groups on both placements
             "grpo.mini_batch_size": args.prompts_per_step * 4,
             "grpo.micro_batch_size": 4,
             "preflight.pilot": False,
@@ -97,28 +90,25 @@ def main() -> None:
     from ratchet.loop.train.data_parallel import max_rel_param_diff
 
     with tempfile.TemporaryDirectory() as tmp:
-        per = run_round(tmp, "per-step", args, persistent=False)
-        print(f"per-step: {per['steps']} s per step, round {per['wall']:.0f} s", file=sys.stderr)
-        pers = run_round(tmp, "persistent", args, persistent=True)
-        print(f"persistent: {pers['steps']} s per step, round {pers['wall']:.0f} s", file=sys.stderr)
-        diff = max_rel_param_diff(pers["candidate"], per["candidate"], per["base"])
-    med_p, med_s = statistics.median(pers["steps"]), statistics.median(per["steps"])
-    # the rounds differ only in the path, so the persistent round's extra wall outside its steps is its one-time load
-    load = (pers["wall"] - sum(pers["steps"])) - (per["wall"] - sum(per["steps"]))
+        one = run_round(tmp, "one-rank", args, ranks=1)
+        print(f"1 rank: {one['steps']} s per step, round {one['wall']:.0f} s", file=sys.stderr)
+        two = run_round(tmp, "two-ranks", args, ranks=2)
+        print(f"2 ranks: {two['steps']} s per step, round {two['wall']:.0f} s", file=sys.stderr)
+        diff = max_rel_param_diff(two["candidate"], one["candidate"], one["base"])
+    med_2, med_1 = statistics.median(two["steps"]), statistics.median(one["steps"])
     print(
         json.dumps(
             {
                 "ranks": 2,
-                "persistent_s_per_step": round(med_p, 2),
-                "per_step_s_per_step": round(med_s, 2),
-                "ratio": round(med_p / med_s, 3),
-                "ratio_of_means": round(statistics.mean(pers["steps"]) / statistics.mean(per["steps"]), 3),
+                "two_rank_s_per_step": round(med_2, 2),
+                "one_rank_s_per_step": round(med_1, 2),
+                "ratio": round(med_2 / med_1, 3),
+                "ratio_of_means": round(statistics.mean(two["steps"]) / statistics.mean(one["steps"]), 3),
                 "max_rel_param_diff": diff,
-                "persistent_step_s": pers["steps"],
-                "per_step_step_s": per["steps"],
-                "persistent_round_wall_s": round(pers["wall"], 1),
-                "per_step_round_wall_s": round(per["wall"], 1),
-                "persistent_load_s": round(load, 1),
+                "two_rank_step_s": two["steps"],
+                "one_rank_step_s": one["steps"],
+                "two_rank_round_wall_s": round(two["wall"], 1),
+                "one_rank_round_wall_s": round(one["wall"], 1),
                 "steps": args.steps,
                 "sequences_per_step": args.prompts_per_step * 4,
                 "max_new_tokens": args.max_new_tokens,

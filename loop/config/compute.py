@@ -52,11 +52,10 @@ class ComputeConfig(_Frozen):
     )
     persistent_rollout: bool = Field(
         True,
-        description="GRPO rounds with grpo.steps_per_round > 1: keep one generation engine and one learner loaded for all "
-        "on-policy steps of the round (weights pushed into the engine in place after each step; only the candidate is "
-        "saved). On a pool of N devices: N ranks, each an engine and a DDP learner (with compute.fsdp an FSDP shard, the "
-        "full weights all-gathered for the rank's engine after each step). Not with compute.engine = 'ray'; vLLM on a GPU gets the memory the learner leaves, and sleeps while it trains. Where it does not "
-        "apply, and when false, every step starts its own generation workers and training process and saves a checkpoint.",
+        description="Kept so older configs load; ignored. Every round loads one engine (and, for GRPO, one learner) at its "
+        "start and keeps it to its end (ratchet.flows.compute.engine): on a pool of N devices, N ranks, each an engine and "
+        "a DDP learner (with compute.fsdp an FSDP shard, the full weights all-gathered for the rank's engine after each "
+        "pass); only the candidate is saved. vLLM on a GPU gets the memory the learner leaves, and sleeps while it trains.",
     )
     cpu_threads_per_worker: int | None = Field(
         None,

@@ -44,8 +44,8 @@ def engine_memory_share(configured: float, learner: int, total: int, headroom: f
     share = math.floor(min(configured, 1.0 - learner / total - headroom) * 100) / 100
     if share < MIN_ENGINE_SHARE:
         raise ValueError(
-            f"the learner of a persistent GRPO round needs {learner / 2**30:.1f} GiB of the GPU's {total / 2**30:.1f} GiB, "
+            f"the learner co-located with the round's engine needs {learner / 2**30:.1f} GiB of the GPU's {total / 2**30:.1f} GiB, "
             f"leaving vLLM {max(share, 0):.2f} of it (< {MIN_ENGINE_SHARE}); use LoRA (grpo.lora_r), bfloat16, more GPUs "
-            "with FSDP, or compute.persistent_rollout = false"
+            "with FSDP, or a smaller model"
         )
     return share

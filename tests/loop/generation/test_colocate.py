@@ -20,7 +20,7 @@ def test_engine_gets_what_the_learner_leaves():
     n = 1_543_714_304
     assert engine_memory_share(0.9, learner_bytes(n, "bfloat16", lora=False), 141 * 10**9) == 0.84
     # ... a 7B in fp32 on 80 GB leaves vLLM nothing: refused in one line that names the ways out
-    with pytest.raises(ValueError, match=r"needs 130\.4 GiB of the GPU's 80\.0 GiB.*lora_r.*persistent_rollout = false"):
+    with pytest.raises(ValueError, match=r"needs 130\.4 GiB of the GPU's 80\.0 GiB.*lora_r.*smaller model"):
         engine_memory_share(0.9, learner_bytes(7 * 10**9, "float32", lora=False), 80 * GiB)
     # the share never exceeds what was configured, and it is rounded down to 0.01
     assert engine_memory_share(0.3, GiB, 80 * GiB) == 0.3
