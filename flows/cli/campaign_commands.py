@@ -38,7 +38,7 @@ def _record(db: Path, name: str, action: str, reason: str, changes: dict | None 
         fail(str(e))
     after = row["after_round_index"]
     console.print(f"{name}: {action} recorded by {row['actor']} after round {after}: {row['reason']}", highlight=False)
-    from ratchet.flows.rounds.identity import dotted
+    from ratchet.flows.rounds.state.identity import dotted
 
     for key, value in (changes or {}).items():
         console.print(f"  from round {after + 1}: {key} = {value!r} (was {dotted(c['config'], key)!r})", highlight=False)
@@ -46,7 +46,7 @@ def _record(db: Path, name: str, action: str, reason: str, changes: dict | None 
 
 def _check_changes(stored: dict, changes: dict) -> None:
     """Only campaign settings the store holds can change, to values the config accepts (ConfigError, one line)."""
-    from ratchet.flows.rounds.resumed_settings import with_settings
+    from ratchet.flows.rounds.state.resumed_settings import with_settings
     from ratchet.loop.config import ConfigError, RatchetConfig
 
     for key in changes:
@@ -93,7 +93,7 @@ def campaign_resume(
     ``--set KEY=VALUE`` (repeatable) changes a campaign setting for every later round; ``--reshuffle``
     draws a new ``tasks.seed``, so later rounds train on a new draw of prompts (the eval set stays pinned).
     """
-    from ratchet.flows.rounds.resumed_settings import parse_set
+    from ratchet.flows.rounds.state.resumed_settings import parse_set
     from ratchet.loop.config import SEED_MAX, ConfigError
 
     try:

@@ -77,7 +77,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     retire the campaign's start in the store if it never completed a round (``ratchet.flows.rounds.reset``)."""
     from ratchet.flows.daemon.service import check_schedule, owner_alive
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.flows.rounds.observe.progress import set_reporter
     from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 
@@ -312,7 +312,7 @@ def status(
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.flows.report.selection import selection_line, selection_rows
-    from ratchet.flows.rounds.progress import describe_stage, running_stage
+    from ratchet.flows.rounds.observe.progress import describe_stage, running_stage
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
     from ratchet.store.reports import round_run_dirs, status_rows
@@ -451,7 +451,7 @@ def reverify(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Re-score stored trajectories with the current verifier version (adds verdict rows, never overwrites)."""
-    from ratchet.flows.rounds.reverify import reverify as run_reverify
+    from ratchet.flows.rounds.state.reverify import reverify as run_reverify
     from ratchet.loop.config import ConfigError, load_config
     from ratchet.store.db import StoreError
 

@@ -66,7 +66,7 @@ def fail(msg: str, code: int = 2) -> None:
 
 def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.flows.compute.pool import StageTimeout, WorkerFailed
-    from ratchet.flows.rounds.identity import CampaignConflict
+    from ratchet.flows.rounds.state.identity import CampaignConflict
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.config import ConfigError
     from ratchet.loop.tasks.sources import TaskDataError

@@ -85,8 +85,8 @@ def replay_command(
 ) -> None:
     """Re-decide every stored round of a campaign under other [gate] settings from its stored per-prompt outcomes
     (no model calls) and show the decisions that would change."""
-    from ratchet.flows.rounds.gate_replay import replay, replay_json
-    from ratchet.flows.rounds.resumed_settings import parse_set
+    from ratchet.flows.rounds.gating.gate_replay import replay, replay_json
+    from ratchet.flows.rounds.state.resumed_settings import parse_set
     from ratchet.loop.config import ConfigError
     from ratchet.store.db import StoreError
 

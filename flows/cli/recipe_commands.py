@@ -114,7 +114,7 @@ def _run_point(cfg, i: int, n: int) -> str:
 
     from ratchet.flows.cli.commands import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.flows.rounds.progress import set_reporter
+    from ratchet.flows.rounds.observe.progress import set_reporter
     from ratchet.flows.rounds.reset import with_campaign_epoch
     from ratchet.loop.campaign.context import save_config
 

@@ -1,7 +1,7 @@
 """The round engine: the generation engines and learners a round loads once and keeps to its end.
 
 Who owns what. The round's flow process (the **parent**) owns one ``RoundEngine`` for the whole round (``open_engine``;
-``ratchet.flows.rounds.steps`` opens it at the round's start and closes it at its end) and is the only store
+``ratchet.flows.rounds.stages.steps`` opens it at the round's start and closes it at its end) and is the only store
 writer. The engine's **ranks** are child processes (``LocalEngine``: ``python -m ratchet.flows.compute.worker
 serve``, one per device group of ``compute.devices``, each pinned to its devices) or Ray actors
 (``ratchet.flows.compute.ray_engine.RayEngine``, ``compute.engine = "ray"``). Each rank holds a generation backend

@@ -1,6 +1,6 @@
 """What a person reads about rounds: the metrics table, the held-out pass@1 plot, and ``ratchet report``.
 
-The same rows feed the round's Prefect table artifact (``ratchet.flows.rounds.closing.publish_round``) and the HTML page
+The same rows feed the round's Prefect table artifact (``ratchet.flows.rounds.observe.closing.publish_round``) and the HTML page
 ``ratchet report`` writes; every number comes from a query in ``store.queries``. This module only
 arranges and draws them.
 

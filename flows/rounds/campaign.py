@@ -11,17 +11,17 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
-from ratchet.flows.rounds.closing import apply_retention, publish_round, track_round
-from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
-from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
-from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
-from ratchet.flows.rounds.identity import check_checkpoints, check_same_settings
-from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
-from ratchet.flows.rounds.reverify import carry_over_promoted
-from ratchet.flows.rounds.round_engine import check_weight_sync, round_engine
-from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
-from ratchet.flows.rounds.stages import evaluate, prompt_rows
-from ratchet.flows.rounds.steps import round_steps
+from ratchet.flows.rounds.gating.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
+from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
+from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
+from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_owner, run_logger
+from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
+from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
+from ratchet.flows.rounds.stages.steps import round_steps
+from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings
+from ratchet.flows.rounds.state.phases import check_training_data, register_teacher, stage_contexts
+from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings
+from ratchet.flows.rounds.state.reverify import carry_over_promoted
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
@@ -408,8 +408,8 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the
-    round's candidate. Every other round has one step. The round's one engine (``ratchet.flows.rounds.round_engine``)
-    is loaded on the incumbent at the start and serves every stage; the steps: ``ratchet.flows.rounds.steps``.
+    round's candidate. Every other round has one step. The round's one engine (``ratchet.flows.rounds.stages.round_engine``)
+    is loaded on the incumbent at the start and serves every stage; the steps: ``ratchet.flows.rounds.stages.steps``.
     """
     incumbent = start_round(config_path, round_index)
     try:

@@ -14,9 +14,9 @@ import logging
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import Placement, RoundEngine, open_engine
 from ratchet.flows.compute.messages import engine_spec
-from ratchet.flows.rounds.curriculum_setup import stage_contexts
-from ratchet.flows.rounds.round_engine import rank_groups
-from ratchet.flows.rounds.stages import prompt_rows
+from ratchet.flows.rounds.stages.pipeline import prompt_rows
+from ratchet.flows.rounds.stages.round_engine import rank_groups
+from ratchet.flows.rounds.state.phases import stage_contexts
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ratchet.flows.rounds.campaign import stored_rounds
-from ratchet.flows.rounds.identity import CampaignConflict
+from ratchet.flows.rounds.state.identity import CampaignConflict
 from ratchet.loop.campaign.context import Ctx, campaign_id_of, now
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.db import connect, require_store, transaction

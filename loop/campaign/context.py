@@ -195,7 +195,7 @@ class Ctx:
 
     def eval_set_id(self, verifier: str = VERIFIER_VERSION) -> str:
         """Identity of the campaign's evaluation (prompts and decoding settings); ``verifier``: the id it had under
-        another verifier version (``ratchet.flows.rounds.reverify.carry_over``)."""
+        another verifier version (``ratchet.flows.rounds.state.reverify.carry_over``)."""
         cfg = self.eval_cfg
         e, t = cfg.eval, cfg.tasks
         settings = {

@@ -120,7 +120,7 @@ def fold_jsonl_source(data: dict) -> dict:
     the old path dropped) and ``system_prompt`` = ``tasks.system_prompt`` only when the config set one (else the math
     format's). One notice line shows the TOML to write instead. Prompt ids are those of a ``[[tasks.sources]]`` entry
     named ``jsonl`` (they were ``jsonl:<file name>``): a campaign recorded with the old key cannot continue
-    (``ratchet.flows.rounds.identity.legacy_jsonl_conflict`` says what to do).
+    (``ratchet.flows.rounds.state.identity.legacy_jsonl_conflict`` says what to do).
 
     Raises:
         ValueError: ``source = "jsonl"`` without ``path``, or beside ``[[tasks.sources]]``.

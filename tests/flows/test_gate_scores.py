@@ -1,6 +1,6 @@
 import pytest
 
-from ratchet.flows.rounds.gate_inputs import Grouping, scores, stored_gate_config
+from ratchet.flows.rounds.gating.gate_inputs import Grouping, scores, stored_gate_config
 
 ROWS = [dict(greedy_correct=True, n=4, c=1), dict(greedy_correct=False, n=4, c=3)]
 

@@ -9,7 +9,7 @@ import json
 
 from ratchet.flows.report.render import drift_plot
 from ratchet.flows.rounds.campaign import prepare_campaign
-from ratchet.flows.rounds.gate_replay import replay
+from ratchet.flows.rounds.gating.gate_replay import replay
 from ratchet.loop.campaign.context import load_ctx
 from ratchet.store.db import connect, query
 from ratchet.store.reports import drift_history
@@ -84,7 +84,7 @@ def test_sequential_evaluation_computes_each_prompt_once(prefect_harness, tmp_pa
     """The real evaluate stage on the tiny model: the incumbent is evaluated look by look on only the prompts it lacks,
     and a second round with the same incumbent evaluates it on nothing new."""
     from ratchet.flows.rounds.campaign import gate, start_round
-    from ratchet.flows.rounds.sequential_eval import evaluate_sequentially
+    from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially
 
     tasks = write_tasks(tmp_path, "sums", 1, 4)
     seq = {"gate.sequential": True, "gate.sequential_batch_prompts": 4, "gate.max_eval_prompts": 8}
@@ -110,7 +110,7 @@ def test_sequential_evaluation_computes_each_prompt_once(prefect_harness, tmp_pa
 
 
 def test_preflight_warns_when_the_sequential_gate_cannot_reach_its_maximum():
-    from ratchet.flows.rounds.sequential_eval import sequential_warning
+    from ratchet.flows.rounds.gating.sequential_eval import sequential_warning
     from ratchet.loop.config import RatchetConfig
 
     cfg = RatchetConfig(gate={"sequential": True, "max_eval_prompts": 1000})

@@ -54,8 +54,8 @@ def test_many_step_round_saves_one_checkpoint_and_resumes(prefect_harness, steps
     (7 with path NULL, a parent chain from the incumbent) and its rollouts name it. A resumed round replays the
     done steps' training and re-runs the rest: the same candidate, no row inserted twice."""
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.flows.rounds.round_engine import round_engine
-    from ratchet.flows.rounds.steps import round_steps
+    from ratchet.flows.rounds.stages.round_engine import round_engine
+    from ratchet.flows.rounds.stages.steps import round_steps
 
     (decision,) = run_campaign(steps_config)
     ctx = load_ctx(steps_config, 1)
@@ -98,7 +98,7 @@ def test_preflight_refuses_a_dev_shm_too_small_for_the_vllm_weight_push(tiny_mod
     import shutil
     from collections import namedtuple
 
-    from ratchet.flows.rounds import round_engine
+    from ratchet.flows.rounds.stages import round_engine
     from ratchet.loop.checkpoints import parameter_count
     from ratchet.store.retention import DiskSpaceError
 

@@ -31,8 +31,8 @@ def test_preflight_refuses_limits_that_would_truncate_training(tiny_config):  # 
 def test_auto_max_new_tokens_changes_the_next_rounds_limit(prefect_harness, tiny_config):  # noqa: F811
     from ratchet.flows.compute.resolve import rollout_cap
     from ratchet.flows.rounds.campaign import prepare_campaign, start_round
-    from ratchet.flows.rounds.round_engine import round_engine
-    from ratchet.flows.rounds.stages import generate
+    from ratchet.flows.rounds.stages.pipeline import generate
+    from ratchet.flows.rounds.stages.round_engine import round_engine
 
     path = variant(tiny_config, "auto", generation={"max_new_tokens": "auto", "max_new_tokens_min": 2, "max_new_tokens_max": 12})
     prepare_campaign.fn(str(path))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pyarrow.parquet as pq
 
 from ratchet.flows.compute.training import stored_chats
-from ratchet.flows.rounds.rationalized import rationalized_examples
+from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.tasks.rationalization import hint_text, hinted, unsolved
@@ -68,8 +68,8 @@ def test_rationalized_examples_are_trained_without_the_hint(tmp_path):
 def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
     """The stage on a real store with a fake engine: it answers right only when the gold is in the prompt (the
     hint), so every rollout is wrong and every rationalization right; the filter then trains on them unhinted."""
-    from ratchet.flows.rounds import rationalize as stage
-    from ratchet.flows.rounds import stages
+    from ratchet.flows.rounds.stages import pipeline as stages
+    from ratchet.flows.rounds.stages import rationalize as stage
     from ratchet.loop.campaign.context import load_ctx, save_config
     from ratchet.loop.generation.base import Completion
 

@@ -4,7 +4,7 @@ import threading
 import time
 import warnings
 
-from ratchet.flows.rounds.progress import RunProgress, bar, in_run_context, set_reporter
+from ratchet.flows.rounds.observe.progress import RunProgress, bar, in_run_context, set_reporter
 
 
 class Recorder:

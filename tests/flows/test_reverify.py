@@ -3,7 +3,7 @@ import json
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
-from ratchet.flows.rounds.reverify import reverify
+from ratchet.flows.rounds.state.reverify import reverify
 from ratchet.store.db import init_db, query, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.verifiers.reward import VERSION

@@ -130,8 +130,8 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
 def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
     """A crashed round resumes: a finished stage is not recomputed and its ingest is not duplicated."""
     from ratchet.flows.rounds.campaign import prepare_campaign, start_round
-    from ratchet.flows.rounds.round_engine import round_engine
-    from ratchet.flows.rounds.stages import generate, verify
+    from ratchet.flows.rounds.stages.pipeline import generate, verify
+    from ratchet.flows.rounds.stages.round_engine import round_engine
 
     prepare_campaign.fn(str(tiny_config))
     incumbent = start_round.fn(str(tiny_config), 1)
@@ -150,7 +150,7 @@ def test_stage_tasks_resume_from_markers(prefect_harness, tiny_config):
 
 def test_campaign_with_changed_settings_is_refused(prefect_harness, tiny_config, tiny_model_dir):
     from ratchet.flows.rounds.campaign import prepare_campaign
-    from ratchet.flows.rounds.identity import CampaignConflict
+    from ratchet.flows.rounds.state.identity import CampaignConflict
 
     prepare_campaign.fn(str(tiny_config))
     cfg = load_ctx(tiny_config).cfg

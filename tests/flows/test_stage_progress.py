@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.cli.commands import PlainReporter
 from ratchet.flows.cli.common import PlainConsole
-from ratchet.flows.rounds.frame import stage_frame
-from ratchet.flows.rounds.progress import PROGRESS_FILE, bar, set_reporter
+from ratchet.flows.rounds.observe.progress import PROGRESS_FILE, bar, set_reporter
+from ratchet.flows.rounds.stages.frame import stage_frame
 from ratchet.loop.campaign.context import Ctx, save_config
 from ratchet.loop.campaign.round_manifest import round_manifest
 from ratchet.loop.config import load_config
@@ -25,7 +25,7 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d "
 
 
 def test_a_running_stage_logs_plain_lines_and_shows_in_status(tmp_path, monkeypatch):
-    monkeypatch.setattr("ratchet.flows.rounds.progress.FILE_INTERVAL_S", 0.0)  # every update reaches the file
+    monkeypatch.setattr("ratchet.flows.rounds.observe.progress.FILE_INTERVAL_S", 0.0)  # every update reaches the file
     cfg = load_config(
         None,
         **{"db": str(tmp_path / "s.duckdb"), "run_dir": str(tmp_path / "elsewhere"), "campaign": "watched",

@@ -7,7 +7,7 @@ import re
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from ratchet.flows.rounds.context import run_logger
+from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.loop.campaign.context import Ctx
 from ratchet.store.db import connect, transaction
 from ratchet.store.events import events_of
@@ -51,7 +51,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
     ``<campaign>-round-<n>-gate`` (markdown). A task's ``.fn`` called outside a run publishes nothing.
     """
     from ratchet.flows.report.render import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
-    from ratchet.flows.rounds.progress import in_run_context
+    from ratchet.flows.rounds.observe.progress import in_run_context
 
     with connect(ctx.db, read_only=True) as con:
         plot = write_pass1_plot(con, ctx.cfg.campaign, ctx.campaign_dir / f"round-{ctx.round_index}" / "report" / PLOT_NAME)

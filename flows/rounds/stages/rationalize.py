@@ -16,10 +16,10 @@ from prefect.cache_policies import NONE
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import rollout_cap
-from ratchet.flows.rounds.frame import stage_frame
-from ratchet.flows.rounds.rationalized import PURPOSE
-from ratchet.flows.rounds.round_engine import sample
-from ratchet.flows.rounds.stages import trajectory_rows, verdict_rows
+from ratchet.flows.rounds.stages.frame import stage_frame
+from ratchet.flows.rounds.stages.pipeline import trajectory_rows, verdict_rows
+from ratchet.flows.rounds.stages.rationale_data import PURPOSE
+from ratchet.flows.rounds.stages.round_engine import sample
 from ratchet.loop.generation.base import SamplingParams
 from ratchet.loop.tasks.rationalization import hinted, unsolved
 from ratchet.loop.tasks.sources import Prompt

@@ -20,8 +20,8 @@ from ratchet.flows.compute.engine import Placement, RoundEngine, open_engine
 from ratchet.flows.compute.messages import StartLearner, engine_spec
 from ratchet.flows.compute.pool import worker_groups
 from ratchet.flows.compute.resolve import checkpoint_path
-from ratchet.flows.rounds.context import run_logger
-from ratchet.flows.rounds.progress import bar
+from ratchet.flows.rounds.observe.progress import bar
+from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.loop.campaign.context import Ctx, read_marker
 from ratchet.loop.checkpoints import parameter_count
 from ratchet.loop.config import RatchetConfig

@@ -7,9 +7,9 @@ stored outcomes (they depend only on them) and records where and why it stopped.
 from __future__ import annotations
 
 from ratchet.flows.compute.engine import RoundEngine
-from ratchet.flows.rounds.context import run_logger
-from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, sequential_total, training_guards
-from ratchet.flows.rounds.stages import evaluate
+from ratchet.flows.rounds.gating.gate_inputs import Grouping, build_sets, sequential_total, training_guards
+from ratchet.flows.rounds.observe.run_log import run_logger
+from ratchet.flows.rounds.stages.pipeline import evaluate
 from ratchet.loop.campaign.context import load_ctx
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential

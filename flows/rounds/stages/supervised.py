@@ -11,10 +11,10 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from ratchet.common.seeds import derive_seed
-from ratchet.flows.rounds.context import run_logger
-from ratchet.flows.rounds.frame import stage_frame
-from ratchet.flows.rounds.rationalized import rationalized_examples
-from ratchet.flows.rounds.stages import prompt_rows
+from ratchet.flows.rounds.observe.run_log import run_logger
+from ratchet.flows.rounds.stages.frame import stage_frame
+from ratchet.flows.rounds.stages.pipeline import prompt_rows
+from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import TaskDataError
 from ratchet.loop.tasks.supervised import draw_general, general_count, general_examples, load_general_data, reference_examples

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ratchet.flows.rounds.gate_inputs import Grouping, decide_stored, stored_gate_config, training_guards
+from ratchet.flows.rounds.gating.gate_inputs import Grouping, decide_stored, stored_gate_config, training_guards
 from ratchet.loop.config import ConfigError, GateConfig
 from ratchet.store.db import StoreError, connect, require_store
 from ratchet.store.queries import (

@@ -1,7 +1,7 @@
 """A round's steps, one loop for every algorithm: (generate -> verify -> filter -> train) x ``ctx.steps``.
 
 RFT and SFT rounds have one step; a GRPO round has ``grpo.steps_per_round`` on-policy steps, each sampling from the
-policy the previous step trained. Every step runs on the round's one engine (``ratchet.flows.rounds.round_engine``),
+policy the previous step trained. Every step runs on the round's one engine (``ratchet.flows.rounds.stages.round_engine``),
 loaded at the round's start: a GRPO step's pass trains the engine's co-located learner and its weights reach the
 engine in place; the step's policy gets a ``checkpoints`` row with ``path`` NULL and the id
 ``unsaved_checkpoint_id(parent, training_run)``, so the next step's trajectories name it, and only the round's
@@ -27,14 +27,14 @@ from ratchet.common.files import publish_dir
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
 from ratchet.flows.compute.training import grpo_step, sft_step
-from ratchet.flows.rounds.context import run_logger
-from ratchet.flows.rounds.curriculum_setup import teacher_checkpoint
-from ratchet.flows.rounds.frame import StageRun, stage_frame
-from ratchet.flows.rounds.progress import bar
-from ratchet.flows.rounds.rationalize import rationalize
-from ratchet.flows.rounds.rationalized import uses_rationalization
-from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, training_run_id, verify
-from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
+from ratchet.flows.rounds.observe.progress import bar
+from ratchet.flows.rounds.observe.run_log import run_logger
+from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
+from ratchet.flows.rounds.stages.pipeline import filter_trajectories, generate, record_training, training_run_id, verify
+from ratchet.flows.rounds.stages.rationale_data import uses_rationalization
+from ratchet.flows.rounds.stages.rationalize import rationalize
+from ratchet.flows.rounds.stages.supervised import filter_sft_data, uses_sft_data
+from ratchet.flows.rounds.state.phases import teacher_checkpoint
 from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
 from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.store.db import connect, transaction

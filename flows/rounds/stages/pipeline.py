@@ -1,7 +1,7 @@
 """One Prefect task per stage of a round: generate, verify, filter, train, evaluate, gate.
 
 Each task takes the campaign's config path and the round index (plus a checkpoint id where needed) and
-runs inside ``stage_frame`` (``ratchet.flows.rounds.frame``), which skips the work when the stage's marker
+runs inside ``stage_frame`` (``ratchet.flows.rounds.stages.frame``), which skips the work when the stage's marker
 exists (crash-resume) and ingests the stage's immutable Parquet idempotently; the task holds only its
 own work. Nothing heavier than an id or a path crosses a task boundary.
 """
@@ -19,11 +19,11 @@ from prefect.cache_policies import NONE
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import rollout_cap
-from ratchet.flows.rounds import selection
-from ratchet.flows.rounds.frame import StageRun, stage_frame
-from ratchet.flows.rounds.rationalized import rationalized_examples
-from ratchet.flows.rounds.reverify import carry_over
-from ratchet.flows.rounds.round_engine import engine_for, sample
+from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
+from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
+from ratchet.flows.rounds.stages.round_engine import engine_for, sample
+from ratchet.flows.rounds.state import round_prompts as selection
+from ratchet.flows.rounds.state.reverify import carry_over
 from ratchet.loop.campaign.context import Ctx, now, short_hash
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row

@@ -1,0 +1,1 @@
+"""The round's stages (Prefect tasks in ``stage_frame`` blocks), its one engine and its step loop."""
