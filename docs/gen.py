@@ -133,6 +133,47 @@ def _docline(path: Path) -> str:
     return _cell(first)
 
 
+# One round, stage by stage: where each concept lives (checked: every path must exist).
+ARCHITECTURE = [
+    ("the round's flow (start, steps, evaluate, gate)", "flows/rounds/campaign.py", "improvement_round"),
+    ("the round engine: ranks, typed messages, placements", "flows/compute/engine.py", "RoundEngine, LocalEngine"),
+    ("the messages the parent and its ranks exchange", "flows/compute/messages.py", "Generate, GRPOStep, SFTStep, Sync"),
+    ("an engine rank's process (engine and learner)", "flows/compute/worker.py", "EngineState, run_serve"),
+    ('ranks as Ray actors (`compute.engine = "ray"`)', "flows/compute/ray_engine.py", "RayEngine"),
+    ("the engine as a round holds it; `sample`", "flows/rounds/stages/round_engine.py", "round_engine, sample"),
+    ("the step loop, every algorithm; the train stage", "flows/rounds/stages/steps.py", "round_steps, train"),
+    ("one stage's frame: marker, timer, ingest, commit", "flows/rounds/stages/frame.py", "stage_frame, StageRun"),
+    ("generate, verify, filter, evaluate stages", "flows/rounds/stages/pipeline.py", "generate, verify, evaluate"),
+    ("the prompts a round samples (`tasks.selection`)", "flows/rounds/state/round_prompts.py", "round_slots"),
+    ("the gate's inputs: paired per-set scores", "flows/rounds/gating/gate_inputs.py", "build_sets"),
+    ("the gate's rule and its statistics", "loop/gate", "decide"),
+    ("task sources, formats, the held-out split", "loop/tasks", "FileTasks, Prompt"),
+    ("generation backends (transformers, vLLM)", "loop/generation", "make_backend"),
+    ("GRPO-family losses and advantages", "loop/train/losses.py", "policy_loss"),
+    ("verifiers: math, code sandbox, format, reward", "verifiers", "verify_code, RewardSpec"),
+    ("the store's schema, ingest and queries", "store", "schema, ingest, queries"),
+]
+
+
+def architecture() -> list[str]:
+    """The architecture table of ``docs/layout.md`` (raises when a listed module or folder is gone)."""
+    out = [
+        "## Architecture: one round, stage by stage",
+        "",
+        "A round's flow process owns one engine for the whole round: its ranks (child processes, or Ray actors) each hold",
+        "a generation backend and, for GRPO, a co-located learner; the parent sends them typed messages over a socket",
+        "pair and is the only store writer. Every stage is a Prefect task in a `stage_frame` block.",
+        "",
+        "| concept | where | names |",
+        "|---|---|---|",
+    ]
+    for what, where, names in ARCHITECTURE:
+        if not (ROOT / where).exists():
+            raise SystemExit(f"docs/gen.py: the architecture table names {where}, which does not exist; update ARCHITECTURE")
+        out.append(f"| {what} | `{where}` | `{names}` |")
+    return [*out, ""]
+
+
 def layout_page() -> str:
     """``docs/layout.md``: every module of the five packages with the first paragraph of its docstring."""
     out = [
@@ -148,8 +189,12 @@ def layout_page() -> str:
         "",
         "Layers (`[tool.importlinter]` in `pyproject.toml`, checked by `lint-imports` in CI; `tests/test_layers.py`",
         "shows an import against them failing): CLI > daemon > rounds > report > compute > loop | store > verifiers > common,",
-        "and inside `loop/` campaign | train > tasks > evaluation | generation | checkpoints | gate > config. `verifiers` imports",
+        "and inside `loop/` campaign | train > tasks > evaluation | generation | checkpoints | gate > config, inside",
+        "`flows/rounds/` reset > campaign | pilot > gating > stages > state > observe. `verifiers` imports",
         "neither torch, Prefect nor the store; below the flows only `flows/compute/slots.py` imports Prefect.",
+        "",
+        *architecture(),
+        "## Every module",
         "",
         "| module | holds |",
         "|---|---|",
