@@ -298,7 +298,8 @@ class LocalEngine:
     def progress(self, cb: ProgressCb | None) -> None:
         """One progress callback for the engine: each rank's (done, total) of a bar, summed over the ranks."""
         if cb is None or self.ranks == 1:
-            self._procs[0].progress = cb
+            for p in self._procs:
+                p.progress = cb
             return
         seen: dict[tuple[int, str], tuple[float, float]] = {}
 
