@@ -65,7 +65,7 @@ def fail(msg: str, code: int = 2) -> None:
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
-    from ratchet.flows.compute.pool import StageTimeout, WorkerFailed
+    from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
     from ratchet.flows.rounds.state.identity import CampaignConflict
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.config import ConfigError
