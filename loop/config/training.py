@@ -10,7 +10,7 @@ from ratchet.loop.config.base import SEED_MAX, _Frozen, identity
 
 
 class _LoRA(_Frozen):
-    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo.py``)."""
+    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``)."""
 
     lora_r: int = Field(
         0,
