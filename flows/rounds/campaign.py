@@ -13,7 +13,7 @@ from prefect.cache_policies import NONE
 from ratchet.common.files import file_mode
 from ratchet.flows.rounds.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.context import current_flow_run_id, process_owner, run_logger
-from ratchet.flows.rounds.curriculum_setup import check_training_data, register_teacher, stage_contexts
+from ratchet.flows.rounds.curriculum_setup import check_training_data, phase_contexts, register_teacher
 from ratchet.flows.rounds.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
 from ratchet.flows.rounds.grpo_round import check_weight_sync, on_policy_steps, per_step_reason
 from ratchet.flows.rounds.identity import check_checkpoints, check_same_settings
@@ -61,7 +61,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     ctx = Ctx(cfg)
     model_dir = resolve_model(cfg.model.name_or_path)
     check_loadable(model_dir)
-    for sctx in stage_contexts(cfg):  # the campaign itself, or each [[stages]] entry with its effective config
+    for sctx in phase_contexts(cfg):  # the campaign itself, or each [[phases]] entry with its effective config
         check_training_data(sctx, model_dir)
     if not dry_run:
         init_db(ctx.db)  # last: a failing check above leaves no store behind
@@ -225,7 +225,7 @@ def start_round(config_path: str, round_index: int) -> str:
                     started_at=now(),
                     finished_at=None,
                     stage_seconds_json=None,
-                    stage=ctx.curriculum_stage,
+                    stage=ctx.phase_name,
                 )
             ],
         )
@@ -411,7 +411,7 @@ def round_run_name() -> str:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 
-    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.campaign.curriculum.stage_of``). An sft round
+    Under ``[[phases]]`` the round runs with its phase's config (``ratchet.loop.campaign.curriculum.phase_of``). An sft round
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
-from ratchet.flows.rounds.curriculum_setup import stage_contexts
+from ratchet.flows.rounds.curriculum_setup import phase_contexts
 from ratchet.flows.rounds.stages import prompt_rows
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.checkpoints import resolve_model
@@ -36,7 +36,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     Raises:
         StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.pool.generate``).
     """
-    ctx = stage_contexts(cfg)[0]
+    ctx = phase_contexts(cfg)[0]
     if ctx.cfg.algorithm == "sft":
         return None
     prompts = ctx.train_prompts()[: cfg.preflight.pilot_prompts]

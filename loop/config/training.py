@@ -56,7 +56,7 @@ class SFTConfig(_LoRA):
     )
     general_data: str | None = Field(
         None,
-        description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 stage 3: "
+        description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 phase 3: "
         "rejection-sampled reasoning data plus general data keeps non-reasoning skills): chat records "
         '{"messages": [..., {"role": "assistant", "content": ...}]} or {"prompt": ..., "completion": ...}. '
         "Checked at preflight. Unset: none.",
