@@ -107,14 +107,14 @@ def read_samples(path: Path) -> list:
 
     import pyarrow.parquet as pq
 
+    from ratchet.loop.train.examples import ChatExample
     from ratchet.loop.train.grpo import GRPOSample
-    from ratchet.loop.train.sft import SFTExample
 
     tup = lambda xs, f: None if xs is None else tuple(f(x) for x in xs)  # noqa: E731
     return [
         GRPOSample(
             r["group"],
-            SFTExample(json.loads(r["messages"]), r["completion"], tup(r.get("completion_ids"), int)),
+            ChatExample(json.loads(r["messages"]), r["completion"], tup(r.get("completion_ids"), int)),
             float(r["reward"]),
             bool(r["truncated"]),
             sampler_logprobs=tup(r.get("sampler_logprobs"), float),

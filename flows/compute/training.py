@@ -16,8 +16,9 @@ from pathlib import Path
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.train.sft import SFTExample, train_sft
+from ratchet.loop.train.sft import train_sft
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def _train_rft(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path, progre
     res = train_sft(
         init_dir,
         [
-            SFTExample(
+            ChatExample(
                 chat,
                 e["completion"],
                 _ids(e.get("completion_token_ids")),  # None: a reference solution, or a row of an older store
@@ -75,7 +76,7 @@ def grpo_inputs(ctx: Ctx, rows: list[dict], max_completion_length: int) -> tuple
     samples = [
         GRPOSample(
             group_of[r["prompt_id"]],
-            SFTExample(chat, r["completion"], _ids(r.get("completion_token_ids"))),
+            ChatExample(chat, r["completion"], _ids(r.get("completion_token_ids"))),
             float(r["reward"]),
             r["finish_reason"] == "length",
             sampler_logprobs=None if r.get("sampler_logprobs") is None else tuple(map(float, r["sampler_logprobs"])),

@@ -74,11 +74,11 @@ def test_train_launcher_ddp_fsdp_or_one_process():
 
 def test_colocated_learner_trains_updates_the_engine_and_saves_once(tiny_model_dir, tmp_path):
     from ratchet.loop.config import GRPOConfig
+    from ratchet.loop.train.examples import ChatExample
     from ratchet.loop.train.grpo import GRPORun, GRPOSample
-    from ratchet.loop.train.sft import SFTExample
 
     samples = [
-        GRPOSample(i, SFTExample(MSGS[i], text), reward, False)
+        GRPOSample(i, ChatExample(MSGS[i], text), reward, False)
         for i in range(3)
         for text, reward in (("Answer: 7", 0.0), (f"{i} + {2 * i} = {3 * i}\nAnswer: {3 * i}", 1.0))
     ]

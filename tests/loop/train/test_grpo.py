@@ -5,6 +5,7 @@ import torch
 
 from ratchet.loop.config import GRPOConfig
 from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import (
     GRPOLearner,
     GRPORun,
@@ -16,7 +17,6 @@ from ratchet.loop.train.grpo import (
     rollout_module,
     train_grpo,
 )
-from ratchet.loop.train.sft import SFTExample
 
 
 def plain_layout(tok, batch):
@@ -30,7 +30,7 @@ def samples(rewards_by_group):
     for g, rewards in enumerate(rewards_by_group):
         for i, r in enumerate(rewards):
             text = "Answer: 7" if r > 0 else f"Answer: {i + 1}"
-            out.append(GRPOSample(g, SFTExample(chat_messages("sys", [], f"What is {g} + {7 - g}?"), text), r, False))
+            out.append(GRPOSample(g, ChatExample(chat_messages("sys", [], f"What is {g} + {7 - g}?"), text), r, False))
     return out
 
 
@@ -52,9 +52,9 @@ def test_left_padded_logprobs_match_unpadded(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     long = GRPOSample(
-        0, SFTExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False
+        0, ChatExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False
     )
-    short = GRPOSample(0, SFTExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
+    short = GRPOSample(0, ChatExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
     with torch.no_grad():
         ids, attn, _, cmask, P = plain_layout(tok, [long, short])
         both, _, _ = completion_logprobs(model, ids, attn, P, 1.0)
@@ -118,7 +118,7 @@ def _fewshot_groups():
             out.append(
                 GRPOSample(
                     g,
-                    SFTExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text),
+                    ChatExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text),
                     float(i == 0),
                     truncated=(i == 3),
                 )
