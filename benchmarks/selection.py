@@ -117,7 +117,7 @@ def run_one(a: argparse.Namespace, tmp: str, algorithm: str, selection: str) -> 
 
 def campaign_figures(db: str, name: str) -> dict:
     """Base pass@1 and per round: candidate / incumbent pass@1, decision, tokens, zero-variance share, wall seconds."""
-    from ratchet.flows.report.selection import selection_rows
+    from ratchet.flows.report.picks import selection_rows
     from ratchet.store.db import connect
     from ratchet.store.reports import campaign_table
 

@@ -311,7 +311,7 @@ def status(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
-    from ratchet.flows.report.selection import selection_line, selection_rows
+    from ratchet.flows.report.picks import selection_line, selection_rows
     from ratchet.flows.rounds.progress import describe_stage, running_stage
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
@@ -393,7 +393,7 @@ _SELECTION_KEYS = ("selection", "groups", "zero_variance_groups", "zero_variance
 
 
 def _selection_doc(r: dict | None) -> dict | None:
-    """A round's prompt-selection figures for ``ratchet status`` (``flows.report.selection.selection_rows``)."""
+    """A round's prompt-selection figures for ``ratchet status`` (``flows.report.picks.selection_rows``)."""
     return None if r is None else {k: r[k] for k in _SELECTION_KEYS}
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import jinja2
 
-from ratchet.flows.report.selection import histogram_text, selection_rows
+from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_phase

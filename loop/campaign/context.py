@@ -24,7 +24,7 @@ from ratchet.loop.campaign.curriculum import phase_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
 from ratchet.loop.evaluation.scoring import reward_spec
-from ratchet.loop.tasks.selection import History, Slot, round_slots
+from ratchet.loop.tasks.picking import History, Slot, round_slots
 from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
@@ -179,7 +179,7 @@ class Ctx:
         return math.floor(g.max_oversample * self.cfg.tasks.train_prompts_per_round)
 
     def round_slots(self, history: History) -> list[Slot]:
-        """Every prompt the round may sample, with its step and estimate (``ratchet.loop.tasks.selection.round_slots``):
+        """Every prompt the round may sample, with its step and estimate (``ratchet.loop.tasks.picking.round_slots``):
         ``tasks.selection`` over the round's seeded candidates given the store's ``history``. Never an eval question."""
         t = self.cfg.tasks
         return round_slots(

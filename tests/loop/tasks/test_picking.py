@@ -8,7 +8,7 @@ import pytest
 from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.context import Ctx
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.tasks.selection import (
+from ratchet.loop.tasks.picking import (
     History,
     estimate,
     informative_probability,
