@@ -94,7 +94,7 @@ def _overrides(a: argparse.Namespace, algorithm: str, selection: str) -> dict:
 def run_one(a: argparse.Namespace, tmp: str, algorithm: str, selection: str) -> dict:
     """One campaign: every round's figures, from its own store (same base and seed as the others)."""
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.config import load_config
 
     name = f"sel-{algorithm}-{selection}"

@@ -79,7 +79,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
     from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
 
     if reset and dry_run:
         fail("--reset changes the store and --dry-run writes nothing; run `ratchet run --reset` without --dry-run")

@@ -243,7 +243,7 @@ def run_train(
     import pyarrow.parquet as pq
 
     from ratchet.flows.compute.training import train_compute
-    from ratchet.loop.campaign.context import load_ctx
+    from ratchet.loop.campaign.round_context import load_ctx
 
     ctx = load_ctx(config, round_index, step)
     examples = pq.read_table(ctx.stage_dir("filter") / "examples.parquet").to_pylist()

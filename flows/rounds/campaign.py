@@ -21,7 +21,7 @@ from ratchet.flows.rounds.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.reverify import carry_over_promoted
 from ratchet.flows.rounds.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.stages import evaluate, prompt_rows
-from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig

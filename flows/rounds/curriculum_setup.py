@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ratchet.loop.campaign.context import Ctx, now
 from ratchet.loop.campaign.curriculum import phase_bounds
+from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import ConfigError, RatchetConfig
 from ratchet.loop.tasks.sources import Prompt, TaskDataError

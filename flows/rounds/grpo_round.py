@@ -46,7 +46,7 @@ from ratchet.flows.rounds.rationalize import rationalize
 from ratchet.flows.rounds.rationalized import uses_rationalization
 from ratchet.flows.rounds.stages import filter_trajectories, generate, record_training, train, training_run_id, verify
 from ratchet.flows.rounds.supervised import filter_sft_data, uses_sft_data
-from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.loop.checkpoints import parameter_count, unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.generation.colocate import dtype_bytes, learner_bytes

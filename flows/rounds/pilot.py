@@ -17,7 +17,7 @@ from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute import pool
 from ratchet.flows.rounds.curriculum_setup import phase_contexts
 from ratchet.flows.rounds.stages import prompt_rows
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation.scoring import score_items

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ratchet.loop.campaign.context import Ctx, now
+from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.tasks.picking import Choice, History, Slot, refill
 from ratchet.store.prompt_history import prompt_history
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION

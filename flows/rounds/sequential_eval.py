@@ -9,7 +9,7 @@ from __future__ import annotations
 from ratchet.flows.rounds.context import run_logger
 from ratchet.flows.rounds.gate_inputs import Grouping, build_sets, sequential_total, training_guards
 from ratchet.flows.rounds.stages import evaluate
-from ratchet.loop.campaign.context import load_ctx
+from ratchet.loop.campaign.round_context import load_ctx
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential
 from ratchet.loop.gate.sets import SetScores

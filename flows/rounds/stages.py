@@ -28,7 +28,7 @@ from ratchet.flows.rounds.frame import StageRun, stage_frame
 from ratchet.flows.rounds.progress import bar
 from ratchet.flows.rounds.rationalized import rationalized_examples
 from ratchet.flows.rounds.reverify import carry_over
-from ratchet.loop.campaign.context import Ctx, now, short_hash
+from ratchet.loop.campaign.round_context import Ctx, now, short_hash
 from ratchet.loop.checkpoints import write_checkpoint_manifest
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row

@@ -17,7 +17,7 @@ import pytest
 from ratchet.flows.compute.pool import Child, StageTimeout, WorkerFailed, run_children, worker_groups
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX
 from ratchet.flows.compute.slots import slot_names
-from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.loop.generation.base import SamplingParams, shard_jobs
 from ratchet.loop.generation.transformers_backend import TransformersBackend

@@ -108,7 +108,7 @@ def test_r1_recipe_runs_its_phases_from_the_cli(prefect_harness, tiny_model_dir,
 def test_teacher_rollouts_and_general_data_in_an_rft_phase(prefect_harness, tiny_model_dir, tmp_path):
     """The teacher (the tiny model, right on golds of 7) generates; the random base it was made from trains."""
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.checkpoints import read_checkpoint_id
     from ratchet.loop.tasks.demo import data_path
     from ratchet.loop.tasks.supervised import general_count

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.flows.report.render import render_report, report_pages
-from ratchet.loop.campaign.context import campaign_id_of
+from ratchet.loop.campaign.round_context import campaign_id_of
 from ratchet.store.db import connect
 from ratchet.verifiers.reward import VERSION
 from tests.store.test_prompt_history import build_selection_store

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ratchet.loop.campaign.context import Ctx, load_ctx, save_config
 from ratchet.loop.campaign.curriculum import phase_bounds, phase_label, phase_of
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, save_config
 from ratchet.loop.config import ConfigError, RatchetConfig, load_config
 
 PHASES = [
