@@ -1,6 +1,9 @@
-"""The gate's statistics on paired per-prompt scores: p-values that the candidate is worse (exact McNemar, paired
-bootstrap) and lower confidence bounds of the paired difference (Tango's score bound, BCa cluster bootstrap, or the
-anytime-valid betting bound of ``ratchet.loop.gate.betting``)."""
+"""The gate's statistics on paired per-prompt scores: is the candidate worse, and how much worse can it be.
+
+P-values that the candidate is worse (exact McNemar, paired bootstrap) and lower confidence bounds of the paired
+difference (Tango's score bound, BCa cluster bootstrap, or the anytime-valid betting bound of
+``ratchet.loop.gate.betting``).
+"""
 
 from __future__ import annotations
 
