@@ -35,15 +35,15 @@ TEXTS = ["Answer: 7", "3 + 4 = 7, so the result is 7.\nAnswer: 7", "Answer: 12",
 
 
 def _samples(groups: int, g: int):
+    from ratchet.loop.train.examples import ChatExample
     from ratchet.loop.train.grpo import GRPOSample
-    from ratchet.loop.train.sft import SFTExample
 
     out = []
     for i in range(groups):
         msgs = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": f"What is {i} + {i + 3}?"}]
         for k in range(g):
             text = TEXTS[(i + k) % len(TEXTS)] + " Done." * ((i * g + k) % 5)
-            out.append(GRPOSample(i, SFTExample(msgs, text), float((i + k) % 2), False))
+            out.append(GRPOSample(i, ChatExample(msgs, text), float((i + k) % 2), False))
     return out
 
 

@@ -96,13 +96,13 @@ def grpo_samples(comps, chats: list[list[dict[str, str]]], rewards: list[float])
         comps: the engine's ``Completion``s; ``chats[c.prompt_index]`` is the chat each was sampled from.
         rewards: one per completion, in ``comps``' order.
     """
+    from ratchet.loop.train.examples import ChatExample
     from ratchet.loop.train.grpo import GRPOSample
-    from ratchet.loop.train.sft import SFTExample
 
     return [
         GRPOSample(
             c.prompt_index,
-            SFTExample(chats[c.prompt_index], c.text, c.token_ids),  # the sampled ids
+            ChatExample(chats[c.prompt_index], c.text, c.token_ids),  # the sampled ids
             r,
             c.finish_reason == "length",
             c.logprobs,

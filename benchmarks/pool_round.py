@@ -38,7 +38,7 @@ STAGES = ("generate", "verify", "filter", "train")
 def run_round(tmp: str, name: str, args, ranks: int) -> dict:
     """One GRPO round of ``args.steps`` steps on ``ranks`` CPU ranks; its step seconds, wall, candidate and base folders."""
     from ratchet.flows.rounds.campaign import improvement_round, preflight, prepare_campaign
-    from ratchet.loop.campaign.context import load_ctx, read_marker, save_config
+    from ratchet.loop.campaign.round_context import load_ctx, read_marker, save_config
     from ratchet.loop.config import load_config
     from ratchet.store.db import query
 

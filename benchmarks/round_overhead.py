@@ -27,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     configure_prefect()
     from ratchet.flows.rounds.campaign import improvement_round, preflight, prepare_campaign
-    from ratchet.loop.campaign.context import load_ctx, read_marker, save_config
+    from ratchet.loop.campaign.round_context import load_ctx, read_marker, save_config
     from ratchet.loop.config import load_config
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -94,7 +94,7 @@ def _overrides(a: argparse.Namespace, algorithm: str, selection: str) -> dict:
 def run_one(a: argparse.Namespace, tmp: str, algorithm: str, selection: str) -> dict:
     """One campaign: every round's figures, from its own store (same base and seed as the others)."""
     from ratchet.flows.rounds.campaign import preflight, run_campaign
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.config import load_config
 
     name = f"sel-{algorithm}-{selection}"
@@ -117,7 +117,7 @@ def run_one(a: argparse.Namespace, tmp: str, algorithm: str, selection: str) -> 
 
 def campaign_figures(db: str, name: str) -> dict:
     """Base pass@1 and per round: candidate / incumbent pass@1, decision, tokens, zero-variance share, wall seconds."""
-    from ratchet.flows.report.selection import selection_rows
+    from ratchet.flows.report.picks import selection_rows
     from ratchet.store.db import connect
     from ratchet.store.reports import campaign_table
 

@@ -170,8 +170,15 @@ def retire_campaign(con: duckdb.DuckDBPyConnection, campaign_id: str, new_name: 
 
 
 def campaign_by_name(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
+    """The stored campaign ``name``: ids and its recorded settings (``config``; the curriculum under ``phases``, as a
+    campaign recorded before the rename holds it under ``stages``), or None."""
     row = con.execute("SELECT campaign_id, base_checkpoint_id, config_json FROM campaigns WHERE name = ?", [name]).fetchone()
-    return None if row is None else {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": json.loads(row[2])}
+    if row is None:
+        return None
+    config = json.loads(row[2])
+    if "stages" in config and "phases" not in config:
+        config["phases"] = config.pop("stages")
+    return {"campaign_id": row[0], "base_checkpoint_id": row[1], "config": config}
 
 
 def pinned_eval_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> list[dict]:
@@ -351,12 +358,12 @@ def last_rollout_p90(con: duckdb.DuckDBPyConnection, campaign_id: str, round_ind
     return None if row is None or row[0] is None else float(row[0])
 
 
-def round_stage(con: duckdb.DuckDBPyConnection, round_id: str) -> str | None:
-    """The ``[[stages]]`` name a round ran in (``rounds.stage``); None for a campaign without stages or an old store."""
+def round_phase(con: duckdb.DuckDBPyConnection, round_id: str) -> str | None:
+    """The ``[[phases]]`` name a round ran in (``rounds.stage``); None for a campaign without phases or an old store."""
     has = con.execute(
         "SELECT count(*) FROM information_schema.columns WHERE table_name = 'rounds' AND column_name = 'stage'"
     ).fetchone()[0]
-    if not has:  # a store from before stages, opened read-only (not migrated)
+    if not has:  # a store from before phases, opened read-only (not migrated)
         return None
     row = con.execute("SELECT stage FROM rounds WHERE round_id = ?", [round_id]).fetchone()
     return None if row is None else row[0]

@@ -385,8 +385,8 @@ def training_origins(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str,
     return {o: n for o, n in rows}
 
 
-def stage_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
-    """Per round of a campaign: ``{round_index, stage, incumbent_checkpoint_id, candidate_checkpoint_id, decision,
+def phase_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """Per round of a campaign: ``{round_index, stage (its curriculum phase, rounds.stage), incumbent_checkpoint_id, candidate_checkpoint_id, decision,
     algorithm}`` (the training run's algorithm; None when nothing trained), in round order."""
     return _rows(
         con.execute(
@@ -399,11 +399,17 @@ def stage_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
     )
 
 
-def campaign_stages(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
-    """The ``[[stages]]`` of a campaign's recorded settings: ``{name, algorithm, rounds}`` each (empty without stages)."""
+def campaign_phases(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
+    """The ``[[phases]]`` of a campaign's recorded settings: ``{name, algorithm, rounds}`` each (empty without phases).
+
+    A campaign recorded before the rename holds them under ``stages``, their unnamed ones labelled ``stage-<n>``
+    (as its rounds' ``rounds.stage`` are)."""
     row = con.execute("SELECT config_json FROM campaigns WHERE name = ?", [campaign]).fetchone()
-    stages = json.loads(row[0]).get("stages") or [] if row else []
+    settings = json.loads(row[0]) if row else {}
+    old = "phases" not in settings and "stages" in settings
+    phases = settings.get("stages" if old else "phases") or []
+    label = "stage" if old else "phase"
     return [
-        {"name": s.get("name") or f"stage-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
-        for i, s in enumerate(stages)
+        {"name": s.get("name") or f"{label}-{i + 1}", "algorithm": s.get("algorithm"), "rounds": s.get("rounds", 1)}
+        for i, s in enumerate(phases)
     ]

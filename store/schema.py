@@ -38,7 +38,10 @@ class Round(SQLModel, table=True):
     stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")
     owner: str | None = Field(None, description="'<host>:<pid>' of the process that last ran the round (to detect crashes)")
     flow_run_id: str | None = Field(None, description="Prefect flow run of the round's last attempt")
-    stage: str | None = Field(None, description="[[stages]] name of the round (NULL: a campaign without stages)")
+    stage: str | None = Field(
+        None,
+        description="[[phases]] name of the round, its curriculum phase (NULL: a campaign without phases); the column keeps its old name",
+    )
     rollout_path: str | None = Field(
         None,
         description="Where the round's engine ran: '1 process' or 'N ranks (DDP|FSDP)' (ratchet.flows.compute.engine."

@@ -78,7 +78,8 @@ def _train_tiny(smollm2_dir: Path, folder: Path) -> Path:
     from ratchet.loop.checkpoints import write_checkpoint_manifest
     from ratchet.loop.config import SFTConfig
     from ratchet.loop.tasks.sources import chat_messages
-    from ratchet.loop.train.sft import SFTExample, train_sft
+    from ratchet.loop.train.examples import ChatExample
+    from ratchet.loop.train.sft import train_sft
 
     out = folder / "init"
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
@@ -99,7 +100,7 @@ def _train_tiny(smollm2_dir: Path, folder: Path) -> Path:
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     trained = out.parent / "tiny"
-    exs = [SFTExample(chat_messages("sys", [], f"What is {i} + {j}?"), "Answer: 7") for i in range(6) for j in range(6)]
+    exs = [ChatExample(chat_messages("sys", [], f"What is {i} + {j}?"), "Answer: 7") for i in range(6) for j in range(6)]
     train_sft(
         out,
         exs,

@@ -152,7 +152,7 @@ class RewardSpec:
         return cls(**{k: v for k, v in settings.items() if k in names})
 
 
-DEFAULT_REWARD = RewardSpec()
+DEFAULT_REWARD = RewardSpec()  # the reward's defaults: ``as_trl_reward`` and ``[verifier]`` take theirs from it
 
 
 def score(
@@ -267,12 +267,12 @@ def as_trl_reward(
     answer_column: str = "answer",
     tests_column: str = "tests",
     kind: Kind = "math",
-    format_template: str = "none",
-    format_weight: float = 0.1,
-    timeout_s: float = 2.0,
+    format_template: str = DEFAULT_REWARD.format_template,
+    format_weight: float = DEFAULT_REWARD.format_weight,
+    timeout_s: float = DEFAULT_REWARD.timeout_s,
     format_prefix: str | None = None,
-    language_weight: float = 0.0,
-    target_language: str = "none",
+    language_weight: float = DEFAULT_REWARD.language_weight,
+    target_language: str = DEFAULT_REWARD.target_language,
 ) -> Callable[..., list[float]]:
     """Expose a Ratchet verifier as a TRL reward function ``f(prompts, completions, **columns) -> list[float]``.
 

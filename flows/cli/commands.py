@@ -79,7 +79,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.observe.progress import set_reporter
     from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
 
     if reset and dry_run:
         fail("--reset changes the store and --dry-run writes nothing; run `ratchet run --reset` without --dry-run")
@@ -311,7 +311,7 @@ def status(
     format: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Campaigns, their rounds, states and gate decisions."""
-    from ratchet.flows.report.selection import selection_line, selection_rows
+    from ratchet.flows.report.picks import selection_line, selection_rows
     from ratchet.flows.rounds.observe.progress import describe_stage, running_stage
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
@@ -393,7 +393,7 @@ _SELECTION_KEYS = ("selection", "groups", "zero_variance_groups", "zero_variance
 
 
 def _selection_doc(r: dict | None) -> dict | None:
-    """A round's prompt-selection figures for ``ratchet status`` (``flows.report.selection.selection_rows``)."""
+    """A round's prompt-selection figures for ``ratchet status`` (``flows.report.picks.selection_rows``)."""
     return None if r is None else {k: r[k] for k in _SELECTION_KEYS}
 
 

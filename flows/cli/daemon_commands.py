@@ -89,7 +89,7 @@ def init(
     recipe: str | None = typer.Option(
         None,
         "--recipe",
-        help="Write a ready campaign instead of the defaults: 'r1' = the DeepSeek-R1 pipeline in four [[stages]] "
+        help="Write a ready campaign instead of the defaults: 'r1' = the DeepSeek-R1 pipeline in four [[phases]] "
         "(cold-start sft -> reasoning grpo with a language reward -> rft + general SFT data -> grpo for all scenarios).",
     ),
     tasks: Optional[list[Path]] = typer.Option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.checkpoints import verify_checkpoint
 from ratchet.loop.train.lengths import round_max_new_tokens
 from ratchet.store.db import connect

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.messages import GRPOStep, SFTStep
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPORun, GRPOSample

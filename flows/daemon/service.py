@@ -118,7 +118,7 @@ def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict
     ``wait_s``: give owners up to this many seconds to exit first (at shutdown, after killing them).
     Raises StoreError as ``store.db.connect`` does.
     """
-    from ratchet.loop.campaign.context import now
+    from ratchet.loop.campaign.round_context import now
     from ratchet.store.db import init_db, transaction
     from ratchet.store.queries import mark_rounds_crashed, running_rounds
 
@@ -217,7 +217,7 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
     """
     from ratchet.flows.rounds.campaign import preflight
     from ratchet.flows.rounds.reset import with_campaign_epoch
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
 
     out = []
     for cfg in dcfg.campaigns:

@@ -20,12 +20,12 @@ from pathlib import Path
 import duckdb
 import jinja2
 
-from ratchet.flows.report.selection import histogram_text, selection_rows
+from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
-from ratchet.store.queries import gate_set_rows, round_stage
+from ratchet.store.queries import gate_set_rows, round_phase
 from ratchet.store.reports import (
-    campaign_stages,
+    campaign_phases,
     campaign_table,
     drift_history,
     heldout_completion_metrics,
@@ -63,12 +63,12 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
     and overall: pass@1, pass@k (k = group size), reward mean, format error rate, truncation rate, length P90
     (tokens), verdict reasons; per task source (when several, or code) pass@1, reward mean and reasons.
     Training: KL to the reference (grpo only), every scalar training metric, and the examples per origin when
-    not all are rollouts (reference solutions, general data). Under ``[[stages]]`` the first row names the stage.
+    not all are rollouts (reference solutions, general data). Under ``[[phases]]`` the first row names the phase.
     """
     rows: list[dict] = []
     add = lambda metric, scope, value: rows.append({"metric": metric, "scope": scope, "value": _num(value)})  # noqa: E731
-    if (stage := round_stage(con, round_id)) is not None:
-        add("round/stage", "[[stages]] entry", stage)
+    if (phase := round_phase(con, round_id)) is not None:
+        add("round/phase", "[[phases]] entry", phase)
     for e in round_evaluations(con, round_id):
         add(e["metric"], f"{e['role']} {e['checkpoint_id'][:12]}", e["value"])
     for h in heldout_completion_metrics(con, round_id, verifier_version):
@@ -233,7 +233,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 </table>
 {% endif %}
 <h3>Rounds and gate decisions</h3>
-<table><tr><th>round</th><th>stage</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
+<table><tr><th>round</th><th>phase</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
 <th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
 {% for r in c.rounds %}
 <tr><td class="num">{{ r.round_index }}</td><td>{{ r.stage or '—' }}</td><td class="{{ r.status }}">{{ r.status }}</td>
@@ -258,7 +258,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 </table>
 {% endif %}
 {% for r in c.rounds %}
-<details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}stage {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
+<details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}phase {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
 {% if r.gate_sets|length > 1 %}
 <table><tr><th>eval set</th><th>role</th><th>prompts</th><th>incumbent pass@1</th><th>candidate pass@1</th><th>&Delta; lower bound</th>
@@ -307,12 +307,12 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["gate_sets"] = gate_set_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
-    stages = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_stages(con, campaign["name"]))
+    phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))
     drift = drift_plot(con, campaign["name"]) if rounds else None
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
     page["drift_plot"] = data_uri(drift) if drift else None
     page["selection"] = selection_rows(con, campaign["name"]) if rounds else []
-    return page | ({"algorithm": f"in stages: {stages}"} if stages else {})
+    return page | ({"algorithm": f"in phases: {phases}"} if phases else {})
 
 
 def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:

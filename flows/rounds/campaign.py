@@ -19,10 +19,10 @@ from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
 from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
 from ratchet.flows.rounds.stages.steps import round_steps
 from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings
-from ratchet.flows.rounds.state.phases import check_training_data, register_teacher, stage_contexts
+from ratchet.flows.rounds.state.phases import check_training_data, phase_contexts, register_teacher
 from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.state.reverify import carry_over_promoted
-from ratchet.loop.campaign.context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
@@ -62,7 +62,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     ctx = Ctx(cfg)
     model_dir = resolve_model(cfg.model.name_or_path)
     check_loadable(model_dir)
-    for sctx in stage_contexts(cfg):  # the campaign itself, or each [[stages]] entry with its effective config
+    for sctx in phase_contexts(cfg):  # the campaign itself, or each [[phases]] entry with its effective config
         check_training_data(sctx, model_dir)
     if not dry_run:
         init_db(ctx.db)  # last: a failing check above leaves no store behind
@@ -224,7 +224,7 @@ def start_round(config_path: str, round_index: int) -> str:
                     started_at=now(),
                     finished_at=None,
                     stage_seconds_json=None,
-                    stage=ctx.curriculum_stage,
+                    stage=ctx.phase_name,
                 )
             ],
         )
@@ -404,7 +404,7 @@ def round_run_name() -> str:
 def improvement_round(config_path: str, round_index: int) -> dict:
     """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
 
-    Under ``[[stages]]`` the round runs with its stage's config (``ratchet.loop.campaign.curriculum.stage_of``). An sft round
+    Under ``[[phases]]`` the round runs with its phase's config (``ratchet.loop.campaign.curriculum.phase_of``). An sft round
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
     ``generation.teacher`` the rollouts come from the teacher while the incumbent trains. A GRPO round with ``grpo.steps_per_round`` = S runs S on-policy steps, each on its share of the
     round's prompts and sampling from the policy the previous step trained; the last policy is the

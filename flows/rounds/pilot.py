@@ -16,8 +16,8 @@ from ratchet.flows.compute.engine import Placement, RoundEngine, open_engine
 from ratchet.flows.compute.messages import engine_spec
 from ratchet.flows.rounds.stages.pipeline import prompt_rows
 from ratchet.flows.rounds.stages.round_engine import rank_groups
-from ratchet.flows.rounds.state.phases import stage_contexts
-from ratchet.loop.campaign.context import Ctx
+from ratchet.flows.rounds.state.phases import phase_contexts
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation.scoring import score_items
@@ -36,7 +36,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     Raises:
         StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.engine``).
     """
-    ctx = stage_contexts(cfg)[0]
+    ctx = phase_contexts(cfg)[0]
     if ctx.cfg.algorithm == "sft":
         return None
     prompts = ctx.train_prompts()[: cfg.preflight.pilot_prompts]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ratchet.flows.rounds.campaign import stored_rounds
 from ratchet.flows.rounds.state.identity import CampaignConflict
-from ratchet.loop.campaign.context import Ctx, campaign_id_of, now
+from ratchet.loop.campaign.round_context import Ctx, campaign_id_of, now
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.db import connect, require_store, transaction
 from ratchet.store.queries import campaign_by_name, campaign_ids, retire_campaign, running_rounds

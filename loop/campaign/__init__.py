@@ -1,1 +1,1 @@
-"""A campaign's rounds: what a stage derives from its round (context), curriculum stages, the round manifest and sweeps."""
+"""A campaign's rounds: what a stage derives from its round (round_context), curriculum phases, the round manifest and sweeps."""

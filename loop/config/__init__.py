@@ -11,7 +11,7 @@ The sections live in one module each (``generation``, ``compute``, ``verifier``,
 """
 
 from ratchet.loop.config.base import IDENTITIES, SEED_MAX, Identity, field_identity, identity
-from ratchet.loop.config.campaign import STAGE_SECTIONS, Algorithm, RatchetConfig, StageConfig
+from ratchet.loop.config.campaign import PHASE_SECTIONS, Algorithm, PhaseConfig, RatchetConfig
 from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
 from ratchet.loop.config.generation import DEFAULT_MODEL, ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
@@ -42,6 +42,8 @@ __all__ = [
     "IDENTITIES",
     "Identity",
     "ModelConfig",
+    "PHASE_SECTIONS",
+    "PhaseConfig",
     "PreflightConfig",
     "PrefectConfig",
     "ROLLOUT_TEMPERATURE",
@@ -50,11 +52,9 @@ __all__ = [
     "RetentionConfig",
     "SEED_MAX",
     "SFTConfig",
-    "STAGE_SECTIONS",
     "ScheduleConfig",
     "ServiceConfig",
     "TrackingConfig",
-    "StageConfig",
     "TaskConfig",
     "TaskFormat",
     "TaskSourceConfig",

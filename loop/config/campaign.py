@@ -1,7 +1,8 @@
-"""A campaign's whole config: ``RatchetConfig`` with its ``[[stages]]`` and the settings that define the campaign."""
+"""A campaign's whole config: ``RatchetConfig`` with its ``[[phases]]`` and the settings that define the campaign."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -17,28 +18,30 @@ from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
 
 Algorithm = Literal["sft", "rft", "grpo"]
+_log = logging.getLogger(__name__)
 
-# The sections a [[stages]] table may override (whole or key by key). Evaluation settings ([eval], [[evals]]) and
-# the model are the campaign's: every stage's candidate is judged on the same eval set as the last stage's.
-STAGE_SECTIONS = ("tasks", "generation", "verifier", "sft", "grpo", "gate")
+# The sections a [[phases]] table may override (whole or key by key). Evaluation settings ([eval], [[evals]]) and
+# the model are the campaign's: every phase's candidate is judged on the same eval set as the last phase's.
+PHASE_SECTIONS = ("tasks", "generation", "verifier", "sft", "grpo", "gate")
 
 
-class StageConfig(_Frozen):
-    """One ``[[stages]]`` entry: rounds of one algorithm with its own sources and settings (DeepSeek-R1's pipeline:
-    cold-start SFT -> reasoning RL -> rejection sampling + general SFT -> RL for all scenarios). Sections given here
-    are merged key by key over the campaign's top-level sections for this stage's rounds."""
+class PhaseConfig(_Frozen):
+    """One ``[[phases]]`` entry, a curriculum phase (not a pipeline stage: generate, verify, ...): rounds of one
+    algorithm with its own sources and settings (DeepSeek-R1's pipeline: cold-start SFT -> reasoning RL -> rejection
+    sampling + general SFT -> RL for all scenarios). Sections given here are merged key by key over the campaign's
+    top-level sections for this phase's rounds."""
 
     name: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
-        description="Stage name, stored with each of its rounds (rounds.stage); default 'stage-<n>' (1-based).",
+        description="Phase name, stored with each of its rounds (rounds.stage); default 'phase-<n>' (1-based).",
     )
     algorithm: Algorithm = Field(
-        description="sft: fine-tune on the stage's prompts' reference solutions (cold start, no rollouts); rft: "
+        description="sft: fine-tune on the phase's prompts' reference solutions (cold start, no rollouts); rft: "
         "rejection-sampling fine-tuning on verified-correct rollouts; grpo: a GRPO-family RL pass over the groups.",
     )
-    rounds: int = Field(1, ge=1, description="Rounds this stage runs before the next stage starts.")
-    tasks: dict | None = Field(None, description="Overrides of [tasks] for this stage (e.g. its own [[stages.tasks.sources]]).")
+    rounds: int = Field(1, ge=1, description="Rounds this phase runs before the next phase starts.")
+    tasks: dict | None = Field(None, description="Overrides of [tasks] for this phase (e.g. its own [[phases.tasks.sources]]).")
     generation: dict | None = Field(None, description="Overrides of [generation] (e.g. teacher, temperature, group_size).")
     verifier: dict | None = Field(None, description="Overrides of [verifier], the reward (e.g. language_weight).")
     sft: dict | None = Field(None, description="Overrides of [sft] (e.g. lr, general_data, general_ratio).")
@@ -71,8 +74,8 @@ class RatchetConfig(_Frozen):
     algorithm: Algorithm = Field(
         "rft",
         description="rft: rejection-sampling fine-tuning on verified-correct trajectories; grpo: a GRPO-family RL pass "
-        "over the groups; sft: fine-tuning on the prompts' reference solutions (a cold start). With [[stages]], each "
-        "stage's own algorithm.",
+        "over the groups; sft: fine-tuning on the prompts' reference solutions (a cold start). With [[phases]], each "
+        "phase's own algorithm.",
         json_schema_extra=identity("campaign"),
     )
     db: str = Field("ratchet.duckdb", description="DuckDB file of the trajectory store.", json_schema_extra=identity("run"))
@@ -137,28 +140,31 @@ class RatchetConfig(_Frozen):
         description="[[evals]]: pinned evaluation sets; unset: tasks.heldout_prompts from the sources' held-out split.",
         json_schema_extra=identity("campaign"),
     )
-    stages: tuple[StageConfig, ...] = Field(
+    phases: tuple[PhaseConfig, ...] = Field(
         (),
-        description="[[stages]]: the campaign's rounds in stages, each with its algorithm, rounds and overrides; "
-        "max_rounds defaults to their total (later rounds stay in the last stage). Unset: every round is one stage.",
+        description="[[phases]]: the campaign's rounds in curriculum phases, each with its algorithm, rounds and "
+        "overrides; max_rounds defaults to their total (later rounds stay in the last phase). Unset: every round is one "
+        "phase. The old key [[stages]] is read as [[phases]], with a notice.",
         json_schema_extra=identity("campaign"),
     )
 
     @model_validator(mode="before")
     @classmethod
-    def _stage_rounds(cls, data):
-        """With [[stages]] and no max_rounds, the campaign ends after the stages' total rounds."""
-        if isinstance(data, dict) and data.get("stages") and data.get("max_rounds") is None:
-            stages = data["stages"]
-            if isinstance(stages, (list, tuple)) and all(isinstance(s, dict) for s in stages):
-                total = sum(s.get("rounds", 1) for s in stages)
+    def _phase_rounds(cls, data):
+        """``[[stages]]`` (the old key) read as ``[[phases]]``; with phases and no max_rounds, the campaign ends after
+        the phases' total rounds."""
+        data = fold_stages_key(data)
+        if isinstance(data, dict) and data.get("phases") and data.get("max_rounds") is None:
+            phases = data["phases"]
+            if isinstance(phases, (list, tuple)) and all(isinstance(s, dict) for s in phases):
+                total = sum(s.get("rounds", 1) for s in phases)
                 if isinstance(total, int):
                     data = {**data, "max_rounds": total}
         return data
 
     @model_validator(mode="after")
     def _check(self) -> RatchetConfig:
-        self._check_stages()
+        self._check_phases()
         known = {s.source_name() for s in self.tasks.sources} or {"arithmetic"}
         for e in self.evals:
             if e.source is not None and e.source not in known:
@@ -183,12 +189,12 @@ class RatchetConfig(_Frozen):
                 f"generation.temperature (0) with group_size ({self.generation.group_size}) samples the same completion "
                 "group_size times, so every GRPO advantage is 0 and nothing is learned; set generation.temperature > 0 (e.g. 0.8)"
             )
-        if self.generation.teacher is not None and self.algorithm != "rft" and not self.stages:
+        if self.generation.teacher is not None and self.algorithm != "rft" and not self.phases:
             raise ValueError(
                 f"generation.teacher ({self.generation.teacher!r}) needs algorithm = 'rft' (distillation: fine-tune on the "
                 f"teacher's verified rollouts); {self.algorithm} is on-policy or uses no rollouts; unset the teacher"
             )
-        if self.sft.rationalization and self.algorithm != "rft" and not self.stages:
+        if self.sft.rationalization and self.algorithm != "rft" and not self.phases:
             raise ValueError(
                 f"sft.rationalization trains on hinted rollouts of unsolved prompts, an rft round's step; algorithm = "
                 f"{self.algorithm!r} has none; set algorithm = 'rft' or sft.rationalization = false"
@@ -207,17 +213,17 @@ class RatchetConfig(_Frozen):
             )
         return self
 
-    def _check_stages(self) -> None:
-        names = [self.stage_name(i) for i in range(len(self.stages))]
+    def _check_phases(self) -> None:
+        names = [self.phase_name(i) for i in range(len(self.phases))]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"stages names {dup} appear more than once; give each [[stages]] its own name = '...'")
-        for i in range(len(self.stages)):
-            self.for_stage(i)
+            raise ValueError(f"phases names {dup} appear more than once; give each [[phases]] its own name = '...'")
+        for i in range(len(self.phases)):
+            self.for_phase(i)
 
-    def stage_name(self, index: int) -> str:
-        """The name of stage ``index`` (0-based): its ``name``, else ``'stage-<index + 1>'``."""
-        return self.stages[index].name or f"stage-{index + 1}"
+    def phase_name(self, index: int) -> str:
+        """The name of phase ``index`` (0-based): its ``name``, else ``'phase-<index + 1>'``."""
+        return self.phases[index].name or f"phase-{index + 1}"
 
     @property
     def rollout_temperature(self) -> float:
@@ -225,19 +231,19 @@ class RatchetConfig(_Frozen):
         t = self.generation.temperature
         return ROLLOUT_TEMPERATURE[self.algorithm] if t is None else t
 
-    def for_stage(self, index: int) -> RatchetConfig:
-        """The config stage ``index`` (0-based) runs with: its algorithm, and its sections merged key by key over the
-        campaign's (a list such as ``tasks.sources`` is replaced whole); ``stages`` is empty in it.
+    def for_phase(self, index: int) -> RatchetConfig:
+        """The config phase ``index`` (0-based) runs with: its algorithm, and its sections merged key by key over the
+        campaign's (a list such as ``tasks.sources`` is replaced whole); ``phases`` is empty in it.
 
         Raises:
-            ValueError: one line naming the stage and the bad key or value, or an override that would change the
-                evaluation (``generation.max_new_tokens`` cap, ``verifier.format_template``), which every stage shares.
+            ValueError: one line naming the phase and the bad key or value, or an override that would change the
+                evaluation (``generation.max_new_tokens`` cap, ``verifier.format_template``), which every phase shares.
         """
-        stage, where = self.stages[index], f"stages[{index}] ({self.stage_name(index)})"
-        data = self.model_dump(mode="json", exclude={"stages"})
-        data["algorithm"] = stage.algorithm
-        for section in STAGE_SECTIONS:
-            over = getattr(stage, section)
+        phase, where = self.phases[index], f"phases[{index}] ({self.phase_name(index)})"
+        data = self.model_dump(mode="json", exclude={"phases"})
+        data["algorithm"] = phase.algorithm
+        for section in PHASE_SECTIONS:
+            over = getattr(phase, section)
             if over:
                 data[section] = _merged(data[section], over)
         try:
@@ -254,7 +260,7 @@ class RatchetConfig(_Frozen):
         for key, (mine, campaign) in same.items():
             if mine != campaign:
                 raise ValueError(
-                    f"{where}: {key} {mine!r} differs from the campaign's {campaign!r}; every stage is evaluated on the "
+                    f"{where}: {key} {mine!r} differs from the campaign's {campaign!r}; every phase is evaluated on the "
                     "same eval set, so set it at the top level instead"
                 )
         return eff
@@ -270,17 +276,32 @@ class RatchetConfig(_Frozen):
         section's. The trainer section the algorithm does not use (``grpo`` for rft, ``sft`` for grpo) is left
         out too, so a change there (or to its defaults) never turns an existing campaign into a conflict.
         """
-        used = {s.algorithm for s in self.stages} or {self.algorithm}
+        used = {s.algorithm for s in self.phases} or {self.algorithm}
         unused = "grpo" if "grpo" not in used else "sft" if used == {"grpo"} else None
         settings = _identity_settings(self, "campaign", skip={unused} if unused else set())
         for entry in settings.get("evals") or ():
             entry.pop("role", None)  # how a set gates is a gate setting (not part of the identity), not what is evaluated
-        if not self.stages:
-            settings.pop("stages", None)  # campaigns recorded before stages existed keep their settings hash
+        if not self.phases:
+            settings.pop("phases", None)  # campaigns recorded before phases existed keep their settings hash
             # the temperature sampled with, as campaigns recorded it before the per-algorithm default: an rft campaign
             # continues; a grpo one recorded at the old 0.8 default is a conflict (its rollouts would change)
             settings["generation"]["temperature"] = self.rollout_temperature
         return settings
+
+
+def fold_stages_key(data):
+    """A campaign table (or stored settings) with the old key ``stages`` read as ``phases``, with a one-line notice.
+
+    Raises:
+        ValueError: both ``stages`` and ``phases`` are set.
+    """
+    if not isinstance(data, dict) or "stages" not in data:
+        return data
+    if "phases" in data:
+        raise ValueError("[[stages]] and [[phases]] are both set; [[stages]] is the old name of [[phases]]: keep one")
+    data = {("phases" if k == "stages" else k): v for k, v in data.items()}
+    _log.warning("[[stages]] is read as [[phases]] (the curriculum's phases; same meaning): rename the key")
+    return data
 
 
 def _identity_settings(model: BaseModel, inherited: str, skip: set[str] = frozenset()) -> dict:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from ratchet.loop.config import STAGE_SECTIONS, PrefectConfig, RatchetConfig, StageConfig
+from ratchet.loop.config import PHASE_SECTIONS, PhaseConfig, PrefectConfig, RatchetConfig
 
 HEADER = """\
 # Ratchet config, written by `ratchet init`: every key with its default and what it does.
@@ -95,7 +95,7 @@ def _section_lines(model: BaseModel, prefix: str = "") -> list[str]:
         out += _comment(info)
         if isinstance(value, tuple) and not value and _table_array(info):
             table = f"{prefix}.{name}" if prefix else name
-            page = "docs/recipes.md" if name == "stages" else "docs/tasks.md"
+            page = "docs/recipes.md" if name == "phases" else "docs/tasks.md"
             out += [f"# {name} =", f"# (none by default; written as [[{table}]] tables, see {page})", ""]
             continue
         set_by_ratchet = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("set_by_ratchet")
@@ -132,7 +132,7 @@ RECIPES = ("r1",)
 R1_HEADER = """\
 # Ratchet config, written by `ratchet init --recipe r1`: the DeepSeek-R1 training pipeline
 # (DeepSeek-AI 2025, "DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via Reinforcement
-# Learning", section 2.3) as one campaign in four [[stages]] (at the end of this file):
+# Learning", section 2.3) as one campaign in four [[phases]] (at the end of this file):
 #
 #   1. cold-start     sft   fine-tune on a few checked chain-of-thought solutions (the prompts' reference
 #                           `solution`), so RL starts from readable, well-formatted reasoning
@@ -142,33 +142,33 @@ R1_HEADER = """\
 #                           general (non-reasoning) SFT data mixed in so other skills are kept
 #   4. all-scenarios  grpo  RL again, over every task family, so the final model is trained on all of them
 #
-# The top-level keys and sections below are the defaults of every stage; a stage's own tables
-# ([stages.sft], [stages.grpo], [stages.generation], [stages.verifier], [stages.tasks], [stages.gate])
-# override them key by key for that stage's rounds. Evaluation ([eval], [[evals]], the held-out set)
-# belongs to the campaign: every stage's candidate is judged against the incumbent on the same prompts,
-# and the incumbent carries from stage to stage. max_rounds defaults to the stages' total rounds.
+# The top-level keys and sections below are the defaults of every phase; a phase's own tables
+# ([phases.sft], [phases.grpo], [phases.generation], [phases.verifier], [phases.tasks], [phases.gate])
+# override them key by key for that phase's rounds. Evaluation ([eval], [[evals]], the held-out set)
+# belongs to the campaign: every phase's candidate is judged against the incumbent on the same prompts,
+# and the incumbent carries from phase to phase. max_rounds defaults to the phases' total rounds.
 #
 # As written it runs on the built-in arithmetic tasks, whose prompts carry worked solutions, so it
-# loads and passes preflight as is. For real data, give stage 1 a JSONL of problems with reference
+# loads and passes preflight as is. For real data, give phase 1 a JSONL of problems with reference
 # solutions, e.g.
-#   [[stages.tasks.sources]]
+#   [[phases.tasks.sources]]
 #   path = "cold_start.jsonl"   # {"question": ..., "solution": "...worked steps...", "answer": "42"} per line
 # (the solution is trained on verbatim: write it in the output format the verifier expects), and point
-# sft.general_data in stage 3 at your own general chat data.
+# sft.general_data in phase 3 at your own general chat data.
 """
 
 
-def r1_stages(general_data: str) -> list[tuple[str, dict]]:
-    """The R1 recipe's stages: (explanation, ``[[stages]]`` table), small enough for one machine."""
+def r1_phases(general_data: str) -> list[tuple[str, dict]]:
+    """The R1 recipe's phases: (explanation, ``[[phases]]`` table), small enough for one machine."""
     language = {"language_weight": 0.1, "target_language": "en"}
     return [
         (
-            "Stage 1, cold start (R1 2.3.1): supervised fine-tuning on the reference solutions of the round's train\n"
+            "Phase 1, cold start (R1 2.3.1): supervised fine-tuning on the reference solutions of the round's train\n"
             "prompts; no rollouts. The gate still decides whether the result replaces the base model.",
             {"name": "cold-start", "algorithm": "sft", "rounds": 1, "sft": {"lr": 3e-5, "epochs": 2}},
         ),
         (
-            "Stage 2, reasoning-oriented RL (R1 2.3.2): GRPO on the reasoning tasks; the reward adds a\n"
+            "Phase 2, reasoning-oriented RL (R1 2.3.2): GRPO on the reasoning tasks; the reward adds a\n"
             "language-consistency term (share of the completion in the target language's script).",
             {
                 "name": "reasoning-rl",
@@ -180,7 +180,7 @@ def r1_stages(general_data: str) -> list[tuple[str, dict]]:
             },
         ),
         (
-            "Stage 3, rejection sampling and SFT (R1 2.3.3): keep the verified-correct rollouts of the RL policy and\n"
+            "Phase 3, rejection sampling and SFT (R1 2.3.3): keep the verified-correct rollouts of the RL policy and\n"
             "fine-tune on them, with general SFT data as a share of the training set.",
             {
                 "name": "rejection-sft",
@@ -191,7 +191,7 @@ def r1_stages(general_data: str) -> list[tuple[str, dict]]:
             },
         ),
         (
-            "Stage 4, RL for all scenarios (R1 2.3.4): GRPO over every task family (here: every arithmetic level,\n"
+            "Phase 4, RL for all scenarios (R1 2.3.4): GRPO over every task family (here: every arithmetic level,\n"
             "harder ones included), the language reward kept.",
             {
                 "name": "all-scenarios",
@@ -206,18 +206,18 @@ def r1_stages(general_data: str) -> list[tuple[str, dict]]:
     ]
 
 
-_SECTION_MODELS = {name: RatchetConfig.model_fields[name].annotation for name in STAGE_SECTIONS}
+_SECTION_MODELS = {name: RatchetConfig.model_fields[name].annotation for name in PHASE_SECTIONS}
 
 
-def _stage_lines(explain: str, table: dict) -> list[str]:
-    """One ``[[stages]]`` table: the explanation, then each key with its field's help text as the comment."""
-    lines = ["# " + line for line in explain.splitlines()] + ["[[stages]]"]
+def _phase_lines(explain: str, table: dict) -> list[str]:
+    """One ``[[phases]]`` table: the explanation, then each key with its field's help text as the comment."""
+    lines = ["# " + line for line in explain.splitlines()] + ["[[phases]]"]
     for key in ("name", "algorithm", "rounds"):
-        lines += _comment(StageConfig.model_fields[key]) + [f"{key} = {toml_value(table[key])}"]
-    for section in STAGE_SECTIONS:
+        lines += _comment(PhaseConfig.model_fields[key]) + [f"{key} = {toml_value(table[key])}"]
+    for section in PHASE_SECTIONS:
         if section in table:
             model = _SECTION_MODELS[section]
-            lines += ["", f"[stages.{section}]"]
+            lines += ["", f"[phases.{section}]"]
             for key, value in table[section].items():
                 lines += _comment(model.model_fields[key]) + [f"{key} = {toml_value(value)}"]
     return lines + [""]
@@ -226,8 +226,8 @@ def _stage_lines(explain: str, table: dict) -> list[str]:
 def render_recipe(name: str) -> str:
     """A complete campaign config for a named recipe (``RECIPES``), every key commented with its description.
 
-    ``r1``: the DeepSeek-R1 pipeline in four ``[[stages]]`` (see ``R1_HEADER``) on the built-in arithmetic tasks,
-    with the shipped general SFT sample (``loop/tasks/data/general_sft.jsonl``) in stage 3.
+    ``r1``: the DeepSeek-R1 pipeline in four ``[[phases]]`` (see ``R1_HEADER``) on the built-in arithmetic tasks,
+    with the shipped general SFT sample (``loop/tasks/data/general_sft.jsonl``) in phase 3.
 
     Raises:
         ValueError: an unknown recipe name (the message lists the known ones).
@@ -235,10 +235,10 @@ def render_recipe(name: str) -> str:
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)}")
     general = str(Path(__file__).resolve().parents[1] / "tasks" / "data" / "general_sft.jsonl")
-    stages = r1_stages(general)
-    cfg = RatchetConfig(campaign="r1", stages=[StageConfig(**t) for _, t in stages])  # validates the recipe itself
-    body = _render(cfg.model_copy(update={"stages": ()}), R1_HEADER)
-    lines = [body, "", "# --- the stages --------------------------------------------------------------------------", ""]
-    for explain, table in stages:
-        lines += _stage_lines(explain, table)
+    phases = r1_phases(general)
+    cfg = RatchetConfig(campaign="r1", phases=[PhaseConfig(**t) for _, t in phases])  # validates the recipe itself
+    body = _render(cfg.model_copy(update={"phases": ()}), R1_HEADER)
+    lines = [body, "", "# --- the phases --------------------------------------------------------------------------", ""]
+    for explain, table in phases:
+        lines += _phase_lines(explain, table)
     return "\n".join(lines).rstrip() + "\n"

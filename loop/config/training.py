@@ -10,7 +10,7 @@ from ratchet.loop.config.base import SEED_MAX, _Frozen, identity
 
 
 class _LoRA(_Frozen):
-    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo.py``)."""
+    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``)."""
 
     lora_r: int = Field(
         0,
@@ -56,7 +56,7 @@ class SFTConfig(_LoRA):
     )
     general_data: str | None = Field(
         None,
-        description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 stage 3: "
+        description="JSONL of general SFT records mixed into each rft/sft round's training set (DeepSeek-R1 phase 3: "
         "rejection-sampled reasoning data plus general data keeps non-reasoning skills): chat records "
         '{"messages": [..., {"role": "assistant", "content": ...}]} or {"prompt": ..., "completion": ...}. '
         "Checked at preflight. Unset: none.",

@@ -9,24 +9,32 @@ from pydantic import Field, model_validator
 from ratchet.loop.config.base import _Frozen, identity
 from ratchet.verifiers.language import LANGUAGES
 from ratchet.verifiers.math import AnswerFormat
+from ratchet.verifiers.reward import DEFAULT_REWARD
 
 
 class VerifierConfig(_Frozen):
+    """``[verifier]``: the reward's settings, defaults from ``verifiers.reward.RewardSpec`` (``DEFAULT_REWARD``), except
+    the format rule, which a campaign's prompts ask for (``answer_line``; a bare ``RewardSpec`` has no format term)."""
+
     format_template: Literal["none", "answer_line", "think_answer"] = Field(
         "answer_line", description="Structure rule for the format reward (verifiers.format)."
     )
-    format_weight: float = Field(0.1, ge=0.0, description="Reward for a well-formed completion, added to outcome 1.0.")
+    format_weight: float = Field(
+        DEFAULT_REWARD.format_weight, ge=0.0, description="Reward for a well-formed completion, added to outcome 1.0."
+    )
     answer_format: AnswerFormat = Field(
-        "auto",
+        DEFAULT_REWARD.answer_format,
         description="Final-answer marker the math verifier reads: 'auto' (every marker it knows, in the documented precedence: "
         "<answer> tag > JSON 'answer' field > the last explicit final answer among \\boxed{} and answer lines > 'the "
         "answer is X' > a concluding sentence; disagreeing markers are ambiguous), or only one: 'boxed', 'answer_line' "
         "('Answer: X' / 'A: X' lines), 'json' (an \"answer\" field), 'gsm8k' ('#### X'). Recorded in each verdict's details.",
         json_schema_extra=identity("neutral_default"),
     )
-    timeout_s: float = Field(2.0, gt=0.0, description="Hard per-item limit on a symbolic equivalence check, seconds.")
+    timeout_s: float = Field(
+        DEFAULT_REWARD.timeout_s, gt=0.0, description="Hard per-item limit on a symbolic equivalence check, seconds."
+    )
     format_prefix: str = Field(
-        "",
+        DEFAULT_REWARD.format_prefix,
         description="Text the chat template pre-fills at the start of every generation (e.g. '<think>\\n' for "
         "R1-distill / Qwen3 thinking templates): the format check reads it before the completion, else every completion "
         "would miss its opening tag and the format reward would be constant.",
@@ -40,7 +48,7 @@ class VerifierConfig(_Frozen):
         "user namespaces.",
     )
     language_weight: float = Field(
-        0.0,
+        DEFAULT_REWARD.language_weight,
         ge=0.0,
         le=1.0,
         description="Weight of the language-consistency reward: share of the completion's letters in target_language's "
@@ -49,7 +57,7 @@ class VerifierConfig(_Frozen):
         json_schema_extra=identity("neutral_default"),
     )
     target_language: str = Field(
-        "none",
+        DEFAULT_REWARD.target_language,
         description="Language the completions must be written in, for language_weight: 'none' or one of "
         f"{', '.join(sorted(LANGUAGES))} (script-based: en/fr/de/es all count as Latin).",
         json_schema_extra=identity("neutral_default"),

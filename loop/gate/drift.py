@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate import lower_bound
+from ratchet.loop.gate.bounds import lower_bound
 from ratchet.loop.gate.sets import RoundGate, SetScores
 
 

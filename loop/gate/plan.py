@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate import decide
+from ratchet.loop.gate.decision import decide
 
 DISCORDANCE = 0.2  # share of prompts two successive demo checkpoints disagree on (README demo rounds: 17-31%)
 SOLVED_RATE, UNSOLVED_RATE = 0.85, 0.15  # per-sample success on a prompt the checkpoint solves / does not (k >= 2)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate import lower_bound
+from ratchet.loop.gate.bounds import lower_bound
 from ratchet.loop.gate.sets import RoundGate, SetScores, decide_sets
 
 STOPS = ("promoted", "halted", "futile", "max_prompts")  # gate_decisions.sequential_stop

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate import Decision, GateResult, decide, lower_bound
+from ratchet.loop.gate.bounds import lower_bound
+from ratchet.loop.gate.decision import Decision, GateResult, decide
 
 Role = str  # "gate" | "guard" | "report"
 

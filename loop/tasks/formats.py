@@ -415,7 +415,7 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
     task_id = str(rec.get("task_id", where.rsplit(":", 1)[-1]))
     if fmt == "math":
         q = _text(rec, where, spec.question_field, ("question", "problem", "prompt"), "question")
-        worked = rec.get(spec.solution_field or "solution")  # a worked solution: what a cold-start sft stage trains on
+        worked = rec.get(spec.solution_field or "solution")  # a worked solution: what a cold-start sft phase trains on
         solution = worked.strip() if isinstance(worked, str) and worked.strip() else None
         return TaskRecord(q.strip(), math_gold(rec, where, spec.answer_field), None, None, solution, task, task_id)
     if fmt == "humaneval":

@@ -124,7 +124,7 @@ def _prompt(source: str, task: str, question: str, answer: str, heldout_fraction
 
 
 def _worked(level: str, expr: str, gold: str) -> str:
-    """A worked solution in the few-shot examples' style (the reference a cold-start sft stage trains on)."""
+    """A worked solution in the few-shot examples' style (the reference a cold-start sft phase trains on)."""
     if level == "linear_equation":
         return f"x = {gold}\nAnswer: {gold}"
     return f"{expr} = {gold}\nAnswer: {gold}"

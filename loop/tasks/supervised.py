@@ -1,8 +1,8 @@
 """Supervised data that is not a verified rollout: prompts' reference solutions and general SFT records.
 
-A cold-start stage (``algorithm = "sft"``) fine-tunes on the reference ``solution`` of each of the round's
-train prompts; an rft (or sft) stage may mix in general chat data (``sft.general_data`` at
-``sft.general_ratio``), as DeepSeek-R1's third stage does to keep non-reasoning skills. Each example row
+A cold-start phase (``algorithm = "sft"``) fine-tunes on the reference ``solution`` of each of the round's
+train prompts; an rft (or sft) phase may mix in general chat data (``sft.general_data`` at
+``sft.general_ratio``), as DeepSeek-R1's third phase does to keep non-reasoning skills. Each example row
 says where it came from (``origin``: ``rollout`` | ``reference`` | ``general``), stored in
 ``training_examples.origin``.
 """

@@ -10,7 +10,7 @@ class ChatExample:
     """A chat prompt and one completion of it: its text, and the token ids it was sampled as (None for text that
     was never sampled, such as a reference solution, or a row of a store from before ids were stored).
 
-    What SFT imitates (``ratchet.loop.train.sft``) and what a GRPO rollout carries (``rollout_batch.GRPOSample``).
+    What SFT imitates (``ratchet.loop.train.sft``) and what a GRPO rollout carries (``grpo.batch.GRPOSample``).
     """
 
     messages: list[dict[str, str]]

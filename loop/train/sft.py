@@ -27,9 +27,6 @@ IGNORE_INDEX = -100
 StepFn = Callable[[int, int, float], None]  # (step, total_steps, loss)
 
 
-SFTExample = ChatExample  # the name SFT's callers use
-
-
 @dataclass
 class SFTResult:
     checkpoint_dir: Path
@@ -40,7 +37,7 @@ class SFTResult:
     rank_examples: list[int] = field(default_factory=list)  # indices of the examples this rank trained on
 
 
-def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[int], list[int]]:
+def tokenize_example(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list[int], list[int]]:
     """Token ids and labels for one example; labels are -100 on prompt tokens.
 
     The prompt is rendered with the chat template exactly as at generation time; the completion is its sampled ids
@@ -58,7 +55,7 @@ def tokenize_example(tokenizer, ex: SFTExample, max_seq_len: int) -> tuple[list[
     return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + c_ids
 
 
-def truncation_counts(tokenizer, examples: Sequence[SFTExample], max_seq_len: int) -> dict[str, int]:
+def truncation_counts(tokenizer, examples: Sequence[ChatExample], max_seq_len: int) -> dict[str, int]:
     """How many of ``examples`` ``tokenize_example`` would cut: ``train/truncated_prompts`` (prompt tokens
     dropped from the left) and ``train/truncated_completions`` (completion + EOS longer than ``max_seq_len``)."""
     prompts = completions = 0
@@ -178,7 +175,7 @@ def _sft_step(accelerator, model, opt, sched, params, batch, mine: bool, cfg: SF
 
 def train_sft(
     init_dir: str | Path,
-    examples: Sequence[SFTExample],
+    examples: Sequence[ChatExample],
     out_dir: str | Path,
     cfg: SFTConfig,
     *,

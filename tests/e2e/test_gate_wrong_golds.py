@@ -1,7 +1,7 @@
 """The gate on the real SmolLM2-135M-Instruct: a round trained on wrong golds is rejected, a clean round promoted.
 
 One campaign, two task files of the same questions ("What is a + b?"): ``sums`` with the right golds and ``shifted``
-whose golds are a + b + 10 (a task file with a systematic labelling error). Two ``[[stages]]`` of one rft round
+whose golds are a + b + 10 (a task file with a systematic labelling error). Two ``[[phases]]`` of one rft round
 each weight the sources 1 : 1e-6 so that round 1 trains on ``shifted`` only (the verifier rewards the completions
 that match the wrong gold, and RFT trains on them) and round 2 on ``sums`` only. Both rounds are gated on the same
 200 pinned held-out prompts of ``sums``: the first must be rejected, the second promoted (issue 23).
@@ -60,12 +60,12 @@ pilot = false
 name = "sums"
 source = "sums"
 prompts = 200
-[[stages]]
+[[phases]]
 name = "wrong-golds"
 algorithm = "rft"
 rounds = 1
 tasks = {{sources = [{sources(1e-6, 1.0)}]}}
-[[stages]]
+[[phases]]
 name = "clean"
 algorithm = "rft"
 rounds = 1

@@ -24,7 +24,7 @@ def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> Track
     own): one round of the tiny model whose gate promoted its candidate (margin 1: any candidate passes), run with
     the default `[service] file_mode` under umask 022 and `[tracking]` MLflow and TensorBoard."""
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.config import load_config
 
     tmp = tmp_path_factory.mktemp("tracked")

@@ -6,7 +6,7 @@ import pytest
 
 from ratchet.flows.rounds.campaign import prepare_campaign
 from ratchet.flows.rounds.state.identity import CampaignConflict, check_same_settings
-from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import connect, query
 

@@ -73,7 +73,7 @@ def test_export_rows_render_to_their_prompt_tokens(prefect_harness, sources_camp
     from transformers import AutoTokenizer
 
     from ratchet.flows.rounds.campaign import run_campaign
-    from ratchet.loop.campaign.context import save_config
+    from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.config import load_config
 
     cfg_path, db = sources_campaign

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.rounds.campaign import gate, prepare_campaign, start_round
 from ratchet.flows.rounds.gating.gate_replay import replay
-from ratchet.loop.campaign.context import load_ctx, now, save_config, short_hash
+from ratchet.loop.campaign.round_context import load_ctx, now, save_config, short_hash
 from ratchet.loop.config import load_config
 from ratchet.store.db import query, transaction
 from ratchet.store.ingest import insert_rows

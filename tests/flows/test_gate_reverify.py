@@ -4,7 +4,7 @@ generated again. Store rows only (no model calls), on the real round tasks."""
 
 from ratchet.flows.rounds.campaign import gate, prepare_campaign, start_round
 from ratchet.flows.rounds.stages.pipeline import evaluate
-from ratchet.loop.campaign.context import load_ctx, now, short_hash
+from ratchet.loop.campaign.round_context import load_ctx, now, short_hash
 from ratchet.store.db import query, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.verifiers.reward import VERSION

@@ -10,7 +10,7 @@ import json
 from ratchet.flows.report.render import drift_plot
 from ratchet.flows.rounds.campaign import prepare_campaign
 from ratchet.flows.rounds.gating.gate_replay import replay
-from ratchet.loop.campaign.context import load_ctx
+from ratchet.loop.campaign.round_context import load_ctx
 from ratchet.store.db import connect, query
 from ratchet.store.reports import drift_history
 from tests.flows.test_gate_replay import _base, config, evaluate_as, run_round, write_tasks

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import ConfigError, RatchetConfig
 from ratchet.loop.train.lengths import auto_max_new_tokens
 from ratchet.store.db import query

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from ratchet.flows.compute.training import stored_chats
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.tasks.rationalization import hint_text, hinted, unsolved
 from ratchet.loop.tasks.sources import make_prompt
@@ -70,7 +70,7 @@ def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
     hint), so every rollout is wrong and every rationalization right; the filter then trains on them unhinted."""
     from ratchet.flows.rounds.stages import pipeline as stages
     from ratchet.flows.rounds.stages import rationalize as stage
-    from ratchet.loop.campaign.context import load_ctx, save_config
+    from ratchet.loop.campaign.round_context import load_ctx, save_config
     from ratchet.loop.generation.base import Completion
 
     def engine(chats):  # the completion a chat gets: the hinted gold, else a wrong answer

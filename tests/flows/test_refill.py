@@ -8,7 +8,7 @@ verification, the Parquet files and the store's rows are the real ones.
 from datetime import UTC, datetime
 
 from ratchet.flows.rounds.stages import pipeline as stages
-from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.generation.base import Completion
 from ratchet.store.db import connect, init_db, transaction

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
-from ratchet.loop.campaign.context import load_ctx, save_config
+from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query, transaction
 from ratchet.store.queries import set_round_status

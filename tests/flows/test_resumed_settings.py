@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.rounds.state.identity import CampaignConflict, check_same_settings
 from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings, parse_set, with_settings
-from ratchet.loop.campaign.context import campaign_id_of, load_ctx, save_config
+from ratchet.loop.campaign.round_context import campaign_id_of, load_ctx, save_config
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.events import campaign_events, recorded_settings

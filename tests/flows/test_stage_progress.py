@@ -14,7 +14,7 @@ from ratchet.flows.cli.commands import PlainReporter
 from ratchet.flows.cli.common import PlainConsole
 from ratchet.flows.rounds.observe.progress import PROGRESS_FILE, bar, set_reporter
 from ratchet.flows.rounds.stages.frame import stage_frame
-from ratchet.loop.campaign.context import Ctx, save_config
+from ratchet.loop.campaign.round_context import Ctx, save_config
 from ratchet.loop.campaign.round_manifest import round_manifest
 from ratchet.loop.config import load_config
 from ratchet.store.db import init_db, transaction

@@ -10,7 +10,7 @@ from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.rounds.gating.gate_inputs import Grouping, build_sets, sequential_total, training_guards
 from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.flows.rounds.stages.pipeline import evaluate
-from ratchet.loop.campaign.context import load_ctx
+from ratchet.loop.campaign.round_context import load_ctx
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential
 from ratchet.loop.gate.sets import SetScores

@@ -8,7 +8,7 @@ import re
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ratchet.flows.rounds.observe.run_log import run_logger
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.store.db import connect, transaction
 from ratchet.store.events import events_of
 from ratchet.store.reports import verifier_stats

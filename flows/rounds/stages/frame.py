@@ -26,7 +26,7 @@ from typing import Any
 
 from ratchet.flows.rounds.observe.progress import stage_ended, stage_started
 from ratchet.flows.rounds.observe.run_log import run_logger
-from ratchet.loop.campaign.context import Ctx, Timer, load_ctx, read_marker, write_marker
+from ratchet.loop.campaign.round_context import Ctx, Timer, load_ctx, read_marker, write_marker
 from ratchet.store.db import transaction
 from ratchet.store.ingest import ingest_parquet
 

@@ -24,7 +24,7 @@ from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.flows.rounds.stages.round_engine import engine_for, sample
 from ratchet.flows.rounds.state import round_prompts as selection
 from ratchet.flows.rounds.state.reverify import carry_over
-from ratchet.loop.campaign.context import Ctx, now, short_hash
+from ratchet.loop.campaign.round_context import Ctx, now, short_hash
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.base import Completion, SamplingParams

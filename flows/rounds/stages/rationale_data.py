@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.queries import training_set
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION

@@ -22,7 +22,7 @@ from ratchet.flows.compute.pool import worker_groups
 from ratchet.flows.compute.resolve import checkpoint_path
 from ratchet.flows.rounds.observe.progress import bar
 from ratchet.flows.rounds.observe.run_log import run_logger
-from ratchet.loop.campaign.context import Ctx, read_marker
+from ratchet.loop.campaign.round_context import Ctx, read_marker
 from ratchet.loop.checkpoints import parameter_count
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.generation.base import Completion, SamplingParams

@@ -35,7 +35,7 @@ from ratchet.flows.rounds.stages.rationale_data import uses_rationalization
 from ratchet.flows.rounds.stages.rationalize import rationalize
 from ratchet.flows.rounds.stages.supervised import filter_sft_data, uses_sft_data
 from ratchet.flows.rounds.state.phases import teacher_checkpoint
-from ratchet.loop.campaign.context import Ctx, load_ctx, now, read_marker
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_checkpoint_manifest
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state, round_incumbent

@@ -15,7 +15,7 @@ from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.flows.rounds.stages.frame import stage_frame
 from ratchet.flows.rounds.stages.pipeline import prompt_rows
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.tasks.sources import TaskDataError
 from ratchet.loop.tasks.supervised import draw_general, general_count, general_examples, load_general_data, reference_examples
 from ratchet.store.db import connect, transaction

@@ -8,7 +8,7 @@ sections); a config that differs from the stored one is refused before any work,
 from __future__ import annotations
 
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.checkpoints import ModelError
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.events import recorded_settings

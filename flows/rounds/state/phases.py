@@ -1,4 +1,4 @@
-"""What a round needs checked or registered beyond the plain loop: each curriculum stage's training data at preflight
+"""What a round needs checked or registered beyond the plain loop: each curriculum phase's training data at preflight
 (task files, reference solutions, general SFT data, sequence lengths, a teacher), and the teacher's checkpoint row."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ratchet.loop.campaign.context import Ctx, now
-from ratchet.loop.campaign.curriculum import stage_bounds
+from ratchet.loop.campaign.curriculum import phase_bounds
+from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import ConfigError, RatchetConfig
 from ratchet.loop.tasks.sources import Prompt, TaskDataError
@@ -16,21 +16,21 @@ from ratchet.loop.train.lengths import check_no_truncation
 from ratchet.store.ingest import insert_rows
 
 
-def stage_contexts(cfg: RatchetConfig) -> list[Ctx]:
-    """The context of the campaign's first round, or of each stage's first round under ``[[stages]]``."""
-    if not cfg.stages:
+def phase_contexts(cfg: RatchetConfig) -> list[Ctx]:
+    """The context of the campaign's first round, or of each phase's first round under ``[[phases]]``."""
+    if not cfg.phases:
         return [Ctx(cfg)]
-    return [Ctx(cfg.for_stage(i), first, 0, cfg, i) for i, (_, first, _) in enumerate(stage_bounds(cfg))]
+    return [Ctx(cfg.for_phase(i), first, 0, cfg, i) for i, (_, first, _) in enumerate(phase_bounds(cfg))]
 
 
 def check_training_data(ctx: Ctx, model_dir: Path) -> None:
     """A round's training data can be made: task files load, prompts are left, sequences fit (no truncation), an sft
-    stage's prompts have reference solutions, ``sft.general_data`` parses, and a teacher loads.
+    phase's prompts have reference solutions, ``sft.general_data`` parses, and a teacher loads.
 
     Raises:
-        TaskDataError, ConfigError, ModelError: one line naming the stage (if any), what is wrong and the fix.
+        TaskDataError, ConfigError, ModelError: one line naming the phase (if any), what is wrong and the fix.
     """
-    where = f"stage {ctx.curriculum_stage!r}: " if ctx.curriculum_stage else ""
+    where = f"phase {ctx.phase_name!r}: " if ctx.phase_name else ""
     try:
         check_tasks(ctx)
         train = ctx.train_prompts()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
-from ratchet.loop.campaign.context import campaign_id_of, load_ctx
+from ratchet.loop.campaign.round_context import campaign_id_of, load_ctx
 from ratchet.loop.config import ConfigError, RatchetConfig, _validate
 from ratchet.store.db import connect
 from ratchet.store.events import recorded_settings

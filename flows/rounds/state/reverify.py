@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from ratchet.loop.campaign.context import Ctx, now, short_hash
+from ratchet.loop.campaign.round_context import Ctx, now, short_hash
 from ratchet.loop.evaluation.scoring import reward_spec, score_items, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet

@@ -1,7 +1,7 @@
 """A step's training prompts as the round's selection picked them (``tasks.selection``), refilled where groups drop.
 
-The store's history (``ratchet.store.selection.prompt_history``) goes into the pure choice
-(``ratchet.loop.tasks.selection``); every prompt a step sampled is written to ``round_prompts`` with its estimate,
+The store's history (``ratchet.store.prompt_history.prompt_history``) goes into the pure choice
+(``ratchet.loop.tasks.picking``); every prompt a step sampled is written to ``round_prompts`` with its estimate,
 so ``SELECT * FROM round_prompts WHERE round_id = ...`` says why each prompt was picked.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ratchet.loop.campaign.context import Ctx, now
-from ratchet.loop.tasks.selection import Choice, History, Slot, refill
-from ratchet.store.selection import prompt_history
+from ratchet.loop.campaign.round_context import Ctx, now
+from ratchet.loop.tasks.picking import Choice, History, Slot, refill
+from ratchet.store.prompt_history import prompt_history
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ratchet.flows.rounds.state.identity import CampaignConflict, check_same_settings
-from ratchet.loop.campaign.context import Ctx, campaign_id_of
+from ratchet.loop.campaign.round_context import Ctx, campaign_id_of
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS
 from ratchet.store.db import connect, init_db, transaction

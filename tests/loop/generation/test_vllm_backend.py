@@ -97,14 +97,14 @@ def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_back
     line up, with top_p < 1 once the trainer renormalises over the nucleus (the mismatch vLLM vs transformers)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ratchet.loop.train.examples import ChatExample
     from ratchet.loop.train.grpo import GRPOSample, pack_rollouts, rollout_logprobs
-    from ratchet.loop.train.sft import SFTExample
 
     msgs = arithmetic_chats(4)
     comps = vllm_backend.generate(msgs, SamplingParams(n=2, temperature=1.2, top_p=top_p, max_new_tokens=16, logprobs=True))
     assert all(c.logprobs is not None and len(c.logprobs) == len(c.token_ids) for c in comps)
     samples = [
-        GRPOSample(c.prompt_index, SFTExample(msgs[c.prompt_index], c.text, c.token_ids), 0.0, False, c.logprobs) for c in comps
+        GRPOSample(c.prompt_index, ChatExample(msgs[c.prompt_index], c.text, c.token_ids), 0.0, False, c.logprobs) for c in comps
     ]
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     packed = pack_rollouts(tok, samples, 1024)

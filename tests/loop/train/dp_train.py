@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from ratchet.loop.config import GRPOConfig, SFTConfig
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPORun, GRPOSample, train_grpo
-from ratchet.loop.train.sft import SFTExample, train_sft
+from ratchet.loop.train.sft import train_sft
 
 COMPLETIONS = ["Answer: 7", "3 + 4 = 7, so the result is 7.\nAnswer: 7", "Answer: 12", "I think it is 5 + 9 = 14.\nAnswer: 14"]
 LOSSES = ("grpo", "dapo", "dr_grpo")
@@ -27,7 +28,7 @@ def samples(groups: int = 5, g: int = 2) -> list[GRPOSample]:
         msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": f"What is {i} + {i + 3}?"}]
         for k in range(g):
             text = COMPLETIONS[(i + k) % len(COMPLETIONS)] + " ok" * (i % 3)
-            out.append(GRPOSample(i, SFTExample(msgs, text), float((i + k) % 2), False))
+            out.append(GRPOSample(i, ChatExample(msgs, text), float((i + k) % 2), False))
     return out
 
 

@@ -5,11 +5,11 @@ import torch
 
 from ratchet.loop.config import GRPOConfig
 from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import (
     GRPOLearner,
     GRPORun,
     GRPOSample,
-    _tokenize,
     completion_logprobs,
     group_advantages,
     pack_rollouts,
@@ -17,7 +17,12 @@ from ratchet.loop.train.grpo import (
     rollout_module,
     train_grpo,
 )
-from ratchet.loop.train.sft import SFTExample
+
+
+def plain_layout(tok, batch):
+    """The plain left-padded forward's inputs: ids, attention mask, completion ids, completion mask, prompt width."""
+    ids, attn, cmask, P = pack_rollouts(tok, batch, 256).full_layout(range(len(batch)))
+    return ids, attn, ids[:, P:], cmask, P
 
 
 def samples(rewards_by_group):
@@ -25,7 +30,7 @@ def samples(rewards_by_group):
     for g, rewards in enumerate(rewards_by_group):
         for i, r in enumerate(rewards):
             text = "Answer: 7" if r > 0 else f"Answer: {i + 1}"
-            out.append(GRPOSample(g, SFTExample(chat_messages("sys", [], f"What is {g} + {7 - g}?"), text), r, False))
+            out.append(GRPOSample(g, ChatExample(chat_messages("sys", [], f"What is {g} + {7 - g}?"), text), r, False))
     return out
 
 
@@ -47,13 +52,13 @@ def test_left_padded_logprobs_match_unpadded(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     long = GRPOSample(
-        0, SFTExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False
+        0, ChatExample(chat_messages("a much longer system prompt here", [], "What is 12 + 30?"), "Answer: 42"), 1.0, False
     )
-    short = GRPOSample(0, SFTExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
+    short = GRPOSample(0, ChatExample(chat_messages("sys", [], "1+1?"), "Answer: 2"), 1.0, False)
     with torch.no_grad():
-        ids, attn, _, cmask, P = _tokenize(tok, [long, short], 256)
+        ids, attn, _, cmask, P = plain_layout(tok, [long, short])
         both, _, _ = completion_logprobs(model, ids, attn, P, 1.0)
-        ids1, attn1, _, cmask1, P1 = _tokenize(tok, [short], 256)
+        ids1, attn1, _, cmask1, P1 = plain_layout(tok, [short])
         alone, _, _ = completion_logprobs(model, ids1, attn1, P1, 1.0)
     n = int(cmask1.sum())
     assert torch.allclose(both[1, :n], alone[0, :n], atol=1e-5)
@@ -81,7 +86,7 @@ def test_grpo_pass_moves_probability_towards_rewarded_completions(tiny_model_dir
     def mean_logprob(model_dir, good: bool):
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
         pick = [s for s in batch if (s.reward > 0) == good]
-        ids, attn, _, cmask, P = _tokenize(tok, pick, 256)
+        ids, attn, _, cmask, P = plain_layout(tok, pick)
         with torch.no_grad():
             lp, _, _ = completion_logprobs(model, ids, attn, P, 1.0)
         return float((lp * cmask).sum() / cmask.sum())
@@ -113,7 +118,7 @@ def _fewshot_groups():
             out.append(
                 GRPOSample(
                     g,
-                    SFTExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text),
+                    ChatExample(chat_messages("Solve it. End with 'Answer: <n>'.", shots, q), text),
                     float(i == 0),
                     truncated=(i == 3),
                 )

@@ -5,9 +5,10 @@ from transformers import AutoTokenizer
 
 from ratchet.loop.config import ConfigError, load_config
 from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPOSample, fit_message, pack_rollouts
 from ratchet.loop.train.lengths import auto_max_new_tokens, check_no_truncation, round_max_new_tokens, truncation_error
-from ratchet.loop.train.sft import SFTExample, truncation_counts
+from ratchet.loop.train.sft import truncation_counts
 
 
 @pytest.mark.parametrize(
@@ -60,8 +61,8 @@ def test_preflight_check_renders_prompts_with_the_chat_template(tiny_model_dir):
 
 def test_sft_and_grpo_count_what_they_cut(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    short = SFTExample(chat_messages("sys", [], "What is 3 + 4?"), "Answer: 7")
-    long = SFTExample(chat_messages("sys", [], "What is 3 + 4?"), "seven " * 40)
+    short = ChatExample(chat_messages("sys", [], "What is 3 + 4?"), "Answer: 7")
+    long = ChatExample(chat_messages("sys", [], "What is 3 + 4?"), "seven " * 40)
     assert truncation_counts(tok, [short], 512) == {"train/truncated_prompts": 0, "train/truncated_completions": 0}
     assert truncation_counts(tok, [short, long], 24) == {"train/truncated_prompts": 2, "train/truncated_completions": 1}
     samples = [GRPOSample(0, short, 1.0, False), GRPOSample(0, long, 0.0, True)]

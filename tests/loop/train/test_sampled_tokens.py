@@ -8,8 +8,9 @@ import torch
 from ratchet.loop.config import GRPOConfig
 from ratchet.loop.generation.base import SamplingParams, prompt_ids_hash, render_prompt
 from ratchet.loop.tasks.sources import chat_messages
+from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPOLearner, GRPORun, GRPOSample, pack_rollouts, rollout_logprobs
-from ratchet.loop.train.sft import SFTExample, tokenize_example
+from ratchet.loop.train.sft import tokenize_example
 
 TEMPERATURE = 1.2  # the GRPO rollout default
 
@@ -28,18 +29,18 @@ def test_decode_encode_is_not_the_identity_and_packing_keeps_the_sampled_ids(smo
     assert tok.decode(split) == tok.decode(canonical) and split != canonical  # same text, other tokens
     assert not _round_trips(tok, split) and _round_trips(tok, canonical)
     msgs = chat_messages("sys", [], "What is 12 + 30? Say 'The answer is'.")
-    sample = GRPOSample(0, SFTExample(msgs, tok.decode(split), tuple(split + [tok.eos_token_id])), 1.0, False)
+    sample = GRPOSample(0, ChatExample(msgs, tok.decode(split), tuple(split + [tok.eos_token_id])), 1.0, False)
     packed = pack_rollouts(tok, [sample], 256)
     assert packed.completions[0] == split + [tok.eos_token_id] and packed.retokenized == 0
-    old_store = GRPOSample(0, SFTExample(msgs, tok.decode(split)), 1.0, False)  # a row without stored ids
+    old_store = GRPOSample(0, ChatExample(msgs, tok.decode(split)), 1.0, False)  # a row without stored ids
     assert pack_rollouts(tok, [old_store], 256).completions[0] == canonical + [tok.eos_token_id]
     assert pack_rollouts(tok, [old_store], 256).retokenized == 1
     # SFT (the RFT demo) trains on the sampled ids; where the text round-trips they are the ids it trained on before
-    ids, labels = tokenize_example(tok, SFTExample(msgs, "", tuple(split + [tok.eos_token_id])), 256)
+    ids, labels = tokenize_example(tok, ChatExample(msgs, "", tuple(split + [tok.eos_token_id])), 256)
     assert [t for t in labels if t != -100] == split + [tok.eos_token_id]
-    before = tokenize_example(tok, SFTExample(msgs, tok.decode(canonical)), 256)
-    assert tokenize_example(tok, SFTExample(msgs, tok.decode(canonical), tuple(canonical + [tok.eos_token_id])), 256) == before
-    truncated = tokenize_example(tok, SFTExample(msgs, tok.decode(canonical), tuple(canonical)), 256)
+    before = tokenize_example(tok, ChatExample(msgs, tok.decode(canonical)), 256)
+    assert tokenize_example(tok, ChatExample(msgs, tok.decode(canonical), tuple(canonical + [tok.eos_token_id])), 256) == before
+    truncated = tokenize_example(tok, ChatExample(msgs, tok.decode(canonical), tuple(canonical)), 256)
     assert truncated == before  # a completion that did not stop still learns to stop, as before
 
 
@@ -64,7 +65,7 @@ def _rollouts(learner, engine, top_p: float):
     return [
         GRPOSample(
             c.prompt_index,
-            SFTExample(msgs[c.prompt_index], c.text, c.token_ids),
+            ChatExample(msgs[c.prompt_index], c.text, c.token_ids),
             float(c.sample_index % 2),
             c.finish_reason == "length",
             c.logprobs,
@@ -112,7 +113,9 @@ def test_pass_measures_the_sampler_gap_per_step_and_corrects_only_a_foreign_engi
     msgs = [chat_messages("sys", [], f"What is {g} + 1?") for g in range(2)]
     texts = ["Answer: 7", "Answer: 1", "Answer: 2", "no idea"]
     plain = [
-        GRPOSample(g, SFTExample(msgs[g], t, tuple(tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])), r, False)
+        GRPOSample(
+            g, ChatExample(msgs[g], t, tuple(tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])), r, False
+        )
         for g in range(2)
         for t, r in zip(texts[2 * g : 2 * g + 2], (1.0, 0.0))
     ]

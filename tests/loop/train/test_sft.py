@@ -5,7 +5,8 @@ import torch
 
 from ratchet.loop.config import SFTConfig
 from ratchet.loop.tasks.sources import chat_messages
-from ratchet.loop.train.sft import IGNORE_INDEX, SFTExample, collate, completion_nll, tokenize_example, train_sft
+from ratchet.loop.train.examples import ChatExample
+from ratchet.loop.train.sft import IGNORE_INDEX, collate, completion_nll, tokenize_example, train_sft
 
 
 def test_completion_nll_hand_computed():
@@ -20,7 +21,7 @@ def test_labels_mask_prompt_and_keep_whole_completion(smollm2_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    ex = SFTExample(chat_messages("Be brief.", [("1+1?", "Answer: 2")], "What is 2 + 3?"), "2 + 3 = 5\nAnswer: 5")
+    ex = ChatExample(chat_messages("Be brief.", [("1+1?", "Answer: 2")], "What is 2 + 3?"), "2 + 3 = 5\nAnswer: 5")
     ids, labels = tokenize_example(tok, ex, max_seq_len=512)
     n_completion = sum(l != IGNORE_INDEX for l in labels)
     assert tok.decode([i for i, l in zip(ids, labels) if l != IGNORE_INDEX]) == "2 + 3 = 5\nAnswer: 5" + tok.eos_token
@@ -39,7 +40,7 @@ def test_collate_pads_right():
 
 
 def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
-    exs = [SFTExample(chat_messages("sys", [], f"What is {i} * 2?"), f"Answer: {2 * i}") for i in range(8)]
+    exs = [ChatExample(chat_messages("sys", [], f"What is {i} * 2?"), f"Answer: {2 * i}") for i in range(8)]
     res = train_sft(
         tiny_model_dir,
         exs,
@@ -70,7 +71,7 @@ def test_sft_lora_trains_adapters_and_saves_a_plain_checkpoint(tiny_model_dir, t
     pytest.importorskip("peft")
     from safetensors.torch import load_file
 
-    exs = [SFTExample(chat_messages("sys", [], f"What is {i} * 3?"), f"Answer: {3 * i}") for i in range(4)]
+    exs = [ChatExample(chat_messages("sys", [], f"What is {i} * 3?"), f"Answer: {3 * i}") for i in range(4)]
     cfg = SFTConfig(lr=1e-2, epochs=2, batch_size=4, warmup_ratio=0.0, max_seq_len=128, lora_r=4, lora_alpha=8)
     res = train_sft(tiny_model_dir, exs, tmp_path / "out", cfg)
     saved, before = load_file(tmp_path / "out" / "model.safetensors"), load_file(tiny_model_dir / "model.safetensors")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_write_text, file_mode
 from ratchet.common.seeds import derive_seed
-from ratchet.loop.campaign.curriculum import stage_of
+from ratchet.loop.campaign.curriculum import phase_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
 from ratchet.loop.evaluation.scoring import reward_spec
-from ratchet.loop.tasks.selection import History, Slot, round_slots
+from ratchet.loop.tasks.picking import History, Slot, round_slots
 from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
@@ -51,9 +51,9 @@ def campaign_id_of(name: str, epoch: int = 0) -> str:
 class Ctx:
     """A round's (or, at round 0, the campaign's) derived values.
 
-    ``cfg`` is what the round runs with: the campaign config, or under ``[[stages]]`` its stage's effective config
-    (``ratchet.loop.campaign.curriculum.stage_of``), in which case ``campaign_cfg`` is the campaign's own. Evaluation (the held-out
-    prompts, how they are rendered, the eval set id) always follows the campaign's config, so every stage's gate
+    ``cfg`` is what the round runs with: the campaign config, or under ``[[phases]]`` its phase's effective config
+    (``ratchet.loop.campaign.curriculum.phase_of``), in which case ``campaign_cfg`` is the campaign's own. Evaluation (the held-out
+    prompts, how they are rendered, the eval set id) always follows the campaign's config, so every phase's gate
     compares on the same eval set.
     """
 
@@ -61,7 +61,7 @@ class Ctx:
     round_index: int = 0
     step: int = 0  # on-policy step inside the round (grpo.steps_per_round); 0 for one-step rounds
     campaign_cfg: RatchetConfig | None = None
-    curriculum_index: int | None = None  # 0-based [[stages]] entry (curriculum stage) of the round; None without stages
+    phase_index: int | None = None  # 0-based [[phases]] entry (curriculum phase) of the round; None without phases
 
     @cached_property
     def reward(self) -> RewardSpec:
@@ -70,16 +70,16 @@ class Ctx:
 
     @property
     def eval_cfg(self) -> RatchetConfig:
-        """The config evaluation follows: the campaign's (a stage never changes the eval set)."""
+        """The config evaluation follows: the campaign's (a phase never changes the eval set)."""
         return self.campaign_cfg or self.cfg
 
     @property
-    def curriculum_stage(self) -> str | None:
-        """The name of the round's curriculum stage (its ``[[stages]]`` entry, stored in ``rounds.stage``); None without
-        stages. Not a pipeline stage (generate, verify, ...: ``stage_dir``)."""
-        if self.curriculum_index is None or self.campaign_cfg is None:
+    def phase_name(self) -> str | None:
+        """The name of the round's curriculum phase (its ``[[phases]]`` entry, stored in ``rounds.stage``); None without
+        phases. Not a pipeline stage (generate, verify, ...: ``stage_dir``)."""
+        if self.phase_index is None or self.campaign_cfg is None:
             return None
-        return self.campaign_cfg.stage_name(self.curriculum_index)
+        return self.campaign_cfg.phase_name(self.phase_index)
 
     @property
     def db(self) -> Path:
@@ -103,7 +103,7 @@ class Ctx:
         return round_dir / stage if self.step == 0 else round_dir / f"step-{self.step}" / stage
 
     def at_step(self, step: int) -> Ctx:
-        return Ctx(self.cfg, self.round_index, step, self.campaign_cfg, self.curriculum_index)
+        return Ctx(self.cfg, self.round_index, step, self.campaign_cfg, self.phase_index)
 
     @property
     def steps(self) -> int:
@@ -125,7 +125,7 @@ class Ctx:
 
     @cached_property
     def eval_tasks(self) -> TaskSet:
-        """The campaign's task set, which renders the evaluation prompts (the stage's ``tasks`` may differ)."""
+        """The campaign's task set, which renders the evaluation prompts (the phase's ``tasks`` may differ)."""
         return self.tasks if self.campaign_cfg is None else TaskSet(self.eval_cfg.tasks, self.eval_cfg.evals)
 
     @cached_property
@@ -179,7 +179,7 @@ class Ctx:
         return math.floor(g.max_oversample * self.cfg.tasks.train_prompts_per_round)
 
     def round_slots(self, history: History) -> list[Slot]:
-        """Every prompt the round may sample, with its step and estimate (``ratchet.loop.tasks.selection.round_slots``):
+        """Every prompt the round may sample, with its step and estimate (``ratchet.loop.tasks.picking.round_slots``):
         ``tasks.selection`` over the round's seeded candidates given the store's ``history``. Never an eval question."""
         t = self.cfg.tasks
         return round_slots(
@@ -214,14 +214,14 @@ class Ctx:
 def load_ctx(config_path: str | Path, round_index: int = 0, step: int = 0) -> Ctx:
     """The context of round ``round_index`` (0: the campaign) from a saved config (``save_config``).
 
-    Under ``[[stages]]``, a round's ``cfg`` is its stage's effective config (``ratchet.loop.campaign.curriculum.stage_of``), derived
+    Under ``[[phases]]``, a round's ``cfg`` is its phase's effective config (``ratchet.loop.campaign.curriculum.phase_of``), derived
     from the saved campaign config and the round index alone, so a resumed round runs with the same settings.
     """
     cfg = RatchetConfig.model_validate_json(Path(config_path).read_text())
-    if round_index < 1 or not cfg.stages:
+    if round_index < 1 or not cfg.phases:
         return Ctx(cfg, round_index, step)
-    stage, effective = stage_of(cfg, round_index)
-    return Ctx(effective, round_index, step, campaign_cfg=cfg, curriculum_index=stage)
+    phase, effective = phase_of(cfg, round_index)
+    return Ctx(effective, round_index, step, campaign_cfg=cfg, phase_index=phase)
 
 
 def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:

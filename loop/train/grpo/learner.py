@@ -1,26 +1,14 @@
-"""GRPO-family policy-gradient pass over a round's verified groups (GRPO, Dr. GRPO, DAPO, GSPO, RLOO).
+"""The GRPO learner: a policy, its AdamW and its ``Accelerator`` over a round's passes, and ``train_grpo``, one pass
+from a checkpoint to a checkpoint.
 
-The math lives in ``loop.advantages`` and ``loop.losses`` (checked against TRL's GRPOTrainer to
-1e-5); this module only orchestrates: tokenize the groups, compute advantages, compute the old
-log-probs once at the start of the pass (skipped when the pass is one optimizer step on fresh rollouts: then
-pi_old = pi_theta and the old log-probs are the training forward's, detached, as TRL does with
-``num_iterations = 1``) and the frozen reference's (when beta > 0, or when the KL guard is measured), then
-``ppo_epochs`` passes of mini-batch updates with gradient accumulation and clipping, under
-``accelerate`` so the same code runs on one CPU or many GPUs. Guard metrics are returned per
-optimizer step; a NaN or inf aborts the pass before anything is saved.
-
-It trains on the token ids the engine sampled (``loop.train.rollout_batch``) and, where the rollouts carry the
-sampler's log-probs, measures per step how far they are from the trainer's (``train/sampler/*``) and corrects
-the gap with truncated or masked importance sampling (``grpo.sampler_correction``; Yao et al. 2025).
+A pass tokenizes the groups (``grpo.batch``), computes the old and reference log-probs once (``grpo.forward``), then
+runs its optimizer steps (``grpo.step``); see the package's docstring for what each is.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,19 +16,10 @@ from pathlib import Path
 
 from ratchet.common.files import atomic_path
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.train.data_parallel import global_count, make_accelerator, micro_batches, rank_slice
-from ratchet.loop.train.rollout_batch import (  # noqa: F401 - re-exported: the GRPO pass's inputs and forwards
-    GRPOSample,
-    PackedRollouts,
-    _group_order,
-    _tokenize,
-    completion_logprobs,
-    fit_message,
-    no_grad_logprobs,
-    pack_rollouts,
-    rollout_logprobs,
-    rollout_module,
-)
+from ratchet.loop.train.data_parallel import make_accelerator, rank_slice
+from ratchet.loop.train.grpo.batch import GRPOSample, PackedRollouts, fit_message, group_advantages, pack_rollouts
+from ratchet.loop.train.grpo.forward import no_grad_logprobs, rollout_module
+from ratchet.loop.train.grpo.step import StepTensors, minibatch_plan, optimizer_step, pass_summary
 
 logger = logging.getLogger(__name__)
 
@@ -80,37 +59,6 @@ class GRPOResult:
     step_metrics: list[dict] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)  # indices of the samples that entered the loss
     rank_rows: list[int] = field(default_factory=list)  # indices of the samples this rank trained on (all of kept: one rank)
-
-
-def group_advantages(samples: Sequence[GRPOSample], estimator: str, dynamic_sampling: bool):
-    """Advantages per sample and the kept sample indices.
-
-    Returns:
-        advantages (N,) float32 aligned with ``samples``, kept indices (list[int]), zero-variance group count.
-    Raises:
-        ValueError: groups of unequal size, or G < 2.
-    """
-    import torch
-
-    from ratchet.loop.train.advantages import compute_advantages, zero_variance_mask
-
-    groups: dict[int, list[int]] = {}
-    for i, s in enumerate(samples):
-        groups.setdefault(s.group, []).append(i)
-    sizes = {len(v) for v in groups.values()}
-    if len(sizes) != 1:
-        raise ValueError(f"groups have unequal sizes {sorted(sizes)}; every prompt needs the same G completions")
-    order = [groups[g] for g in sorted(groups)]
-    rewards = torch.tensor([[samples[i].reward for i in idx] for idx in order], dtype=torch.float32)  # (num_groups, G)
-    adv = compute_advantages(estimator, rewards)  # (num_groups, G)
-    zero = zero_variance_mask(rewards)  # (num_groups,)
-    out = torch.zeros(len(samples), dtype=torch.float32)
-    kept: list[int] = []
-    for g, idx in enumerate(order):
-        out[idx] = adv[g]
-        if not (dynamic_sampling and bool(zero[g])):
-            kept += idx
-    return out, sorted(kept), int(zero.sum())
 
 
 def adamw(params, *, lr: float, betas: tuple[float, float], weight_decay: float):
@@ -282,43 +230,6 @@ class GRPOLearner:
         return _train_pass(self, samples, run, on_step)
 
 
-def _minibatch_plan(packed, n: int, s, seed: int, rank: int, world: int) -> tuple[list[list[int]], list[int], int]:
-    """Every epoch's mini-batches up front (the same on every rank: one seeded rng), this rank's rows and the
-    number of micro-batch passes every rank makes (the largest share's; FSDP needs equal call counts)."""
-    rng = random.Random(seed)
-    orders = [_group_order(packed, n, rng) for _ in range(s.ppo_epochs)]
-    minis = [o[k : k + s.mini_batch_size] for o in orders for k in range(0, len(o), s.mini_batch_size)]
-    shares = [sorted({r for m in minis for r in rank_slice(m, q, world)} | {m[0] for m in minis}) for q in range(world)]
-    return minis, shares[rank], max(math.ceil(len(x) / s.micro_batch_size) for x in shares)
-
-
-def _pass_summary(base: dict, lengths, packed, correction: str, step_metrics: list[dict], world: int, seconds: float) -> dict:
-    """A training pass's metrics: the rollouts' (``base``), the packing's, each step's reduced, and the guards'."""
-    import torch
-
-    p90 = float(torch.quantile(lengths, 0.9)) if len(lengths) else 0.0
-    last = step_metrics[-1]
-    return {
-        **base,
-        "train/completion_len_mean": float(lengths.mean()),
-        "train/completion_len_p90": p90,
-        "train/truncated_prompts": packed.truncated_prompts,
-        "train/truncated_completions": packed.truncated_completions,
-        "train/longest_sequence": packed.longest_sequence,
-        "train/retokenized": packed.retokenized,
-        "train/prompt_hash_mismatches": packed.prompt_mismatches,
-        "train/sampler_correction": correction,
-        **{k: _reduce(k, [d[k] for d in step_metrics]) for k in step_metrics[0]},
-        # what the gate's guards read: where the policy ended up, not the pass average
-        **({"train/kl_last": last["train/kl/is_mean"]} if "train/kl/is_mean" in last else {}),  # absent: not measured
-        "train/entropy_last": last.get("train/entropy/mean", 0.0),
-        # the sampler/trainer gap where the policy ended up (absent: the rollouts carry no sampler log-probs)
-        **({"train/sampler_gap_last": last["train/sampler/logp_diff_mean"]} if "train/sampler/logp_diff_mean" in last else {}),
-        "train/seconds": seconds,
-        "train/ranks": world,
-    }
-
-
 def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORun, on_step: StepFn | None) -> GRPOResult:
     import torch
 
@@ -354,7 +265,7 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     dev = accelerator.device
     rank, world = accelerator.process_index, accelerator.num_processes
     # Every epoch's order up front (the same on every rank: one seeded rng), so each rank knows its rows.
-    minis, mine, passes = _minibatch_plan(packed, len(batch), s, run.seed, rank, world)
+    minis, mine, passes = minibatch_plan(packed, len(batch), s, run.seed, rank, world)
     shape = (len(batch), cmask.shape[1])
     logprobs_of = functools.partial(no_grad_logprobs, shape=shape, mine=mine, passes=passes, micro=s.micro_batch_size, nucleus=run.top_p < 1, device=dev)  # fmt: skip
 
@@ -374,30 +285,17 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     wrapped.train()
     sampler = packed.sampler_tensor(range(len(batch)), cmask.shape[1]).to(dev) if packed.sampler_lp else None
     correction = _correction(s, run)
-    tensors = _StepTensors(
+    tensors = StepTensors(
         cmask.to(dev), adv[kept].to(dev), old_lp, ref_lp, ref_is_old, old_sup, sampler, correction, sampled.to(dev)
     )
     step_metrics = [
-        _optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
+        optimizer_step(accelerator, wrapped, learner.opt, mini, tensors, loss_cfg, s, len(minis), k, on_step)
         for k, mini in enumerate(minis)
     ]
     learner.passes += 1
-    summary = _pass_summary(base, lengths, packed, correction, step_metrics, world, time.perf_counter() - t0)
+    summary = pass_summary(base, lengths, packed, correction, step_metrics, world, time.perf_counter() - t0)
     rank_rows = sorted({kept[r] for m in minis for r in rank_slice(m, rank, world)})
     return GRPOResult(None, len(step_metrics), time.perf_counter() - t0, summary, step_metrics, kept, rank_rows)
-
-
-@dataclass(frozen=True)
-class _StepTensors:
-    cmask: object  # (N, C) bool: completion tokens that carry loss
-    advantages: object  # (N,) float32
-    old_lp: object  # (N, C) float32, or None: the training forward's detached log-probs (one step per pass)
-    ref_lp: object  # (N, C) float32, or None: the old log-probs (ref_is_old) or not measured
-    ref_is_old: bool = False  # the policy still is the reference: KL is 0 against the old log-probs
-    old_sup: object = None  # (N, C) float32, or None: old log-probs on the sampler's support (top_p < 1)
-    sampler: object = None  # (N, C) float32 NaN-padded sampler log-probs, or None: none stored
-    correction: str = "none"  # "tis" | "mis" | "none" (``_correction``)
-    sampled: object = None  # (N, C) bool: every sampled completion token (truncated completions' too)
 
 
 def _correction(s: GRPOConfig, run: GRPORun) -> str:
@@ -406,11 +304,6 @@ def _correction(s: GRPOConfig, run: GRPORun) -> str:
     if s.sampler_correction == "auto":
         return "none" if run.engine_shared else "tis"
     return s.sampler_correction
-
-
-def _reduce(name: str, values: list[float]) -> float:
-    """Combine a metric over steps or weighted micro-batch shares: the extreme for *_max / *_min, else the sum/mean."""
-    return max(values) if name.endswith("_max") else min(values) if name.endswith("_min") else sum(values) / len(values)
 
 
 def _say_what_was_packed(packed: PackedRollouts, n: int, max_seq_len: int) -> None:
@@ -427,95 +320,6 @@ def _say_what_was_packed(packed: PackedRollouts, n: int, max_seq_len: int) -> No
             packed.prompt_mismatches,
             n,
         )
-
-
-def _optimizer_step(accelerator, wrapped, opt, mini: list[int], t: _StepTensors, loss_cfg, s: GRPOConfig, total, k, on_step):
-    """One optimizer step over the global mini-batch ``mini`` (this rank's share of it), with gradient accumulation.
-
-    Returns the step's metrics (the mini-batch's, summed over ranks with each row weighted 1/len(mini)).
-    """
-    import torch
-
-    from ratchet.loop.train.losses import policy_loss, sampler_correction_weights
-
-    dev = accelerator.device
-    rank, world = accelerator.process_index, accelerator.num_processes
-    micros = micro_batches(mini, rank, world, s.micro_batch_size)
-    n_tok = global_count(accelerator, float(t.cmask[rank_slice(mini, rank, world)].sum()))  # global active tokens
-    n_seq = len(mini)  # global sequences (every rank holds the whole mini-batch's row list)
-    acc: dict[str, float] = {}
-    gap_rows: list | None = [] if t.sampler is not None else None  # (row indices, pi_old on the sampler's support)
-    for j, rows in enumerate(micros):
-        weight = 1.0 if rows else 0.0  # an empty micro-batch: a zero-weight pass over a real row (see data_parallel)
-        rows = rows or mini[:1]
-        mb = torch.tensor(rows, device=dev)
-        sync = accelerator.no_sync(wrapped) if j < len(micros) - 1 else contextlib.nullcontext()
-        with sync:
-            lp, ent, sup = wrapped(rows, with_entropy=True)
-            old = t.old_lp[mb] if t.old_lp is not None else lp.detach()
-            ref = t.ref_lp[mb] if t.ref_lp is not None else (old if t.ref_is_old else None)
-            weights = old_on_support = None
-            if t.sampler is not None:  # pi_old on the sampler's support against what the sampler reported
-                old_on_support = (t.old_sup[mb] if t.old_sup is not None else sup) if sup is not None else old
-                active = t.cmask[mb] & (weight > 0)
-                weights = sampler_correction_weights(t.correction, old_on_support, t.sampler[mb], active, s.sampler_is_cap)
-            loss, m = policy_loss(
-                lp,
-                old,
-                t.advantages[mb],
-                t.cmask[mb] & (weight > 0),
-                loss_cfg,
-                ref_logprobs=ref,
-                entropy=ent,
-                global_num_tokens=n_tok,
-                world_size=world,
-                is_weights=weights,
-            )
-            # token-mean divides by n_tok / world inside policy_loss; the sequence-level modes average over the
-            # micro-batch's rows: rescale that mean to (row sum) * world / (global sequences).
-            scale = weight if loss_cfg.aggregation == "token-mean" else weight * len(rows) * world / n_seq
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"GRPO loss is {loss.item()} at step {k}; lower grpo.lr (now {s.lr}) "
-                    "— the incumbent is untouched and nothing was saved"
-                )
-            accelerator.backward(loss * scale)
-        for name, v in m.items():
-            acc[f"train/{name}"] = acc.get(f"train/{name}", 0.0) + (float(v) * len(rows) / n_seq if weight else 0.0)
-        if gap_rows is not None and weight:
-            gap_rows.append((mb, old_on_support))
-    if world > 1:  # the mini-batch's metrics: every rank's weighted share summed
-        names = sorted(acc)
-        summed = accelerator.reduce(torch.tensor([acc[n] for n in names], dtype=torch.float64, device=dev), reduction="sum")
-        acc = dict(zip(names, summed.tolist()))
-    if gap_rows is not None:  # over the whole mini-batch (every rank's rows gathered), so maxima and spreads are exact
-        acc.update({f"train/{k}": float(v) for k, v in _step_gap(accelerator, gap_rows, t).items()})
-    params = [p for p in wrapped.parameters() if p.requires_grad]
-    gnorm = float(accelerator.clip_grad_norm_(params, s.max_grad_norm))
-    if not math.isfinite(gnorm):
-        raise FloatingPointError(
-            f"gradient norm is {gnorm} at step {k}; lower grpo.lr (now {s.lr}) — the incumbent is untouched and nothing was saved"
-        )
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    acc["train/grad_norm"] = gnorm
-    if on_step:
-        on_step(k + 1, total, acc)
-    return acc
-
-
-def _step_gap(accelerator, gap_rows: list, t: _StepTensors) -> dict:
-    """``sampler_mismatch`` over one optimizer step's rows: this rank's, gathered from every rank when there are several."""
-    import torch
-
-    from ratchet.loop.train.mismatch import sampler_mismatch
-
-    idx = torch.cat([r for r, _ in gap_rows]) if gap_rows else torch.zeros(0, dtype=torch.long, device=t.cmask.device)
-    lp = torch.cat([x for _, x in gap_rows]) if gap_rows else torch.zeros((0, t.cmask.shape[1]), device=t.cmask.device)
-    parts = [lp.float(), t.sampler[idx], t.sampled[idx]]
-    if accelerator.num_processes > 1:  # padded rows carry mask 0: inactive
-        parts = [accelerator.gather(accelerator.pad_across_processes(x, dim=0)) for x in parts]
-    return sampler_mismatch(*parts)
 
 
 def _save_policy(accelerator, wrapped, tok, out_dir: Path, s: GRPOConfig, opt, optimizer_state) -> None:

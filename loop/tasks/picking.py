@@ -1,6 +1,6 @@
 """Which training prompts a round samples: by seed alone (``uniform``) or by pass-rate history (``frontier``).
 
-Pure functions over what the store already knows (``ratchet.store.selection.prompt_history``); nothing here reads
+Pure functions over what the store already knows (``ratchet.store.prompt_history.prompt_history``); nothing here reads
 the store or a model, so the choice is a function of the candidates, the history and the seed alone.
 
 The estimate (conjugate Beta-Binomial, Gelman et al., *Bayesian Data Analysis* 3rd ed. s2.4, with an empirical-Bayes

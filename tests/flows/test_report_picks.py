@@ -5,12 +5,12 @@ import json
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
+from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.flows.report.render import render_report, report_pages
-from ratchet.flows.report.selection import histogram_text, selection_rows
-from ratchet.loop.campaign.context import campaign_id_of
+from ratchet.loop.campaign.round_context import campaign_id_of
 from ratchet.store.db import connect
 from ratchet.verifiers.reward import VERSION
-from tests.store.test_selection_queries import build_selection_store
+from tests.store.test_prompt_history import build_selection_store
 
 
 def test_status_and_report_show_zero_variance_share_tokens_and_pass_rate_histogram(tmp_path):

@@ -6,9 +6,9 @@ import random
 import pytest
 
 from ratchet.common.seeds import derive_seed
-from ratchet.loop.campaign.context import Ctx
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.tasks.selection import (
+from ratchet.loop.tasks.picking import (
     History,
     estimate,
     informative_probability,

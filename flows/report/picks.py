@@ -7,9 +7,9 @@ rates (``round_prompts.estimate``, ``tasks.selection``).
 
 from __future__ import annotations
 
-from ratchet.loop.tasks.selection import histogram
+from ratchet.loop.tasks.picking import histogram
+from ratchet.store.prompt_history import round_selection
 from ratchet.store.queries import campaign_by_name
-from ratchet.store.selection import round_selection
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 BINS = 5  # pass-rate bins of width 0.2

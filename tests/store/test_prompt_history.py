@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.selection import prompt_history, selection_summary
+from ratchet.store.prompt_history import prompt_history, selection_summary
 
 NOW = datetime.now(UTC)
 
