@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ARRAY, Double, Integer
+from sqlalchemy import ARRAY, Double, Integer, String
 from sqlmodel import Field, SQLModel
 
 
@@ -104,7 +104,9 @@ class Trajectory(SQLModel, table=True):
     completion: str
     prompt_tokens: int
     completion_tokens: int
-    finish_reason: str = Field(description="stop | length")
+    finish_reason: str = Field(
+        description="stop (EOS) | stop_string (a generation.stop string: the text ends before it) | length"
+    )
     backend: str
     temperature: float = _dbl()
     top_p: float = _dbl()
@@ -121,6 +123,11 @@ class Trajectory(SQLModel, table=True):
         sa_type=ARRAY(Integer),
         description="The sampled completion's token ids (EOS included when it stopped): what training uses. NULL only "
         "for rows written before they were stored (training re-tokenizes their text and says so)",
+    )
+    stop: list[str] | None = Field(
+        None,
+        sa_type=ARRAY(String),
+        description="The stop strings sampling ran with (generation.stop); NULL: none",
     )
     sampler_logprobs: list[float] | None = Field(
         None,
@@ -150,6 +157,11 @@ class VerdictRow(SQLModel, table=True):
     format_ok: bool | None = None
     latency_s: float = _dbl()
     created_at: datetime
+    read_chars: int | None = Field(
+        None,
+        description="How many characters of the completion the verifier read (NULL: all); RFT trains on that prefix "
+        "(ended with EOS), GRPO masks the sampled tokens past it: what the verifier did not read is never trained on",
+    )
 
 
 class TrainingRun(SQLModel, table=True):

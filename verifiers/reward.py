@@ -28,6 +28,7 @@ from ratchet.verifiers import format as format_v
 from ratchet.verifiers import language as language_v
 from ratchet.verifiers import lean as lean_v
 from ratchet.verifiers import math as math_v
+from ratchet.verifiers.math.extract import read_span
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"
@@ -39,7 +40,14 @@ Kind = Literal["math", "code", "lean"]
 
 
 def _compose(
-    outcome: Verdict, fmt: Verdict, template: str, format_weight: float, t0: float, lang: float | None, lw: float
+    outcome: Verdict,
+    fmt: Verdict,
+    template: str,
+    format_weight: float,
+    t0: float,
+    lang: float | None,
+    lw: float,
+    read_chars: int | None = None,
 ) -> Verdict:
     parsed_ok = outcome.reason not in _UNPARSED
     bonus = format_weight if (fmt.format_ok and template != "none") else 0.0
@@ -64,6 +72,7 @@ def _compose(
         latency_s=time.perf_counter() - t0,
         format_ok=fmt.format_ok,
         details=details,
+        read_chars=read_chars,
     )
 
 
@@ -232,9 +241,10 @@ def score_batch(
     fmts = [format_v.check_format(c, spec.format_template, prefix=p) for c, p in zip(completions, prefixes)]
     target = spec.target_language
     langs = [language_v.language_share(c, target) if target != "none" else None for c in completions]
+    spans = [read_span(c) for c in completions] if kind == "math" else [None] * len(completions)
     return [
-        _compose(o, f, spec.format_template, spec.format_weight, t0, lang, spec.language_weight)
-        for o, f, lang in zip(outcomes, fmts, langs)
+        _compose(o, f, spec.format_template, spec.format_weight, t0, lang, spec.language_weight, span)
+        for o, f, lang, span in zip(outcomes, fmts, langs, spans)
     ]
 
 

@@ -36,6 +36,8 @@ class Verdict:
         latency_s: wall seconds spent verifying this completion.
         format_ok: whether the completion satisfied the format rule (None when not checked).
         details: small JSON-able extras (per-test results, timings); never large blobs.
+        read_chars: how many leading characters of the completion the verifier read (None: all of it); what lies
+            past it was never graded, so it is never trained on.
     """
 
     correct: bool
@@ -47,6 +49,7 @@ class Verdict:
     latency_s: float = 0.0
     format_ok: bool | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    read_chars: int | None = None
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:

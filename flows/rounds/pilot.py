@@ -78,6 +78,7 @@ def _sample(ctx: Ctx, engine: RoundEngine, prompts: list[Prompt], cap: int) -> t
             top_p=g.top_p,
             max_new_tokens=cap,
             seed=derive_seed("rollouts", g.seed, 1, 0),  # round 1's rollout seed
+            stop=g.stop,
         )
         got = engine.generate([ctx.messages(p) for p in subset], params, "pilot")
         comps += got

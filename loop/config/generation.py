@@ -38,6 +38,14 @@ class GenerationConfig(_Frozen):
         "rounds 2 and 3); docs/recipes.md 'Defaults, measured' (`ratchet sweep` on the demo, 400 held-out prompts).",
     )
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
+    stop: tuple[str, ...] = Field(
+        (),
+        description="Stop strings: sampling of a completion ends where one appears (finish_reason 'stop_string'; the "
+        "text ends before it, the sampled ids through it). For few-shot formats whose model goes on with an invented "
+        'next exercise (`Q:` / `A:` shots: ratchet init sets ["\\nQ:"]); what the verifier did not read is never '
+        "trained on either way (verdicts.read_chars). Recorded in each trajectory's settings (trajectories.stop).",
+        max_length=8,
+    )
     max_new_tokens: int | Literal["auto"] = Field(
         32,
         description="Completion length cap, tokens, or 'auto': each round's cap is 1.2 x the last round's rollout "

@@ -45,6 +45,7 @@ def verdict_row(trajectory_id: str, kind: str, vd: Verdict, created_at: datetime
         format_ok=vd.format_ok,
         latency_s=float(vd.latency_s),
         created_at=created_at,
+        read_chars=vd.read_chars,
     )
 
 

@@ -36,6 +36,7 @@ class SamplingParams:
     max_new_tokens: int = 32
     seed: int = 0
     logprobs: bool = False  # also return each sampled token's log-prob under the sampling distribution
+    stop: tuple[str, ...] = ()  # stop strings: a completion ends where one appears (finish_reason "stop_string")
 
     def __post_init__(self) -> None:
         if self.temperature == 0.0 and self.n != 1:
@@ -54,7 +55,8 @@ class Completion:
         text: decoded completion, special tokens removed.
         token_ids: completion token ids (without padding; includes EOS when it stopped).
         prompt_tokens: prompt length in tokens.
-        finish_reason: ``stop`` (EOS) or ``length`` (hit ``max_new_tokens``).
+        finish_reason: ``stop`` (EOS), ``stop_string`` (a ``SamplingParams.stop`` string appeared: ``text`` ends
+            before it, ``token_ids`` run through the token that completed it) or ``length`` (hit ``max_new_tokens``).
         logprobs: (len(token_ids),) float log-probs of the sampled tokens under the sampling distribution
             (``SamplingParams.logprobs``; nats, <= 0), or None when not requested.
         prompt_hash: ``prompt_ids_hash`` of the prompt token ids the engine was given.
@@ -65,7 +67,7 @@ class Completion:
     text: str
     token_ids: tuple[int, ...]
     prompt_tokens: int
-    finish_reason: Literal["stop", "length"]
+    finish_reason: Literal["stop", "stop_string", "length"]
     logprobs: tuple[float, ...] | None = None
     prompt_hash: str = ""
 
@@ -214,10 +216,16 @@ def make_completion(
     tok_ids: list[int],
     prompt_ids: Sequence[int],
     logprobs: Sequence[float] | None = None,
+    stop: Sequence[str] = (),
 ) -> Completion:
     """A ``Completion`` from generated token ids (ending at the first EOS when it stopped): decoded text without
     special tokens, ``finish_reason`` "stop" when the last token is an EOS, else "length"; the prompt's length
     and ``prompt_ids_hash``; ``logprobs`` (one per id) when the sampler returned them.
+
+    ``stop``: stop strings (``SamplingParams.stop``). Where one appears in the decoded text, the completion ends
+    there: ``text`` is cut before the first one, ``token_ids`` (and ``logprobs``) after the first token whose
+    decoded prefix contains it (what was sampled, so training uses those ids), ``finish_reason`` "stop_string".
+    The same rule for every backend, whatever a backend did with the string itself.
 
     Raises:
         ValueError: ``logprobs`` and ``tok_ids`` differ in length (a backend bug: say which backend).
@@ -226,6 +234,12 @@ def make_completion(
         raise ValueError(f"{len(logprobs)} sampler log-probs for {len(tok_ids)} completion tokens; they must pair up")
     stopped = bool(tok_ids) and tok_ids[-1] in eos
     text = tokenizer.decode(tok_ids, skip_special_tokens=True)
+    finish = "stop" if stopped else "length"
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    if cut >= 0:
+        k = _stop_prefix(tokenizer, tok_ids, stop)
+        tok_ids, text, finish = tok_ids[:k], text[:cut], "stop_string"
+        logprobs = None if logprobs is None else logprobs[:k]
     lp = None if logprobs is None else tuple(float(x) for x in logprobs)
     return Completion(
         prompt_index,
@@ -233,10 +247,24 @@ def make_completion(
         text,
         tuple(tok_ids),
         len(prompt_ids),
-        "stop" if stopped else "length",
+        finish,
         lp,
         prompt_ids_hash(prompt_ids),
     )
+
+
+def _stop_prefix(tokenizer, tok_ids: Sequence[int], stop: Sequence[str]) -> int:
+    """The fewest leading ids whose decoded text contains a stop string (binary search: containing one is monotone
+    in the prefix length; ~log2(n) decodes)."""
+    lo, hi = 1, len(tok_ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        head = tokenizer.decode(tok_ids[:mid], skip_special_tokens=True)
+        if any(s and s in head for s in stop):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def timed_generate(backend: GenerationBackend, messages, params: SamplingParams, progress: ProgressFn | None = None):

@@ -113,6 +113,8 @@ class TransformersBackend:
                 kw.update(do_sample=True, temperature=1.0, top_p=1.0)
             else:
                 kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            if params.stop:  # sampling ends at a stop string (transformers' StopStringCriteria); cut by make_completion
+                kw.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(chunk))
@@ -132,7 +134,7 @@ class TransformersBackend:
             for row, (pi, si) in enumerate(chunk):
                 tok_ids = _trim(gen[row].tolist(), self.eos_ids)
                 lp = lps[row, : len(tok_ids)].tolist() if lps is not None else None
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[pi], lp))
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[pi], lp, params.stop))
             if progress:
                 progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
         return out

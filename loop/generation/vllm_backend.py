@@ -145,7 +145,9 @@ class VLLMBackend:
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,
             stop_token_ids=sorted(self.eos_ids),
-            detokenize=False,
+            # stop strings need vLLM's detokenizer; the text and the cut are still ours (make_completion)
+            detokenize=bool(params.stop),
+            **({"stop": list(params.stop), "include_stop_str_in_output": True} if params.stop else {}),
             logprobs=0 if params.logprobs else None,  # 0: the sampled token's log-prob only
         )
 
@@ -197,7 +199,7 @@ class VLLMBackend:
             for si, c in enumerate(sorted(req.outputs, key=lambda c: c.index)):
                 tok_ids = self._normalise(list(c.token_ids), c.finish_reason, c.stop_reason, pi)
                 lp = sampled_logprobs(c.logprobs, tok_ids) if params.logprobs else None
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[k], lp))
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[k], lp, params.stop))
         return out
 
     def _normalise(self, tok_ids: list[int], finish_reason: str | None, stop_reason: Any, pi: int) -> list[int]:
@@ -212,6 +214,8 @@ class VLLMBackend:
                 return tok_ids[: k + 1]
         if finish_reason == "stop" and isinstance(stop_reason, int) and stop_reason in self.eos_ids:
             tok_ids.append(stop_reason)
+        elif finish_reason == "stop" and isinstance(stop_reason, str):
+            pass  # a stop string: make_completion cuts there (finish_reason "stop_string")
         elif finish_reason == "stop" and stop_reason is None:
             tok_ids.append(self.tokenizer.eos_token_id)  # vLLM's own EOS stop leaves stop_reason None
         return tok_ids

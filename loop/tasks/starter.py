@@ -11,6 +11,7 @@ lengths are ``"auto"`` with a floor that fits the examples, and the held-out siz
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,15 @@ def read_source(path: Path, heldout_fraction: float, fewshot: int = FEWSHOT) -> 
     )
 
 
+_QA_LINE = re.compile(r"^[ \t]{0,4}(?:Q|A|Question|Answer)[ \t]{0,2}:", re.M)
+
+
+def qa_style(shots: list[tuple[str, str]]) -> bool:
+    """Whether worked examples are written as ``Q:`` / ``A:`` turns inside their text (a plain-text few-shot
+    format: a model imitating it writes the next ``Q:`` after its answer)."""
+    return any(_QA_LINE.search(q) and re.search(r"^[ \t]{0,4}Q[ \t]{0,2}:", q + "\n" + a, re.M) for q, a in shots)
+
+
 def _name(path: Path) -> str:
     stem = path.name.split(".")[0]
     clean = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-._") or "tasks"
@@ -153,6 +163,15 @@ def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSH
         "# the longest worked example below twice, so a first round is not cut short",
         'max_new_tokens = "auto"',
         f"max_new_tokens_min = {floor}",
+        *(
+            [
+                "# the examples are written `Q:` / `A:`: a model that answers goes on with an invented next `Q:`;",
+                "# sampling stops there (the verifier never reads past it either, and nothing past it trains)",
+                'stop = ["\\nQ:"]',
+            ]
+            if any(qa_style(src.shots) for src in sources)
+            else []
+        ),
         "",
         "[sft]",
         f"# the longest prompt (estimated) plus max_new_tokens_max ({cap}): training never truncates (the preflight checks it)",

@@ -16,6 +16,28 @@ class ChatExample:
     messages: list[dict[str, str]]
     completion: str
     completion_ids: tuple[int, ...] | None = None
+    read_chars: int | None = None  # leading characters of ``completion`` the verifier read (None: all); see below
+
+
+def read_token_count(tokenizer, ids, text: str, read_chars: int | None) -> int | None:
+    """How many leading sampled ids cover what the verifier read, or None when they all do.
+
+    The read span is ``read_chars`` characters of the completion's text (``verdicts.read_chars``), or the whole text
+    when None; ids past it (an invented next exercise the verifier never graded, a ``generation.stop`` string's own
+    tokens) are never trained on. Returns the fewest ids whose decoded text reaches the span (binary search, ~log2(n)
+    decodes), None when the decoded ids do not run past it (the usual case: they decode to the text).
+    """
+    span = len(text) if read_chars is None else min(read_chars, len(text))
+    if len(tokenizer.decode(list(ids), skip_special_tokens=True)) <= span:
+        return None
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(tokenizer.decode(list(ids[:mid]), skip_special_tokens=True)) >= span:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def completion_token_ids(tokenizer, ex: ChatExample) -> list[int]:
@@ -23,9 +45,16 @@ def completion_token_ids(tokenizer, ex: ChatExample) -> list[int]:
     is appended only when the completion did not stop on one), else the text tokenized with the tokenizer's EOS
     appended (a sampled completion stops on a special token: the tokenizer's EOS or the generation config's).
     Where decode -> encode round-trips and the completion stopped on the tokenizer's EOS, both are the
-    same ids."""
+    same ids.
+
+    Only what the verifier read trains (``read_token_count``): past it the ids are cut and the tokenizer's EOS
+    appended, so the model learns to stop where the graded answer ended."""
     if ex.completion_ids is not None:
         ids = list(ex.completion_ids)
+        k = read_token_count(tokenizer, ids, ex.completion, ex.read_chars)
+        if k is not None:
+            return ids[:k] + [tokenizer.eos_token_id]
         stopped = bool(ids) and (ids[-1] == tokenizer.eos_token_id or ids[-1] in tokenizer.all_special_ids)
         return ids if stopped else ids + [tokenizer.eos_token_id]
-    return tokenizer(ex.completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    text = ex.completion if ex.read_chars is None else ex.completion[: ex.read_chars]
+    return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]

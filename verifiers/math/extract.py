@@ -480,3 +480,22 @@ def extract_answer(
         if nums:
             return Extraction(nums[-1], "ok", "last_number", (nums[-1],))
     return Extraction(None, "no_answer", "")
+
+
+def read_span(completion: str) -> int | None:
+    """How many leading characters of ``completion`` the math verifier reads, or None when it reads them all.
+
+    Reading stops at the first end-of-turn token (what follows is another turn) and at an invented next exercise
+    after the answer (``cut_invented_question``; looked for after the last reasoning block, where the answer is).
+    What lies past the span was never graded, so it is never trained on (``verdicts.read_chars``). Linear time.
+    """
+    end = len(completion)
+    for marker in _END_OF_TURN:
+        cut = completion.find(marker, 0, end)
+        end = end if cut < 0 else cut
+    start = 0
+    for m in _REASONING_TAG.finditer(completion, 0, end):
+        if m.group(1) or m.group(2) == "end":  # the answer follows the last closing reasoning tag
+            start = m.end()
+    end = start + len(cut_invented_question(completion[start:end]))
+    return None if end >= len(completion) else end

@@ -90,6 +90,7 @@ def trajectory_rows(
             top_p=params.top_p,
             max_new_tokens=params.max_new_tokens,
             seed=params.seed,
+            stop=list(params.stop) or None,
             created_at=ts,
             completion_token_ids=list(c.token_ids),
             sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
@@ -248,6 +249,7 @@ def _sample_groups(
             max_new_tokens=cap,
             seed=seed,
             logprobs=ctx.cfg.algorithm == "grpo",  # the trainer measures (and corrects) the sampler/learner gap
+            stop=g.stop,
         )
         desc = f"round {ctx.round_index}: rollouts" + (f" (step {ctx.step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
         desc += f", G={G}" if len(by_g) > 1 else ""

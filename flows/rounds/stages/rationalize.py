@@ -50,6 +50,7 @@ def rationalize(config_path: str, round_index: int, policy: str, engine: RoundEn
                     top_p=g.top_p,
                     max_new_tokens=rollout_cap(ctx),
                     seed=derive_seed("rationalization", g.seed, round_index),
+                    stop=g.stop,
                 )
                 chats = [hinted(ctx.messages(p), p.answer) for p in subset]
                 desc = f"round {round_index}: rationalization" + (f", G={G}" if G != g.group_size else "")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ratchet.loop.generation.base import prompt_ids_hash, render_prompt
-from ratchet.loop.train.examples import ChatExample
+from ratchet.loop.train.examples import ChatExample, read_token_count
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class PackedRollouts:
     longest_sequence: int = 0  # tokens of the longest prompt + completion before any cut
     retokenized: int = 0  # samples without stored ids (an older store's rows): their text was tokenized
     prompt_mismatches: int = 0  # samples whose re-rendered prompt ids hash differently from the ones sampled from
+    unread_tokens: int = 0  # sampled ids past what the verifier read (verdicts.read_chars): masked out, never trained on
+    sampled_tokens: int = 0  # sampled ids of the samples before that mask
 
     def sampler_tensor(self, rows: Sequence[int], width: int):
         """The sampler's log-probs of ``rows`` (B, width) float32, NaN where none is stored (padding included)."""
@@ -99,7 +101,8 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     A completion is its stored sampled ids (``example.completion_ids``); only a row of an older store without
     them has its text tokenized (EOS appended unless truncated), counted in ``retokenized``. Prompt + completion
     must fit ``max_seq_len``: a completion that does not loses its tail (counted in ``truncated_completions``;
-    the kept prefix's log-probs are exact, as the prompt stays whole). Only a prompt that alone leaves no room is
+    the kept prefix's log-probs are exact, as the prompt stays whole). Sampled ids past what the verifier read
+    (``example.read_chars``; ``read_token_count``) are masked out of the loss (``unread_tokens``). Only a prompt that alone leaves no room is
     left-truncated (``truncated_prompts``). Identical prompts share one row; a prompt whose ids hash differently
     from the sample's ``prompt_hash`` (the template or tokenizer changed since sampling) is counted in
     ``prompt_mismatches``.
@@ -107,15 +110,22 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     rows: dict[str, int] = {}
     prompt_row, comps, lps = [], [], []
+    unread = sampled = 0
     for s in samples:
         text = render_prompt(tok, s.example.messages)
         prompt_row.append(rows.setdefault(text, len(rows)))
         if s.example.completion_ids is not None:
-            comps.append(list(s.example.completion_ids))
+            ids = list(s.example.completion_ids)
+            # past the verifier's read span the tokens carry no credit: masked (a causal model's kept log-probs
+            # do not depend on the tokens after them, so the tail is dropped); the sampler's log-probs likewise
+            k = read_token_count(tok, ids, s.example.completion, s.example.read_chars)
+            sampled += len(ids)
+            unread += 0 if k is None else len(ids) - k
+            comps.append(ids if k is None else ids[:k])
         else:
             eos = [] if s.truncated else [tok.eos_token_id]
             comps.append(tok(s.example.completion, add_special_tokens=False)["input_ids"] + eos)
-        lps.append(list(s.sampler_logprobs) if s.sampler_logprobs is not None else None)
+        lps.append(list(s.sampler_logprobs)[: len(comps[-1])] if s.sampler_logprobs is not None else None)
     full = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
     hashes = [prompt_ids_hash(p) for p in full]
     mismatches = sum(bool(s.prompt_hash) and s.prompt_hash != hashes[r] for s, r in zip(samples, prompt_row))
@@ -147,6 +157,8 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
         longest,
         sum(s.example.completion_ids is None for s in samples),
         mismatches,
+        unread,
+        sampled,
     )
 
 

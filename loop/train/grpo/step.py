@@ -155,6 +155,7 @@ def pass_summary(base: dict, lengths, packed, correction: str, step_metrics: lis
         "train/truncated_completions": packed.truncated_completions,
         "train/longest_sequence": packed.longest_sequence,
         "train/retokenized": packed.retokenized,
+        "train/unread_token_share": packed.unread_tokens / max(packed.sampled_tokens, 1),
         "train/prompt_hash_mismatches": packed.prompt_mismatches,
         "train/sampler_correction": correction,
         **{k: _reduce(k, [d[k] for d in step_metrics]) for k in step_metrics[0]},

@@ -151,3 +151,20 @@ def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     assert vllm_backend.llm is None
     _, alive = psutil.wait_procs(engine_procs, timeout=10)
     assert not alive, f"engine processes still running after close(): {alive}"
+
+
+def test_a_stop_string_ends_sampling_where_the_transformers_backend_ends_it(vllm_backend, smollm2_dir):
+    """``generation.stop`` on vLLM: the completion ends at the stop string (``stop_string``), its text before it and
+    its ids through it, the same completion as the transformers backend's (greedy)."""
+    msgs = arithmetic_chats(4)
+    plain = vllm_backend.generate(msgs, SamplingParams(n=1, temperature=0.0, max_new_tokens=24))
+    stop = "Answer"
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=24, stop=(stop,))
+    got = vllm_backend.generate(msgs, params)
+    want = TransformersBackend(smollm2_dir, batch_size=4).generate(msgs, params)
+    for p, g, w in zip(plain, got, want):
+        if stop in p.text:
+            assert g.finish_reason == "stop_string" and g.text == p.text[: p.text.find(stop)]
+            assert tuple(g.token_ids) == tuple(p.token_ids[: len(g.token_ids)])
+        assert (g.text, g.finish_reason) == (w.text, w.finish_reason)
+    assert any(g.finish_reason == "stop_string" for g in got)
