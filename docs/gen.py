@@ -111,7 +111,7 @@ def policy_page() -> str:
         "",
         f"The clauses of the math verifier's policy (`{VERSION}`), each with the module that enforces it and",
         "its golden examples: `tests/verifiers/math/test_golden.py` checks every row, so this table is what",
-        "the verifier does. The full prose policy is the docstring of `ratchet.verifiers.math`; see also",
+        "the verifier does. The full prose policy is the docstring of `ratchet.verifiers.math.verify`; see also",
         "[verifiers](verifiers.md).",
         "",
         "| clause | rule | enforced in |",

@@ -6,7 +6,7 @@ without nested or unbounded-overlapping quantifiers (every ``\\s`` run next to a
 to ``MAX_CANDIDATE_CHARS`` before a richer pattern looks at it. A 1 MB completion of newlines,
 unclosed braces or unclosed tags is read in well under a second (property test).
 
-Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math`` is the reference):
+Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math.verify`` is the reference):
     * text inside ``<think>...</think>`` (and thinking/reasoning/... tags) is never graded; an
       unclosed opening tag hides the rest, a stray closing tag hides everything before it;
     * if there are ``<answer>...</answer>`` blocks, only their content is graded; several different

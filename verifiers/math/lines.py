@@ -1,6 +1,6 @@
 """Answer lines and phrases: where a completion labels its final answer, and the value such a label states.
 
-Used by ``extract`` (the policy docstring of ``verifiers.math`` is the reference): ``Answer: X`` lines
+Used by ``extract`` (the policy docstring of ``verifiers.math.verify`` is the reference): ``Answer: X`` lines
 (label case, markdown, emoji and ``Final`` ignored; ``Answer \\[ 9 \\]`` without a colon), ``A: X`` lines of
 the Q:/A: few-shot format (not above ``B:`` option lines), an ``Answer`` heading with the value below it (rule
 lines skipped), GSM8K's ``#### X``, a ``Final Answer:`` label after a sentence end inside a line, and "the

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+VERSION = "math-1.4.0"  # bumped by any change to a clause below or to the prose policy of ``verifiers.math.verify``
+
 
 @dataclass(frozen=True)
 class Clause:
