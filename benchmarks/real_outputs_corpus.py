@@ -35,6 +35,7 @@ verifier was tuned only on the ``tune`` half, and the held-out figure is the one
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import re
@@ -213,6 +214,65 @@ def _rows_aime(src: Source) -> Iterator[Row]:
         }
 
 
+def _number_gold(x: object) -> str:
+    """A float gold as its shortest exact decimal (``18.0`` -> ``18``, ``2.5`` -> ``2.5``)."""
+    v = float(x)  # type: ignore[arg-type]
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+_AQUA_OPTION = re.compile(r"\(([A-E])\)\s*(.*?)\s*(?=\([A-E]\)|$)", re.S)
+
+
+def _rows_plan_and_solve(src: Source) -> Iterator[Row]:
+    """text-davinci-003 zero-shot Plan-and-Solve (PS+) outputs: the first-stage reasoning (``chain-of-thought``),
+    whose plan ends in an ``Answer:`` line or a sentence under it; AQuA rows carry their five options."""
+    files = (
+        ("generated_result/gsm8k-zero_shot-305-text-davinci-003.json", 20),
+        ("generated_result/SVAMP-zero_shot-307-text-davinci-003.json", 15),
+        ("generated_result/AQuA-zero_shot-305-text-davinci-003.json", 20),
+        ("generated_result/MultiArith-zero_shot-302-text-davinci-003.json", 10),
+        ("generated_result/SingleEq-zeri_shot-301-text-davinci-003.json", 10),
+    )
+    for f, n in files:
+        data = json.loads(src.show(f))
+        step = len(data) // n
+        task = Path(f).name.split("-")[0]
+        for d in data[3::step][:n]:
+            row: Row = {
+                "id": f"plan-and-solve-{task}-{d['ID']}",
+                "path": f,
+                "model": "text-davinci-003, zero-shot PS+",
+                "completion": d["chain-of-thought"].strip(),
+                "source_grade": bool(d["ans"]),
+            }
+            if task == "AQuA":
+                options = d["question"].split("Answer Choices:")[-1]
+                row["gold"] = str(d["answer"])
+                row["choices"] = [m.group(2) for m in _AQUA_OPTION.finditer(options)]
+            else:
+                row["gold"] = _number_gold(d["answer"])
+            yield row
+
+
+def _rows_mmlu_pro(src: Source) -> Iterator[Row]:
+    """MMLU-Pro math: DeepSeek-V2 and GPT-4o 5-shot chain-of-thought answers ending ``The answer is (X)``, with the
+    ten options (Wang et al. 2024); gold is the option letter."""
+    for model in ("deepseek", "gpt4o"):
+        f = f"eval_results/{model}/math_result.json"
+        data = json.loads(src.show(f))
+        for d in data[11::53][:25]:
+            options = d["options"]
+            yield {
+                "id": f"mmlu-pro-{model}-{d['question_id']}",
+                "path": f,
+                "model": {"deepseek": "DeepSeek-V2", "gpt4o": "GPT-4o"}[model],
+                "gold": str(d["answer"]),
+                "choices": [str(o) for o in (ast.literal_eval(options) if isinstance(options, str) else options)],
+                "completion": str(d["response"]).strip(),
+                "source_grade": d.get("pred") == d["answer"],
+            }
+
+
 SOURCES = [
     Source("openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "MIT", True, _rows_gsm8k),
     Source("TIGER-AI-Lab/TheoremQA", "acfc9686aa9b49f3c8f189364a9a9ee9c53da039", "MIT", True, _rows_theoremqa),
@@ -231,6 +291,14 @@ SOURCES = [
         False,
         _rows_aime,
     ),
+    Source(
+        "AGI-Edgerunners/Plan-and-Solve-Prompting",
+        "9d5a176f5b4de1011d426009ab6398dc76046e88",
+        "none (all rights reserved)",
+        False,
+        _rows_plan_and_solve,
+    ),
+    Source("TIGER-AI-Lab/MMLU-Pro", "eeeb46ca13acc9e60ce45a8dc2fb141ee76600ab", "Apache-2.0", True, _rows_mmlu_pro),
 ]
 
 

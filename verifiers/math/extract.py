@@ -54,6 +54,7 @@ from ratchet.verifiers.math.lines import (
     _parses,
     _phrase_hits,
     _sentence,
+    solution_statement,
 )
 from ratchet.verifiers.math.normalize import ParseError
 from ratchet.verifiers.math.parse import _SYMBOL, Answer, parse_answer
@@ -472,6 +473,9 @@ def extract_answer(
     if hits:  # the last statement; an earlier one that states another value is a rival
         rivals = [v for _, v in hits[:-1] if _parses(v)][-MAX_DISTINCT:]
         return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :], check_tail)
+    solution = solution_statement(visible)
+    if solution is not None:  # "Solution:" above one closing statement
+        return _decide([solution], "answer_line")
     sentence = _final_sentence(visible)
     if sentence is not None:
         return _decide([sentence], "final_sentence")

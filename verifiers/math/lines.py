@@ -154,9 +154,15 @@ def _label_value(text: str, rest: str, line_end: int) -> str:
         close = text.find(_DISPLAY_ONLY[opener], line_end, line_end + MAX_CANDIDATE_CHARS)
         return text[line_end:close].strip() if close > 0 else ""
     value = _value(rest)
-    if value.strip(" *_") and not _parses(value):
-        return answer_sentence_value(value) or value
+    if value.strip(" *_") and (not _parses(value) or _wordy(value)):
+        return answer_sentence_value(value, text[: max(0, line_end - len(rest))]) or value
     return value
+
+
+def _wordy(value: str) -> bool:
+    """Whether an answer's value is a sentence or a labelled noun phrase rather than math (``y = 31 ducks were left``,
+    ``Number of pears Ana picked = 48``): two or more words, no math delimiters."""
+    return "$" not in value and "\\" not in value and len(re.findall(r"[A-Za-z]{2,}", value)) >= 2
 
 
 def _answer_lines(text: str, kinds: tuple[str, ...] = ("label", "gsm8k")) -> list[tuple[int, str]]:
@@ -201,6 +207,8 @@ def _answer_lines(text: str, kinds: tuple[str, ...] = ("label", "gsm8k")) -> lis
             below = _next_lines(text, seen, 5)
             nxt = next((ln for ln in below if ln.strip() and not _RULE_LINE.fullmatch(ln)), "")
             value = _value(nxt) if nxt and "answer" not in nxt[:200].lower() else ""
+            if value.strip(" *_") and (not _parses(value) or _wordy(value)):  # the marker's own line is read the same way
+                value = answer_sentence_value(value, text[:seen]) or value
             if value and (_parses(value) or prose_key(value) is not None):  # a section of working is no answer line
                 out.append((seen, value))
     for mid in _MID_FINAL.finditer(text) if "label" in kinds else ():  # a Minerva closing line run into the previous sentence
@@ -272,3 +280,21 @@ def _parses(text: str) -> bool:
         return parse_answer(_clean_candidate(text)).kind != "text"
     except ParseError:
         return False
+
+
+_SOLUTION = re.compile(r"(?im)^[ \t#*]{0,8}solution[ \t*]{0,3}[:：][ \t*]{0,3}")
+
+
+def solution_statement(text: str) -> str | None:
+    """The value of the closing statement under a ``Solution:`` label, when that statement is all that follows it
+    (``Solution:`` newline ``Lena has 23 stickers now.``); a ``Solution:`` that opens working (more than one line
+    after it) is no answer marker. Only the last ``MAX_CANDIDATE_CHARS`` characters are read; None otherwise."""
+    tail = text.rstrip()[-MAX_CANDIDATE_CHARS:]
+    label = None
+    for label in _SOLUTION.finditer(tail):  # noqa: B007 (the last label)
+        pass
+    rest = tail[label.end() :].strip() if label is not None else ""
+    if not rest or _LINE_BREAK.search(rest):
+        return None
+    value = _label_value(text, rest, len(text))
+    return value if value.strip(" *_") and _parses(value) else None

@@ -263,7 +263,7 @@ _CHOICE_TAIL_BAD = re.compile(
 
 
 def _parse_choice(s: str) -> Answer | None:
-    """``B``, ``(B)``, ``option B``, ``(B) 12``, ``B) 12``, ``B. 12``, ``B: 12``; None when not a choice.
+    """``B``, ``(B)``, ``option B``, ``(B) 12``, ``B) 12``, ``B. 12``, ``B: 12``, ``B (12)``; None when not a choice.
 
     The option text after the letter must not name another option or hedge (``(A), (B)``,
     ``(C) or (D)``, ``(C)/(D)``): that lists several choices.
@@ -275,7 +275,9 @@ def _parse_choice(s: str) -> Answer | None:
         if m.group(1) and letter.islower():
             return None  # a bare lowercase letter is a variable, not a choice
         return Answer("choice", letter.upper(), text=s)
-    m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S)
+    m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S) or re.fullmatch(
+        r"()([A-J])\s{1,3}\(\s*([^()]{1,80})\s*\)\.?", t  # "D (12)", "C (\frac{1}{3})": the letter, then its option's text
+    )
     if not m or _CHOICE_TAIL_BAD.search(m.group(3)):
         return None
     letter = (m.group(1) or m.group(2)).upper()

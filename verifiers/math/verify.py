@@ -181,6 +181,7 @@ import time
 from collections.abc import Sequence
 
 from ratchet.verifiers.math import cas
+from ratchet.verifiers.math.choices import pick
 from ratchet.verifiers.math.compare import NeedsCAS, compare
 from ratchet.verifiers.math.extract import ANSWER_FORMATS, Extraction, extract_answer
 from ratchet.verifiers.math.golds import parsed_gold
@@ -195,7 +196,11 @@ def _verdict(reason: str, parsed: str | None, t0: float, **details: object) -> V
 
 
 def _cheap(
-    gold: str, completion: str, fallback_last_number: bool, answer_format: str = "auto"
+    gold: str,
+    completion: str,
+    fallback_last_number: bool,
+    answer_format: str = "auto",
+    choices: Sequence[str] | None = None,
 ) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
@@ -203,7 +208,11 @@ def _cheap(
     if g is None:
         return _verdict("bad_gold", None, t0, error=error)
     ex = extract_answer(completion, fallback_last_number=fallback_last_number, answer_format=answer_format)
-    pred_text = ex.text if ex.status == "ok" else _joined_boxes(g, ex)
+    picked = pick(g, ex, choices)  # a letter gold, or a task that lists its options (``choices``)
+    if picked is not None and picked[0] == "ambiguous":
+        return _verdict("ambiguous", None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None, problem=picked[1])
+    joined = _joined_boxes(g, ex) if picked is None and ex.status != "ok" else None
+    pred_text = picked[1] if picked is not None else ex.text if ex.status == "ok" else joined
     if pred_text is None:
         extra = {"problem": ex.problem} if ex.problem else {}
         return _verdict(ex.status, None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None, **extra)
@@ -217,7 +226,7 @@ def _cheap(
         reason = compare(g, p)
     except NeedsCAS:
         return (gold, pred_text, p.canonical(), t0)
-    if reason == "wrong" and pred_text is not ex.text:
+    if reason == "wrong" and joined is not None:
         reason = "ambiguous"  # several boxes that are not exactly the gold's answers: a hedge
     return _verdict(reason, p.canonical(), t0, source=ex.source)
 
@@ -234,7 +243,13 @@ def _joined_boxes(gold: Answer, ex: Extraction) -> str | None:
 
 
 def verify_math(
-    gold: str, completion: str, *, timeout_s: float = 2.0, fallback_last_number: bool = False, answer_format: str = "auto"
+    gold: str,
+    completion: str,
+    *,
+    timeout_s: float = 2.0,
+    fallback_last_number: bool = False,
+    answer_format: str = "auto",
+    choices: Sequence[str] | None = None,
 ) -> Verdict:
     """Judge one completion against a gold answer.
 
@@ -247,6 +262,8 @@ def verify_math(
         answer_format: the final-answer marker the task asks for, ``"auto"`` (every marker, in the
             precedence of the policy docstring) or one of ``"boxed"``, ``"answer_line"``, ``"json"``,
             ``"gsm8k"`` (only that marker is read); recorded as ``details["answer_format"]``.
+        choices: a multiple-choice task's option texts in letter order (``A``, ``B``, ...), or None: with them a
+            letter and its option's value agree or are a rival pair (``ratchet.verifiers.math.choices``).
 
     Returns:
         ``Verdict`` with ``verifier="math"``; reasons: ok, wrong, no_answer, ambiguous,
@@ -256,7 +273,11 @@ def verify_math(
         ValueError: ``timeout_s <= 0`` or an unknown ``answer_format`` (the message lists the valid ones).
     """
     return verify_math_batch(
-        [(gold, completion)], timeout_s=timeout_s, fallback_last_number=fallback_last_number, answer_format=answer_format
+        [(gold, completion)],
+        timeout_s=timeout_s,
+        fallback_last_number=fallback_last_number,
+        answer_format=answer_format,
+        choices=None if choices is None else [choices],
     )[0]
 
 
@@ -266,28 +287,34 @@ def verify_math_batch(
     timeout_s: float = 2.0,
     fallback_last_number: bool = False,
     answer_format: str | Sequence[str] = "auto",
+    choices: Sequence[Sequence[str] | None] | None = None,
 ) -> list[Verdict]:
     """Judge many ``(gold, completion)`` pairs; same verdicts as ``verify_math``, faster.
 
     The cheap stage runs in this process; only the pairs that need sympy are sent to the worker
     pool, in parallel over ``POOL_SIZE`` processes, each with its own hard ``timeout_s``.
-    ``answer_format`` is one format for all pairs or one per pair (tasks of several sources).
+    ``answer_format`` is one format for all pairs or one per pair (tasks of several sources); ``choices`` is None
+    or one entry per pair (a multiple-choice task's option texts, or None).
 
     Raises:
-        ValueError: ``timeout_s <= 0``, an unknown answer format, or one format per pair of the wrong length.
+        ValueError: ``timeout_s <= 0``, an unknown answer format, or one format (or choices entry) per pair of the
+            wrong length.
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s ({timeout_s}) must be > 0 seconds; use e.g. 2.0")
     formats = [answer_format] * len(pairs) if isinstance(answer_format, str) else list(answer_format)
     if len(formats) != len(pairs):
         raise ValueError(f"{len(formats)} answer formats for {len(pairs)} pairs; pass one format or one per pair")
+    options = [None] * len(pairs) if choices is None else list(choices)
+    if len(options) != len(pairs):
+        raise ValueError(f"{len(options)} choices entries for {len(pairs)} pairs; pass None or one entry (or None) per pair")
     for fmt in dict.fromkeys(formats):
         if fmt not in ANSWER_FORMATS:
             raise ValueError(f"answer_format {fmt!r} is unknown; use one of {', '.join(ANSWER_FORMATS)}")
     out: list[Verdict | None] = []
     slow: list[tuple[int, tuple[str, str, str, float]]] = []
-    for i, ((gold, completion), fmt) in enumerate(zip(pairs, formats)):
-        r = _cheap(gold, completion, fallback_last_number, fmt)
+    for i, ((gold, completion), fmt, opts) in enumerate(zip(pairs, formats, options)):
+        r = _cheap(gold, completion, fallback_last_number, fmt, None if opts is None else tuple(opts))
         if isinstance(r, Verdict):
             out.append(_with_format(r, fmt))
         else:

@@ -1,0 +1,104 @@
+"""Multiple-choice answers: which option a completion picks, when the gold is a choice letter or the task lists options.
+
+A task record may carry its ``choices`` (the option texts, in letter order ``A``, ``B``, ...). With them, a
+letter and its option's value are one answer: ``(C)``, ``C (12)``, ``\\boxed{12}`` then ``The answer is (C).``
+all pick C when C's option is 12; a letter written with another option's value (``C (7)`` when C is 12) or a value
+that is no option beside a letter is a rival pair (``ambiguous``). Without them a letter gold is decided by the
+final letter: a value stated beside one letter (``\\boxed{72}`` then ``The answer is (C).``) cannot be checked
+against the options and is passed over, and several different letters are a hedge.
+
+Pure functions on extracted candidates (``extract``) and parsed answers (``parse``); exact comparisons only
+(``compare.leaf_equal`` without sympy: a pair that needs sympy is undecided, never equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ratchet.verifiers.math.compare import NeedsCAS, leaf_equal
+from ratchet.verifiers.math.extract import Extraction
+from ratchet.verifiers.math.parse import Answer, ParseError, parse_answer
+from ratchet.verifiers.math.prose import _HEDGE
+
+LETTERS = "ABCDEFGHIJ"
+MAX_CHOICES = len(LETTERS)  # options past J have no letter a prediction could name
+_RIVAL = "rival"  # a letter written with another option's value, or a value several options share
+
+
+def _parsed(text: str) -> Answer | None:
+    try:
+        return parse_answer(text)
+    except ParseError:
+        return None
+
+
+def _equal(a: Answer, b: Answer) -> bool | None:
+    """Exact equality of two answers; None when it needs sympy (undecided)."""
+    try:
+        return leaf_equal(a, b, None)
+    except NeedsCAS:
+        return None
+
+
+def _letter_of(candidate: str, options: Sequence[Answer | None] | None) -> str | None:
+    """The letter a candidate picks: its own letter (checked against its option's value when both are given), or
+    with ``options`` the one option whose value it equals; ``_RIVAL`` for a disagreeing pair or a shared value;
+    None for a value that picks no letter."""
+    p = _parsed(candidate)
+    if p is None:
+        return None
+    if p.kind == "choice":
+        letter = str(p.value)
+        i = LETTERS.index(letter)
+        opt = options[i] if options is not None and i < len(options) else None
+        if p.content is not None and opt is not None and "text" not in (p.content.kind, opt.kind):
+            if _equal(opt, p.content) is False:
+                return _RIVAL  # "C (7)" when option C is 12: the letter and the value name two options
+        return letter
+    if options is None:
+        return None
+    hits = [LETTERS[i] for i, opt in enumerate(options) if opt is not None and _equal(opt, p)]
+    return hits[0] if len(hits) == 1 else (_RIVAL if hits else None)
+
+
+def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None) -> tuple[str, str] | None:
+    """What a completion answers when the gold is a letter or the task lists its options.
+
+    Args:
+        gold: the parsed gold answer.
+        ex: the completion's extraction (``ok`` with one candidate, or ``ambiguous`` between several).
+        choices: the task's option texts in letter order, or None.
+
+    Returns:
+        ``("pred", text)`` -- the text to compare with the gold in place of the extraction's (``(C)``, or the
+        picked option's value for a gold that is a value); ``("ambiguous", why)`` -- a rival pair or several
+        letters; None -- the extraction stands as it is.
+    """
+    if choices is not None and not 1 < len(choices) <= MAX_CHOICES:
+        return None  # not a multiple-choice task (or more options than letters): read as if no options were given
+    if gold.kind != "choice" and choices is None:
+        return None
+    if ex.status == "ok" and ex.text is not None and (choices is not None or gold.kind != "choice"):
+        candidates: tuple[str, ...] = (ex.text,)
+    elif ex.status == "ambiguous" and not ex.problem and len(ex.candidates) > 1 and gold.kind == "choice":
+        candidates = ex.candidates  # several answers: a letter gold is decided by the letters among them
+    else:
+        return None
+    if any(_HEDGE.search(c) for c in candidates):
+        return None
+    options = [_parsed(c) for c in choices] if choices is not None else None
+    picked = [_letter_of(c, options) for c in candidates]
+    if _RIVAL in picked:
+        return ("ambiguous", "a letter and an option's value that name different options")
+    letters = dict.fromkeys(p for p in picked if p is not None)
+    if len(letters) > 1:
+        return ("ambiguous", "several options are named")
+    if not letters:
+        return None
+    if options is not None and None in picked and len(candidates) > 1:
+        return ("ambiguous", "a value that is no option beside a letter")
+    letter = next(iter(letters))
+    if gold.kind == "choice":
+        return ("pred", f"({letter})")
+    i = LETTERS.index(letter)
+    return ("pred", choices[i]) if choices is not None and i < len(choices) else None
