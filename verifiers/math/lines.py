@@ -153,9 +153,16 @@ def _label_value(text: str, rest: str, line_end: int) -> str:
     if opener in _DISPLAY_ONLY:
         close = text.find(_DISPLAY_ONLY[opener], line_end, line_end + MAX_CANDIDATE_CHARS)
         return text[line_end:close].strip() if close > 0 else ""
-    value = _value(rest)
+    return _read_value(rest, text[: max(0, line_end - len(rest))])
+
+
+def _read_value(content: str, before: str) -> str:
+    """The value of an answer marker's content (``_value``); a sentence or a labelled noun phrase is read for its one
+    number (``answer_sentence_value``; ``before``: the text before the marker), whole when a clause was cut off it
+    (``Jerry can last | for 45/5 = 9 weeks``)."""
+    value = _value(content)
     if value.strip(" *_") and (not _parses(value) or _wordy(value)):
-        return answer_sentence_value(value, text[: max(0, line_end - len(rest))]) or value
+        return answer_sentence_value(value, before) or answer_sentence_value(_sentence(content.strip()), before) or value
     return value
 
 
@@ -206,9 +213,7 @@ def _answer_lines(text: str, kinds: tuple[str, ...] = ("label", "gsm8k")) -> lis
         elif "label" in kinds and _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
             below = _next_lines(text, seen, 5)
             nxt = next((ln for ln in below if ln.strip() and not _RULE_LINE.fullmatch(ln)), "")
-            value = _value(nxt) if nxt and "answer" not in nxt[:200].lower() else ""
-            if value.strip(" *_") and (not _parses(value) or _wordy(value)):  # the marker's own line is read the same way
-                value = answer_sentence_value(value, text[:seen]) or value
+            value = _read_value(nxt, text[:seen]) if nxt and "answer" not in nxt[:200].lower() else ""  # as on its own line
             if value and (_parses(value) or prose_key(value) is not None):  # a section of working is no answer line
                 out.append((seen, value))
     for mid in _MID_FINAL.finditer(text) if "label" in kinds else ():  # a Minerva closing line run into the previous sentence
@@ -242,11 +247,15 @@ def _phrase_hits(text: str) -> list[tuple[int, str]]:
             continue
         tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
         nl = tail.find("\n")
-        value = _value(tail if nl < 0 else tail[:nl])
+        line, base = (tail, 0) if nl < 0 else (tail[:nl], 0)
+        if nl >= 0 and not line.strip(" \t*_"):  # "the correct answer is:" ends its line: the value is on the next one
+            nxt = tail[nl + 1 :].split("\n", 1)[0]
+            line, base = nxt, nl + 1
+        value = _value(line)
         if _AFFIRMATION.fullmatch(value.strip()):  # "This answer is correct.": an affirmation, not a rival answer
             continue
-        at = tail.find(value.strip()) if value.strip() else -1
-        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else len(tail if nl < 0 else tail[:nl])), value))
+        at = tail.find(value.strip(), base) if value.strip() else -1
+        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else base + len(line)), value))
     return out
 
 
@@ -283,18 +292,23 @@ def _parses(text: str) -> bool:
 
 
 _SOLUTION = re.compile(r"(?im)^[ \t#*]{0,8}solution[ \t*]{0,3}[:：][ \t*]{0,3}")
+_PLAN = re.compile(
+    r"\b(?:first|need|needs|find|let|let's|we|will|shall|calculate|compute|determine|step|plan|solve|suppose|assume|"
+    r"consider|given|denote|define)\b",
+    re.I,
+)
 
 
 def solution_statement(text: str) -> str | None:
     """The value of the closing statement under a ``Solution:`` label, when that statement is all that follows it
-    (``Solution:`` newline ``Lena has 23 stickers now.``); a ``Solution:`` that opens working (more than one line
-    after it) is no answer marker. Only the last ``MAX_CANDIDATE_CHARS`` characters are read; None otherwise."""
+    (``Solution:`` newline ``Lena has 23 stickers now.``): one finished line with no plan or setup word; a
+    ``Solution:`` that opens working (more lines, ``First, we find ...``, ``Let x be ...``) is no answer marker. Only the last ``MAX_CANDIDATE_CHARS`` characters are read; None otherwise."""
     tail = text.rstrip()[-MAX_CANDIDATE_CHARS:]
     label = None
     for label in _SOLUTION.finditer(tail):  # noqa: B007 (the last label)
         pass
     rest = tail[label.end() :].strip() if label is not None else ""
-    if not rest or _LINE_BREAK.search(rest):
-        return None
+    if not rest or _LINE_BREAK.search(rest) or not rest.endswith((".", "!", "。")) or _PLAN.search(rest):
+        return None  # working that opens, a plan or a setup ("First, we find ...", "Let x be ..."): not a statement
     value = _label_value(text, rest, len(text))
     return value if value.strip(" *_") and _parses(value) else None

@@ -35,12 +35,12 @@ _COMPUTED = r"[\d\s+\-*/^().,]*\d[\s)]*[-+*/^][\s(]*\d[\d\s+\-*/^().,]*"  # arit
 _INNER_CHAIN = re.compile(r"(?<![\w.])" + _COMPUTED + r"=\s{0,3}(?=[-+]?\d)")
 # a leading step or list label is no number of the sentence ("Step 2: The red car went 14 miles farther ...")
 _STEP_LEAD = re.compile(r"\s{0,3}(?:(?:step|part)\s{0,3}\d{1,2}\s{0,3}[:.)]|\d{1,2}[.)](?=\s{1,3}[A-Z]))\s{0,3}", re.I)
-# "8 more trees than Ferdinand", "14 miles farther than the blue car": the number is a difference, the answer to a
+# "8 more trees than Ferdinand", "14 miles farther than the blue car", "4 more cups": the number is a difference, the answer to a
 # "how many more / how much farther" question; any other comparison or bound word still refuses the sentence
 _DIFFERENCE = re.compile(
     r"(\d[\d,]*(?:\.\d+)?\s{1,3}(?:[A-Za-z'-]{1,20}\s{1,3}){0,2}?)(?:more|fewer|less|farther|further|longer|shorter|"
     r"taller|older|younger|higher|lower|heavier|lighter|faster|slower|bigger|larger|smaller|greater|cheaper)\b"
-    r"([^.\d]{0,80}?)\bthan\b",
+    r"(?:([^.\d]{0,80}?)\bthan\b)?",  # "4 more cups of flour": more than before, the same difference
     re.I,
 )
 # words right after a number that change its value ("3 hundred", "5 squared", "2 thirds"): never a sole number
@@ -51,7 +51,10 @@ _VALUE_WORD = re.compile(
     re.I,
 )
 # a number that restates a condition of the question ("36 miles in 4 hours", "6 rows with 5 pencils in each row")
-_CONDITION_NUMBER = re.compile(r"\b(?:in|for|with|within|after|every)\s{1,3}(\d[\d,]*(?:\.\d+)?)(?![\w.,]*\d)", re.I)
+# (never a ratio, "1 in 6": the word after a number, and a number followed by a noun)
+_CONDITION_NUMBER = re.compile(
+    r"(?<![\d\s])\s{1,3}(?:in|for|with|within|after|every)\s{1,3}(\d[\d,]*(?:\.\d+)?)(?![\w.,]*\d)(?=\s{1,3}[A-Za-z])", re.I
+)
 
 
 def _plain_sentence(s: str) -> tuple[str, bool]:
@@ -63,7 +66,7 @@ def _plain_sentence(s: str) -> tuple[str, bool]:
         s = re.sub(r"(?<!\\)\$(?=\d)", "", s)  # "$75": a dollar sign, not math
     s = _INNER_CHAIN.sub("", _UNICODE_OPS.sub(lambda m: _OPS[m.group()], s))
     diff = _DIFFERENCE.search(s)
-    return (s[: diff.start()] + diff.group(1) + diff.group(2) + s[diff.end() :], True) if diff else (s, False)
+    return (s[: diff.start()] + diff.group(1) + (diff.group(2) or "") + s[diff.end() :], True) if diff else (s, False)
 
 
 def _computed_before(value: str, before: str) -> bool:
@@ -367,6 +370,6 @@ def _stated_choice(text: str) -> str | None:
         return None
     s = sentence.rstrip(" .!。")
     m = _CHOICE_STATED.fullmatch(s)
-    if m is None or _PROSE_STOP.search(s[: m.start(1)]) or _HEDGE.search(s) or _SETUP.search(s):
+    if m is None or _PROSE_STOP.search(s) or _HEDGE.search(s) or _SETUP.search(s):
         return None
     return m.group(1)
