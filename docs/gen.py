@@ -122,7 +122,10 @@ def policy_page() -> str:
         for c in CLAUSES
     ]
     for c in CLAUSES:
-        out += ["", f"## {_title(c.name)}", "", _cell(c.rule), "", "| gold | completion | credited |", "|---|---|---|"]
+        out += ["", f"## {_title(c.name)}", "", _cell(c.rule)]
+        if c.choices is not None:  # the options every example's task lists
+            out += ["", "The task's choices: " + ", ".join(f"({chr(65 + i)}) {_code(o)}" for i, o in enumerate(c.choices)) + "."]
+        out += ["", "| gold | completion | credited |", "|---|---|---|"]
         out += [f"| {_code(g)} | {_code(p)} | {'yes' if e else 'no'} |" for g, p, e in c.examples]
     return "\n".join(out).rstrip() + "\n"
 

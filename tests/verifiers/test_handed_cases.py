@@ -14,7 +14,7 @@ CASES_DIR = next(
 )
 CASES = CASES_DIR / "verifier_cases.jsonl"
 TURN2 = CASES_DIR / "verifier_cases_turn2.jsonl"
-LATER_TURNS = [CASES_DIR / f"verifier_cases_turn{n}.jsonl" for n in (3,)]
+LATER_TURNS = [CASES_DIR / f"verifier_cases_turn{n}.jsonl" for n in (3, 4)]
 
 
 @pytest.mark.skipif(not CASES.exists(), reason=f"{CASES} not present")

@@ -276,7 +276,8 @@ def _parse_choice(s: str) -> Answer | None:
             return None  # a bare lowercase letter is a variable, not a choice
         return Answer("choice", letter.upper(), text=s)
     m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S) or re.fullmatch(
-        r"()([A-J])\s{1,3}\(\s*([^()]{1,80})\s*\)\.?", t  # "D (12)", "C (\frac{1}{3})": the letter, then its option's text
+        r"()([A-J])\s{1,3}\(\s*([^()]{1,80})\s*\)\.?",
+        t,  # "D (12)", "C (\frac{1}{3})": the letter, then its option's text
     )
     if not m or _CHOICE_TAIL_BAD.search(m.group(3)):
         return None

@@ -186,7 +186,34 @@ _DOUBT_WORDS = re.compile(
 )
 
 
+# a closing check of the conclusion ("Check: 45 - 15 = 30.", "To verify, ..."): its opener starts a line
+_VERIFICATION = re.compile(
+    r"(?im)^[ \t#*]{0,8}(?:verification|verify(?:ing)?|check(?:ing)?|double[- ]check|to\s{1,3}(?:check|verify)|"
+    r"let'?s\s{1,3}(?:check|verify))\b[ \t*]{0,3}[:,]?"
+)
+
+
 def _final_sentence(text: str) -> str | None:
+    """The value the completion's last sentence states (``_closing_value``), or the value of the conclusion before a
+    closing check of it (``So she has 45 books.`` then ``Check: 45 - 15 = 30.``): at most three lines at the end,
+    opened by a verification word, with no word of doubt, negation or condition, that name the value again; None
+    otherwise."""
+    value = _closing_value(text)
+    if value is not None:
+        return value
+    tail_at = max(0, len(text) - MAX_PROSE_CHARS)
+    check = _VERIFICATION.search(text, tail_at)
+    if check is None or check.start() == 0:
+        return None
+    block = text[check.end() :]
+    if len(_LINE_BREAK.findall(block.strip())) > 2 or _DOUBT_WORDS.search(block) or _PROSE_STOP.search(block):
+        return None
+    value = _closing_value(text[: check.start()])
+    named = value is not None and re.search(r"(?<![\d.,])" + re.escape(value.replace(",", "")) + r"(?![\d,]*\d)", block)
+    return value if named else None
+
+
+def _closing_value(text: str) -> str | None:
     """The value the completion's last sentence states, or None.
 
     Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters; a

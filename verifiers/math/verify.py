@@ -137,6 +137,22 @@ Policy (a change to any of these bumps ``VERSION``):
     * **Choices**: ``\\text{(B)}`` = ``(B)`` = ``B`` = ``option B`` = ``B) 12`` = ``B. 12``; a bare
       lowercase letter is a variable. A prediction listing several letters (``B, A``, ``(A)(B)``,
       ``(C)/(D)``, ``(C) not (D)``) is never one choice. A gold ``(C) 12`` also accepts ``12``.
+      Also (math-1.5.0, ``math_choices``): ``D (16)`` (a letter, then its option's text) is D; a finished last
+      sentence ``The ratio of AB to AC is (B) 3/4.`` states B. A letter gold is decided by the final letter: a
+      value stated beside one letter (``\\boxed{84}`` then ``The answer is (C).``) is passed over, several letters are
+      a hedge. With the task's ``choices`` (``verify_math(..., choices=[...])``, a task record's ``choices`` field) a
+      letter and its option's value are one answer (the value alone picks its option; a letter gives its value to
+      a value gold) or a rival pair (``C (90)`` when C is 84, a value no option has beside a letter: ``ambiguous``).
+    * **Sentences and conclusions** (math-1.5.0): the line under a bare ``Answer:`` is read like the marker's own
+      line, and a sentence or labelled noun phrase in either states its one number (``Tom would still have 8
+      marbles.``, ``Number of peaches = 52``, ``x = 27 bird families were left``, ``$75 by selling the eggs``, ``for
+      45/5 = 9 weeks``), never a number followed by a word that changes it (``3 hundred``, ``5 squared``);
+      ``Solution:`` above one finished closing line with no plan or setup word is a marker; an answer phrase that
+      ends its line (``the correct answer is:``) states the next line. A last sentence that restates a computed
+      value reads past a step label, numbers that restate a condition and appear before (``40 miles in 8 hours``;
+      never a ratio, ``1 in 6``) and the words of a difference the working computed (``22 inches farther than``,
+      ``5 more cups``; never with no working, ``3 times``, ``at least``); a closing check that names the value
+      again with no word of doubt (``Check: 45 - 15 = 30.``) is passed over.
     * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; ``\\mathbb{R}`` = ``(-\\infty, \\infty)``; an inequality
       on one name equals its interval whatever the bracket shape (``x < 4`` = ``(-\\infty, 4)``,
       ``0 < f(x) < 1`` = ``(0, 1)``); sets and "and"/"or"-lists are unordered and name each solution
