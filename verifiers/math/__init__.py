@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ratchet.verifiers.math.cas import POOL_SIZE, shutdown_pool
 from ratchet.verifiers.math.extract import ANSWER_FORMATS, AnswerFormat, Extraction, extract_answer
-from ratchet.verifiers.math.golds import gold_answer_text
+from ratchet.verifiers.math.golds import choice_gold, gold_answer_text
 from ratchet.verifiers.math.parse import Answer, ParseError, parse_answer
 from ratchet.verifiers.math.policy import VERSION
 from ratchet.verifiers.math.verify import verify_math, verify_math_batch
@@ -28,6 +28,7 @@ __all__ = [
     "extract_answer",
     "parse_answer",
     "gold_answer_text",
+    "choice_gold",
     "Answer",
     "Extraction",
     "ANSWER_FORMATS",

@@ -2,12 +2,16 @@
 
 A worked solution (MATH) is graded by its last ``\\boxed{}`` (boxes joined to it by "and", ",", ";" or "or" are
 a multi-answer gold); a gold in prose that does not parse is read like a completion (its extracted final answer).
+A multiple-choice task's gold carries its options: the JSON object ``{"answer": "C", "choices": ["30", ...]}``
+(``choice_gold``; ``split_gold`` reads it), so they travel with the gold wherever the gold goes.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Sequence
 
 from ratchet.verifiers.math.extract import extract_answer, find_boxes
 from ratchet.verifiers.math.parse import Answer, ParseError, parse_answer
@@ -54,3 +58,42 @@ def parsed_gold(gold: str) -> tuple[str, Answer | None, str | None]:
         return text, parse_answer(text), None
     except ParseError as exc:
         return text, None, str(exc)
+
+
+MAX_OPTIONS = 10  # choice letters A..J
+
+
+def choice_gold(answer: str, choices: Sequence[str]) -> str:
+    """The gold of a multiple-choice task: its answer with its options, as one JSON object string.
+
+    Raises:
+        ValueError: no options, more than ``MAX_OPTIONS``, an option that is not a non-empty string, or an answer
+            that is neither an option's letter nor one option's text.
+    """
+    if not 1 < len(choices) <= MAX_OPTIONS or not all(isinstance(c, str) and c.strip() for c in choices):
+        raise ValueError(
+            f"choices must list 2 to {MAX_OPTIONS} non-empty option texts (letters A..J), got {list(choices)[:12]!r}"
+        )
+    letter = re.fullmatch(r"\(?\s*([A-J])\s*\)?", answer.strip())
+    if (letter is None or "ABCDEFGHIJ".index(letter.group(1)) >= len(choices)) and answer.strip() not in (
+        c.strip() for c in choices
+    ):
+        raise ValueError(
+            f"the answer {answer[:40]!r} is neither an option's letter (A..{'ABCDEFGHIJ'[len(choices) - 1]}) nor one "
+            "option's text (an option index such as 0 is not a letter)"
+        )
+    return json.dumps({"answer": answer, "choices": list(choices)}, ensure_ascii=False)
+
+
+def split_gold(gold: str) -> tuple[str, tuple[str, ...] | None]:
+    """``(answer, options)`` of a gold written by ``choice_gold``; ``(gold, None)`` for any other gold."""
+    if not gold.startswith('{"answer"'):
+        return gold, None
+    try:
+        d = json.loads(gold)
+    except json.JSONDecodeError:
+        return gold, None
+    answer, choices = d.get("answer"), d.get("choices")
+    if not isinstance(answer, str) or not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+        return gold, None
+    return answer, tuple(choices)

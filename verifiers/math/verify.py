@@ -200,7 +200,7 @@ from ratchet.verifiers.math import cas
 from ratchet.verifiers.math.choices import pick
 from ratchet.verifiers.math.compare import NeedsCAS, compare
 from ratchet.verifiers.math.extract import ANSWER_FORMATS, Extraction, extract_answer
-from ratchet.verifiers.math.golds import parsed_gold
+from ratchet.verifiers.math.golds import parsed_gold, split_gold
 from ratchet.verifiers.math.parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.math.policy import VERSION
 from ratchet.verifiers.math.prose import _HEDGE
@@ -220,6 +220,8 @@ def _cheap(
 ) -> Verdict | tuple[str, str, str, float]:
     """Everything short of sympy. Returns a Verdict, or (gold, pred_text, parsed, t0) for the pool."""
     t0 = time.perf_counter()
+    gold, options = split_gold(gold)  # a multiple-choice gold carries its options
+    choices = choices if choices is not None else options
     gold, g, error = parsed_gold(gold)
     if g is None:
         return _verdict("bad_gold", None, t0, error=error)
@@ -279,7 +281,8 @@ def verify_math(
             precedence of the policy docstring) or one of ``"boxed"``, ``"answer_line"``, ``"json"``,
             ``"gsm8k"`` (only that marker is read); recorded as ``details["answer_format"]``.
         choices: a multiple-choice task's option texts in letter order (``A``, ``B``, ...), or None: with them a
-            letter and its option's value agree or are a rival pair (``ratchet.verifiers.math.choices``).
+            letter and its option's value agree or are a rival pair (``ratchet.verifiers.math.choices``). A gold
+            written by ``golds.choice_gold`` (a task record with a ``choices`` field) carries them itself.
 
     Returns:
         ``Verdict`` with ``verifier="math"``; reasons: ok, wrong, no_answer, ambiguous,
