@@ -21,15 +21,24 @@ Sources (``SOURCES``; rows are picked deterministically, see each ``_rows_*``):
       numerals) is N.`` (the answer trigger is the method's second prompt; Kojima et al. 2022).
     * ``NafisSadeq/aime-reasoning-summaries`` ``aime.json`` (no licence: labels only): OpenAI o3 answers to
       AIME 2025 (the visible answer, not the reasoning summaries).
+    * ``AGI-Edgerunners/Plan-and-Solve-Prompting`` ``generated_result/*.json`` (no licence: labels only):
+      text-davinci-003 zero-shot PS+ reasoning on GSM8K / SVAMP / AQuA / MultiArith / SingleEq, ending in an
+      ``Answer:`` line or a sentence under a bare ``Answer:`` (Wang et al. 2023); AQuA rows carry their five options.
+    * ``TIGER-AI-Lab/MMLU-Pro`` ``eval_results/{deepseek,gpt4o}/math_result.json`` at ``eeeb46c`` (Apache-2.0):
+      DeepSeek-V2 and GPT-4o 5-shot CoT on MMLU-Pro math, ending ``The answer is (X)``, with the ten options
+      (Wang et al. 2024).
+
+A multiple-choice row carries its options (``choices``, in letter order) as a task record would.
 
 Labels: each row's ``expected`` starts as the source's own grade where it has one (GSM8K ``is_correct``,
 ToRA's ``pred`` vs ``gt``, zero-shot-CoT's ``pred_after`` vs ``GT``, TheoremQA's ``pred`` against its
-gold) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
+gold, Plan-and-Solve's ``ans``, MMLU-Pro's ``pred`` vs ``answer``) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
 (``label_note`` says why when the hand label differs from the source's grade). A completion counts as right
 when it states one final answer equal to the gold; a retracted, hedged or cut-off answer is not right.
 
 Split: ``split(row_id)`` puts each row in ``tune`` or ``heldout`` by a hash of its id (about half each); the
-verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote.
+verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote. (The two sources added
+for ``math-1.5.0`` were read whole while labelling, so their held-out half is not blind.)
 """
 
 from __future__ import annotations
@@ -322,6 +331,8 @@ def load() -> list[Row]:
     for r in rows:
         if r.get("completion") is None and r["id"] in built:
             r["completion"] = built[r["id"]]["completion"]
+            if "choices" in built[r["id"]]:
+                r["choices"] = built[r["id"]]["choices"]
     return rows
 
 
@@ -337,7 +348,12 @@ def main() -> None:
     rows = build(args.mirror, args.cache)
     restricted = {s.repo for s in SOURCES if not s.redistributable}
     BUILT.write_text(
-        "".join(json.dumps({"id": r["id"], "completion": r["completion"]}) + "\n" for r in rows if r["source"] in restricted)
+        "".join(
+            json.dumps({"id": r["id"], "completion": r["completion"], **({"choices": r["choices"]} if "choices" in r else {})})
+            + "\n"
+            for r in rows
+            if r["source"] in restricted
+        )
     )
     print(f"rebuilt {sum(r['source'] in restricted for r in rows)} labels-only rows into {BUILT}", file=sys.stderr)
 
