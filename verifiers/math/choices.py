@@ -4,8 +4,9 @@ A task record may carry its ``choices`` (the option texts, in letter order ``A``
 letter and its option's value are one answer: ``(C)``, ``C (12)``, ``\\boxed{12}`` then ``The answer is (C).``
 all pick C when C's option is 12; a letter written with another option's value (``C (7)`` when C is 12) or a value
 that is no option beside a letter is a rival pair (``ambiguous``). Without them a letter gold is decided by the
-final letter: a value stated beside one letter (``\\boxed{72}`` then ``The answer is (C).``) cannot be checked
-against the options and is passed over, and several different letters are a hedge.
+final letter: a value stated before one letter (``\\boxed{72}`` then ``The answer is (C).``) cannot be checked
+against the options and is passed over; a value stated after the last letter, or several different letters, are
+no letter answer.
 
 Pure functions on extracted candidates (``extract``) and parsed answers (``parse``); exact comparisons only
 (``compare.leaf_equal`` without sympy: a pair that needs sympy is undecided, never equal).
@@ -61,13 +62,23 @@ def _letter_of(candidate: str, options: Sequence[Answer | None] | None) -> str |
     return hits[0] if len(hits) == 1 else (_RIVAL if hits else None)
 
 
-def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None) -> tuple[str, str] | None:
+def _final_is_letter(candidates: Sequence[str], picked: Sequence[str | None], completion: str) -> bool:
+    """Whether the last candidate the completion states (by where each is last written) is a letter."""
+    last = [completion.rfind(c) for c in candidates]
+    if min(last) < 0:
+        return False  # a candidate not found verbatim: where it stands is unknown
+    return picked[last.index(max(last))] is not None
+
+
+def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion: str = "") -> tuple[str, str] | None:
     """What a completion answers when the gold is a letter or the task lists its options.
 
     Args:
         gold: the parsed gold answer.
         ex: the completion's extraction (``ok`` with one candidate, or ``ambiguous`` between several).
         choices: the task's option texts in letter order, or None.
+        completion: the completion's text: without ``choices`` the final letter decides only when no value is
+            stated after it (``The answer is (G).`` then ``... should be closer to -0.6886`` is no letter answer).
 
     Returns:
         ``("pred", text)`` -- the text to compare with the gold in place of the extraction's (``(C)``, or the
@@ -97,6 +108,8 @@ def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None) -> tuple[s
         return None
     if options is not None and None in picked and len(candidates) > 1:
         return ("ambiguous", "a value that is no option beside a letter")
+    if options is None and None in picked and not _final_is_letter(candidates, picked, completion):
+        return None  # a value stated after the last letter: the final answer is no letter
     letter = next(iter(letters))
     if gold.kind == "choice":
         return ("pred", f"({letter})")

@@ -231,7 +231,12 @@ def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
     restated = [v for _, v in _phrase_hits(tail[at:]) if _parses(v)]  # "... the answer is 6" after it: a rival
     if problem == "retracted" and not restated:
         return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is taken back after it")
-    return _decide([ex.text or ""], ex.source, restated[-1:]) if restated else ex
+    if not restated:
+        return ex
+    decided = _decide([ex.text or ""], ex.source, restated[-1:])
+    if problem and decided.status == "ambiguous":  # taken back, then another answer: a retraction, never a choice pair
+        return Extraction(None, "ambiguous", ex.source, decided.candidates, "the final answer is taken back, then another stated")
+    return decided
 
 
 # ----------------------------------------------------------------------------------------------

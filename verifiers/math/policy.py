@@ -307,7 +307,8 @@ CLAUSES: tuple[Clause, ...] = (
         "A letter followed by its option's text (``D (16)``, ``A (\\frac{3}{7})``, ``B (No)``) is that letter, and so "
         "is a parenthesised letter stated as a finished last sentence's predicate (``The ratio of AB to AC is (B) "
         "3/4.``). A letter gold is decided by the final letter: a value stated beside one letter (``\\boxed{84}`` then "
-        "``The answer is (C).``) is passed over; several letters, a hedge or a condition are no answer.",
+        "``The answer is (C).``) is passed over; a value after the last letter, several letters, a hedge or a condition "
+        "are no letter answer.",
         "choices",
         (
             ("D", "Each side is 4, so the perimeter is 16.\nSo the answer is D (16).", True),
@@ -320,6 +321,8 @@ CLAUSES: tuple[Clause, ...] = (
             ("C", "The three parts add up to \\boxed{84}.\n\nThe answer is (E).", False),
             ("C", "\\boxed{B}\n\nThe answer is (C).", False),  # two letters
             ("C", "The three parts add up to \\boxed{84}.\n\nThe answer is (C) or (D).", False),
+            ("G", "The closest option: the answer is (G).\n\nHowever, the answer should be closer to -0.69.", False),
+            ("G", "The answer is (G).\n\nActually, the answer is 0.69.", False),  # a value after the last letter
         ),
     ),
     Clause(
