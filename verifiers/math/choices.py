@@ -6,7 +6,8 @@ all pick C when C's option is 12; a letter written with another option's value (
 that is no option beside a letter is a rival pair (``ambiguous``). Without them a letter gold is decided by the
 final letter: a value stated before one letter (``\\boxed{72}`` then ``The answer is (C).``) cannot be checked
 against the options and is passed over; a value stated after the last letter, or several different letters, are
-no letter answer.
+no letter answer. With them a value that no option is known to equal (another notation, ``7 over 24``, or a value
+off the list) is passed over the same way; only a value that equals another option is a rival.
 
 Pure functions on extracted candidates (``extract``) and parsed answers (``parse``); exact comparisons only
 (``compare.leaf_equal`` without sympy: a pair that needs sympy is undecided, never equal).
@@ -14,6 +15,7 @@ Pure functions on extracted candidates (``extract``) and parsed answers (``parse
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ratchet.verifiers.math.compare import NeedsCAS, leaf_equal
@@ -41,10 +43,30 @@ def _equal(a: Answer, b: Answer) -> bool | None:
         return None
 
 
+_LETTER_LEAD = re.compile(
+    r"\s{0,3}(?:\(\s{0,3}([A-J])\s{0,3}\)|([A-J])\s{0,3}[).:])\s{0,3}[:.]?\s{0,3}(.{1,300}?)[\s.]{0,3}", re.S
+)
+
+
+def _words(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("$", "")).strip(" .").lower()
+
+
+def _letter_with_its_text(candidate: str, choices: Sequence[str] | None) -> str | None:
+    """The letter of ``(A) <option A's text>`` written out word for word (an option may hold "not", "or", "and"
+    that would make other text no choice: ``(D) I and II only``); None otherwise."""
+    m = _LETTER_LEAD.fullmatch(candidate) if choices is not None else None
+    if m is None:
+        return None
+    letter = m.group(1) or m.group(2)
+    i = LETTERS.index(letter)
+    return letter if i < len(choices) and _words(m.group(3)) == _words(choices[i]) else None  # type: ignore[arg-type]
+
+
 def _letter_of(candidate: str, options: Sequence[Answer | None] | None) -> str | None:
     """The letter a candidate picks: its own letter (checked against its option's value when both are given), or
     with ``options`` the one option whose value it equals; ``_RIVAL`` for a disagreeing pair or a shared value;
-    None for a value that picks no letter."""
+    None for a value that picks no letter (no option is known to equal it: another notation, or none)."""
     p = _parsed(candidate)
     if p is None:
         return None
@@ -98,7 +120,7 @@ def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion
     if any(_HEDGE.search(c) for c in candidates):
         return None
     options = [_parsed(c) for c in choices] if choices is not None else None
-    picked = [_letter_of(c, options) for c in candidates]
+    picked = [_letter_with_its_text(c, choices) or _letter_of(c, options) for c in candidates]
     if _RIVAL in picked:
         return ("ambiguous", "a letter and an option's value that name different options")
     letters = dict.fromkeys(p for p in picked if p is not None)
@@ -106,10 +128,8 @@ def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion
         return ("ambiguous", "several options are named")
     if not letters:
         return None
-    if options is not None and None in picked and len(candidates) > 1:
-        return ("ambiguous", "a value that is no option beside a letter")
-    if options is None and None in picked and not _final_is_letter(candidates, picked, completion):
-        return None  # a value stated after the last letter: the final answer is no letter
+    if None in picked and not _final_is_letter(candidates, picked, completion):
+        return None  # a value stated after the last letter (or that no option is known to equal): no letter answer
     letter = next(iter(letters))
     if gold.kind == "choice":
         return ("pred", f"({letter})")

@@ -328,15 +328,19 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "CHOICES_OF_THE_TASK",
         "With the task's ``choices``, a letter and its option's value are one answer: the value alone picks its "
-        "option, a box beside the agreeing letter is no rival, and a letter gives its value to a value gold; a letter "
-        "written with another option's value, or a value no option has beside a letter, is a rival pair (ambiguous).",
+        "option, a box beside the agreeing letter is no rival, a letter written out with its option's text word for "
+        "word is that letter, and a letter gives its value to a value gold; a letter written with another option's "
+        "value, or another option's value beside a letter, is a rival pair (ambiguous); a value no option is known "
+        "to equal is passed over when the letter is stated last.",
         "choices",
         (
             ("C", "The parts add up to \\boxed{84}.\n\nThe answer is (C).", True),
             ("C", "The parts add up to 84.\nThe answer is 84.", True),
             ("C", "The answer is C (84).", True),
             ("C", "The answer is C (90).", False),  # the letter and the value name two options
-            ("C", "The parts add up to \\boxed{80}.\n\nThe answer is (C).", False),  # 80 is no option
+            ("C", "The parts add up to \\boxed{90}.\n\nThe answer is (C).", False),  # 90 is option D: a rival
+            ("C", "The parts add up to \\boxed{80}, nearest (C).\n\nThe answer is (C).", True),  # 80 is no option
+            ("C", "The answer is (C).\n\nSo the answer is 80.", False),  # a value after the letter
             ("C", "The answer is 90.", False),
             ("84", "The answer is (C).", True),
             ("84", "The answer is (D).", False),

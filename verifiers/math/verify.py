@@ -142,7 +142,8 @@ Policy (a change to any of these bumps ``VERSION``):
       value stated beside one letter (``\\boxed{84}`` then ``The answer is (C).``) is passed over, several letters are
       a hedge. With the task's ``choices`` (``verify_math(..., choices=[...])``, a task record's ``choices`` field) a
       letter and its option's value are one answer (the value alone picks its option; a letter gives its value to
-      a value gold) or a rival pair (``C (90)`` when C is 84, a value no option has beside a letter: ``ambiguous``).
+      a value gold) or a rival pair (``C (90)`` when C is 84, ``\\boxed{90}`` beside ``(C)``: ``ambiguous``); a
+      value no option is known to equal is passed over when the letter is stated last.
     * **Sentences and conclusions** (math-1.5.0): the line under a bare ``Answer:`` is read like the marker's own
       line, and a sentence or labelled noun phrase in either states its one number (``Tom would still have 8
       marbles.``, ``Number of peaches = 52``, ``x = 27 bird families were left``, ``$75 by selling the eggs``, ``for

@@ -28,7 +28,8 @@ REFUSED = [  # (gold, completion, choices): near misses of the math-1.5.0 rules
     ("C", "The answer is (C). Wait, actually it is (D).", None),
     ("C", "\\boxed{B}\n\nThe answer is (C).", None),
     ("C", "The answer is C (7).", C),
-    ("C", "Adding gives \\boxed{70}.\n\nThe answer is (C).", C),
+    ("C", "Adding gives \\boxed{62}.\n\nThe answer is (C).", C),  # 62 is option B: a rival pair
+    ("C", "The answer is (C).\n\nSo the answer is 70.", C),  # a value after the letter
     ("B", "The ratio of XY to XZ is (B) 2/3 if x is positive.", None),
     ("B", "The ratio of XY to XZ is not (B) 2/3.", None),
     ("B", "Maybe the ratio of XY to XZ is (B) 2/3.", None),
