@@ -16,7 +16,7 @@ import re
 
 from ratchet.verifiers.math.normalize import ParseError, prose_key
 from ratchet.verifiers.math.parse import MAX_ANSWER_CHARS, parse_answer
-from ratchet.verifiers.math.prose import _LINE_BREAK, _sole_math_span, answer_sentence_value
+from ratchet.verifiers.math.prose import _BREAK_CHARS, _LINE_BREAK, _PROSE_STOP, _sole_math_span, answer_sentence_value
 from ratchet.verifiers.math.tail import HYPOTHETICAL
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
@@ -110,9 +110,6 @@ def _value(content: str) -> str:
 _LINE_HINT = re.compile(r"answer|####|(?m:^[ \t]{0,3}(?-i:A)[ \t]{0,2}[:：])", re.I)
 
 
-_BREAK_CHARS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # the characters of _LINE_BREAK
-
-
 def _next_lines(text: str, pos: int, k: int) -> list[str]:
     """The ``k`` lines after the line ending at ``pos`` (bounded: ``MAX_CANDIDATE_CHARS`` characters)."""
     out: list[str] = []
@@ -162,7 +159,13 @@ def _read_value(content: str, before: str) -> str:
     (``Jerry can last | for 45/5 = 9 weeks``)."""
     value = _value(content)
     if value.strip(" *_") and (not _parses(value) or _wordy(value)):
-        return answer_sentence_value(value, before) or answer_sentence_value(_sentence(content.strip()), before) or value
+        last = value.rsplit("=", 1)[-1].strip(" .")  # "Total = 2 bolts of blue + 1 bolt of white = 3 bolts": the last link
+        label = value.split("=", 1)[0]  # a noun phrase naming the value ("Free time left"), never "If x"
+        plain = _wordy(label) and not _PROSE_STOP.search(value) and "," not in value
+        linked = last if "=" in value and plain and _LAST_LINK.fullmatch(last) and _parses(last) else None
+        return (
+            answer_sentence_value(value, before) or answer_sentence_value(_sentence(content.strip()), before) or linked or value
+        )
     return value
 
 
@@ -291,6 +294,7 @@ def _parses(text: str) -> bool:
         return False
 
 
+_LAST_LINK = re.compile(r"[-+]?\$?\d[\d,]*(?:\.\d+)?(?:\s{1,3}[A-Za-z]{1,20}){0,2}")  # "3 bolts", "5 hours"
 _SOLUTION = re.compile(r"(?im)^[ \t#*]{0,8}solution[ \t*]{0,3}[:：][ \t*]{0,3}")
 _PLAN = re.compile(
     r"\b(?:first|need|needs|find|let|let's|we|will|shall|calculate|compute|determine|step|plan|solve|suppose|assume|"

@@ -295,6 +295,8 @@ CLAUSES: tuple[Clause, ...] = (
             ("52", "4 rows of 13 peaches.\nAnswer:\n\nNumber of peaches in the basket = 52", True),
             ("75", "30 trays x $2.5 = $75\n\nAnswer: The farmer will earn $75 by selling the eggs.", True),
             ("9", "14 + 31 = 45 dollars\n\nAnswer:\nTherefore, he can last for 45/5 = 9 weeks with the money.", True),
+            ("5", "Answer:\nFree time left in his day = 24 hours - 10 hours - 9 hours = 5 hours", True),  # the last link
+            ("6", "Answer:\nFree time left in his day = 24 hours - 10 hours - 9 hours = 5 hours", False),
             ("12", "She packs 3 * 5 = 15 jars.\nAnswer:\nThis morning, 15 jars are ready.", False),
             ("12", "3 * 4 = 12\nAnswer:\nThis morning, 12 jars are ready and 5 are empty.", False),  # two values
             ("12", "3 * 4 = 12\nAnswer:\nThis morning, 12 jars are not ready.", False),
@@ -367,6 +369,10 @@ CLAUSES: tuple[Clause, ...] = (
             ("1", "The die has 6 faces, 6 / 6 = 1.\nThe chance is 1 in 6 throws.", False),
             ("45", "30 + 15 = 45.\nSo she has 45 books.\nCheck: 45 - 15 = 30, which matches.", True),
             ("45", "30 + 15 = 45.\nSo she has 45 books.\nCheck: 45 - 15 = 31, which is wrong.", False),
+            ("27", "Kael: 10 apples + 4 oranges = 14 fruits\n\nTotal fruits: 13 + 14 = 27 fruits", True),  # a unit: finished
+            ("27", "Total fruits: 13 + 14 = 27 fruits or more", False),
+            ("93000", "Total number of posts = 1000 x 3 x 31 = 93,000 posts", True),  # x between numbers multiplies
+            ("1430", "Total cost = 500 + 800 + 130 = 1430\n\nTherefore, Janet paid $1430 for the brooch.", True),
         ),
     ),
     Clause(

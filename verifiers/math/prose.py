@@ -16,6 +16,7 @@ _HEDGE = re.compile(
     r"(?i)\b(?:one\s+of|either|maybe|perhaps|possibly|probably|might\s+be|could\s+be|not\s+sure|or\s+maybe|i\s+think|guess)\b|\?\s{0,8}$"
 )
 _LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # what str.splitlines splits on
+_BREAK_CHARS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # the characters of _LINE_BREAK
 
 
 _COMPARATIVE = re.compile(
@@ -214,7 +215,8 @@ def _final_sentence(text: str) -> str | None:
 
 
 def _closing_value(text: str) -> str | None:
-    """The value the completion's last sentence states, or None.
+    """The value the completion's last sentence states, or None (a lone ``$`` before a digit on the last line is a
+    currency sign, ``Janet paid $1430 for the brooch.``, never an unclosed math span).
 
     Only the last sentence of the last line is read (at most ``MAX_PROSE_CHARS`` characters; a
     closing ``I hope it is correct.`` is dropped), in these cases: it holds exactly one math span and
@@ -228,6 +230,9 @@ def _closing_value(text: str) -> str | None:
     that is one math span is that span (``$2^3 = 2 \\cdot 2 \\cdot 2 = 8$``: a chain states its last link).
     A sentence that sets something up (``Let $n = 5$.``) is no answer.
     """
+    cut = max(text.rfind(c) for c in _BREAK_CHARS) + 1
+    if text.count("$", cut) == 1 and re.search(r"(?<!\\)\$\d", text[cut:]):
+        text = text[:cut] + re.sub(r"(?<!\\)\$(?=\d)", "", text[cut:])
     whole = _ONLY_SPAN.fullmatch(text)
     if whole is not None:  # the completion is one equality chain / one formula
         span = _SPAN.search(text)
@@ -250,6 +255,8 @@ _CHAIN_CONTEXT = re.compile(
     r"\b(?:therefore|thus|hence|so|finally|consequently|sum|total|result|altogether|overall|in\s{1,3}all)\b", re.I
 )
 _COMPUTED_LINK = re.compile(_COMPUTED)
+_TIMES_X = re.compile(r"(?<=\d)\s{1,3}[xX]\s{1,3}(?=\d)")
+_UNIT_WORDS = re.compile(r"([-+]?\d[\d,]*(?:\.\d+)?)(?:\s{1,3}[A-Za-z]{2,20}){1,3}")
 _PLAIN = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 _LABEL_LEAD = re.compile(r".{0,80}[:：]\s{0,3}")  # "Sum of all such bases: 21 + 49"
 
@@ -267,13 +274,17 @@ def _final_chain(text: str) -> str | None:
     if not lines or len(lines[-1]) > MAX_PROSE_CHARS:
         return None
     line = _UNICODE_OPS.sub(lambda m: _OPS[m.group()], lines[-1].replace("$", "").replace("\\(", "").replace("\\)", ""))
-    if not line.rstrip().endswith((".", "。")):
-        return None  # "Therefore a + b = 3 + 4 = 7" with no full stop may be cut off ("= 7 \\cdot 2 = 14")
-    line = line.rstrip(" .。")
-    links = line.split("=")
+    line = _TIMES_X.sub(" * ", line)  # "1000 x 3 x 31": x between numbers multiplies
+    links = line.rstrip(" .。").split("=")
     if len(links) < 2 or len(links) > 8:
         return None
     last, before = links[-1].strip(), links[-2].strip()
+    unit = _UNIT_WORDS.fullmatch(last)  # "= 27 fruits": a number then its unit is a finished link
+    if unit and not _VALUE_WORD.match(last, unit.end(1)) and not _PROSE_STOP.search(last):
+        last = unit.group(1)
+    elif not line.rstrip().endswith((".", "。")):
+        return None  # "Therefore a + b = 3 + 4 = 7" with no full stop may be cut off ("= 7 \\cdot 2 = 14")
+    line = line.rstrip(" .。")
     lead = _LABEL_LEAD.match(before) if len(links) == 2 else None
     if lead:
         before = before[lead.end() :]
