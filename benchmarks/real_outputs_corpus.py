@@ -28,16 +28,20 @@ Sources (``SOURCES``; rows are picked deterministically, see each ``_rows_*``):
       DeepSeek-V2 and GPT-4o 5-shot CoT on MMLU-Pro math, ending ``The answer is (X)``, with the ten options
       (Wang et al. 2024).
 
+    * ``lupantech/MathVista`` ``results/{gpt4,claude}/output_*_2shot_solution_use_ocr.json`` (CC BY-SA 4.0: labels
+      only, the share-alike text and options are rebuilt by ``--build``): GPT-4 and Claude-2 2-shot chain of thought
+      on MathVista testmini from the image's OCR text; a multiple-choice gold is an option's text (Lu et al. 2024).
+
 A multiple-choice row carries its options (``choices``, in letter order) as a task record would.
 
 Labels: each row's ``expected`` starts as the source's own grade where it has one (GSM8K ``is_correct``,
 ToRA's ``pred`` vs ``gt``, zero-shot-CoT's ``pred_after`` vs ``GT``, TheoremQA's ``pred`` against its
-gold, Plan-and-Solve's ``ans``, MMLU-Pro's ``pred`` vs ``answer``) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
+gold, Plan-and-Solve's ``ans``, MMLU-Pro's ``pred`` vs ``answer``, MathVista's ``true_false``) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
 (``label_note`` says why when the hand label differs from the source's grade). A completion counts as right
 when it states one final answer equal to the gold; a retracted, hedged or cut-off answer is not right.
 
 Split: ``split(row_id)`` puts each row in ``tune`` or ``heldout`` by a hash of its id (about half each); the
-verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote. (The two sources added
+verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote. (The three sources added
 for ``math-1.5.0`` were read whole while labelling, so their held-out half is not blind.)
 """
 
@@ -282,6 +286,30 @@ def _rows_mmlu_pro(src: Source) -> Iterator[Row]:
             }
 
 
+def _rows_mathvista(src: Source) -> Iterator[Row]:
+    """MathVista testmini: GPT-4 and Claude-2 2-shot chain-of-thought answers from the image's OCR text (the "text"
+    setting), ending ``the answer is A (6cm)`` or a value; multiple-choice golds are an option's text, with the
+    options (Lu et al. 2024)."""
+    for model, f in (
+        ("GPT-4", "results/gpt4/output_gpt4_2shot_solution_use_ocr.json"),
+        ("Claude-2", "results/claude/output_claude_2shot_solution_use_ocr.json"),
+    ):
+        data = json.loads(src.show(f))
+        for pid in sorted(data, key=int)[7::40][:25]:
+            d = data[pid]
+            row: Row = {
+                "id": f"mathvista-{model.lower()}-{pid}",
+                "path": f,
+                "model": f"{model}, 2-shot CoT on OCR text",
+                "gold": str(d["answer"]),
+                "completion": str(d.get("response") or "").strip(),
+                "source_grade": str(d.get("true_false")) == "True",
+            }
+            if d.get("question_type") == "multi_choice" and isinstance(d.get("choices"), list):
+                row["choices"] = [str(c) for c in d["choices"]]
+            yield row
+
+
 SOURCES = [
     Source("openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "MIT", True, _rows_gsm8k),
     Source("TIGER-AI-Lab/TheoremQA", "acfc9686aa9b49f3c8f189364a9a9ee9c53da039", "MIT", True, _rows_theoremqa),
@@ -308,6 +336,13 @@ SOURCES = [
         _rows_plan_and_solve,
     ),
     Source("TIGER-AI-Lab/MMLU-Pro", "eeeb46ca13acc9e60ce45a8dc2fb141ee76600ab", "Apache-2.0", True, _rows_mmlu_pro),
+    Source(
+        "lupantech/MathVista",
+        "53d525874bdde205128e6b160b7357a88277d479",
+        "CC BY-SA 4.0 (labels only: share-alike text kept out of this repository)",
+        False,
+        _rows_mathvista,
+    ),
 ]
 
 

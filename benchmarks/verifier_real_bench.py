@@ -1,6 +1,6 @@
 """Recall, false positives and throughput of Ratchet's math verifier vs Math-Verify on real model outputs, same run.
 
-Corpus: ``benchmarks/real_outputs_corpus.py`` (432 completions committed by seven other projects, labelled; its
+Corpus: ``benchmarks/real_outputs_corpus.py`` (482 completions committed by eight other projects, labelled; its
 docstring names the sources, licences and the labelling). A multiple-choice row carries its options (``choices``),
 passed to Ratchet as a task record would pass them; Math-Verify has no such input and reads the same rows as text. Rows of the two labels-only sources need their text
 rebuilt first (``real_outputs_corpus.py --build``); without it they are skipped and counted in ``skipped``.

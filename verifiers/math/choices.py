@@ -63,7 +63,7 @@ def _letter_with_its_text(candidate: str, choices: Sequence[str] | None) -> str 
     return letter if i < len(choices) and _words(m.group(3)) == _words(choices[i]) else None  # type: ignore[arg-type]
 
 
-def _letter_of(candidate: str, options: Sequence[Answer | None] | None) -> str | None:
+def _letter_of(candidate: str, options: Sequence[Answer | None] | None, choices: Sequence[str] | None = None) -> str | None:
     """The letter a candidate picks: its own letter (checked against its option's value when both are given), or
     with ``options`` the one option whose value it equals; ``_RIVAL`` for a disagreeing pair or a shared value;
     None for a value that picks no letter (no option is known to equal it: another notation, or none)."""
@@ -80,6 +80,9 @@ def _letter_of(candidate: str, options: Sequence[Answer | None] | None) -> str |
         return letter
     if options is None:
         return None
+    texts = [LETTERS[i] for i, c in enumerate(choices or ()) if _words(c) == _words(candidate)]
+    if len(texts) == 1:
+        return texts[0]  # written as one option is: that option, whatever other options equal as numbers
     hits = [LETTERS[i] for i, opt in enumerate(options) if opt is not None and _equal(opt, p)]
     return hits[0] if len(hits) == 1 else (_RIVAL if hits else None)
 
@@ -92,7 +95,22 @@ def _final_is_letter(candidates: Sequence[str], picked: Sequence[str | None], co
     return picked[last.index(max(last))] is not None
 
 
-def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion: str = "") -> tuple[str, str] | None:
+def _gold_letter(gold: Answer, gold_text: str, choices: Sequence[str], options: Sequence[Answer | None]) -> str | None:
+    """The option a gold names: its letter, the one option written as the gold is (``6cm``), else the one option
+    equal to it; None when no option or several options equal it (ranges ``0.0 - 0.2``, ``0.4 - 0.6`` are one number
+    each as arithmetic: the text decides, never the value)."""
+    if gold.kind == "choice":
+        return str(gold.value)
+    texts = [LETTERS[i] for i, c in enumerate(choices) if _words(c) == _words(gold_text)]
+    if len(texts) == 1:
+        return texts[0]
+    hits = [LETTERS[i] for i, opt in enumerate(options) if opt is not None and _equal(opt, gold)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def pick(
+    gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion: str = "", gold_text: str = ""
+) -> tuple[str, str] | None:
     """What a completion answers when the gold is a letter or the task lists its options.
 
     Args:
@@ -101,28 +119,32 @@ def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion
         choices: the task's option texts in letter order, or None.
         completion: the completion's text: without ``choices`` the final letter decides only when no value is
             stated after it (``The answer is (G).`` then ``... should be closer to -0.6886`` is no letter answer).
+        gold_text: the gold as written (a value gold names its option by its text).
 
     Returns:
-        ``("pred", text)`` -- the text to compare with the gold in place of the extraction's (``(C)``, or the
-        picked option's value for a gold that is a value); ``("ambiguous", why)`` -- a rival pair or several
-        letters; None -- the extraction stands as it is.
+        ``("pred", text)`` -- the text to compare with the gold in place of the extraction's (``(C)``, or the gold
+        itself when the picked option is the gold's); ``("wrong", letter)`` -- another option than the gold's;
+        ``("ambiguous", why)`` -- a rival pair or several letters; None -- the extraction stands as it is.
     """
     if choices is not None and not 1 < len(choices) <= MAX_CHOICES:
         return None  # not a multiple-choice task (or more options than letters): read as if no options were given
     if gold.kind != "choice" and choices is None:
         return None
-    if ex.status == "ok" and ex.text is not None and (choices is not None or gold.kind != "choice"):
+    if ex.status == "ok" and ex.text is not None and choices is not None:
         candidates: tuple[str, ...] = (ex.text,)
-    elif ex.status == "ambiguous" and not ex.problem and len(ex.candidates) > 1 and gold.kind == "choice":
-        candidates = ex.candidates  # several answers: a letter gold is decided by the letters among them
+    elif ex.status == "ambiguous" and not ex.problem and len(ex.candidates) > 1:
+        candidates = ex.candidates  # several answers: decided by the letters (and options) among them
     else:
         return None
     if any(_HEDGE.search(c) for c in candidates):
         return None
     options = [_parsed(c) for c in choices] if choices is not None else None
-    picked = [_letter_with_its_text(c, choices) or _letter_of(c, options) for c in candidates]
+    target = _gold_letter(gold, gold_text, choices, options) if choices is not None and options is not None else None
+    picked = [_letter_with_its_text(c, choices) or _letter_of(c, options, choices) for c in candidates]
     if _RIVAL in picked:
         return ("ambiguous", "a letter and an option's value that name different options")
+    if gold.kind != "choice" and target is None:
+        return None  # a value gold no single option names: compared as a value, as if no options were given
     letters = dict.fromkeys(p for p in picked if p is not None)
     if len(letters) > 1:
         return ("ambiguous", "several options are named")
@@ -133,5 +155,4 @@ def pick(gold: Answer, ex: Extraction, choices: Sequence[str] | None, completion
     letter = next(iter(letters))
     if gold.kind == "choice":
         return ("pred", f"({letter})")
-    i = LETTERS.index(letter)
-    return ("pred", choices[i]) if choices is not None and i < len(choices) else None
+    return ("pred", gold_text) if letter == target else ("wrong", letter)

@@ -39,7 +39,7 @@ _HEADING = re.compile(
 _RULE_LINE = re.compile(r"[-=_*~─—\s]{3,}")  # a horizontal rule under a heading ("-----"), never the value
 _ASIDE = r"(?:\s{0,3}\([^()\n]{1,40}\))?"  # "the answer (arabic numerals) is 70", "the answer (in dollars) is 18"
 _PHRASE = re.compile(
-    r"answer"
+    r"(?:answer|final\s{1,3}(?:value|result))"  # "The final value is: 2" (MathVista's prompt asks for a final value)
     + _ASIDE
     + r"\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be|=)\s{0,3}[:：]?|(?:答案|结果)\s{0,3}(?:是|为|：|:)",
     re.I,

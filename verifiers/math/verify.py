@@ -227,9 +227,11 @@ def _cheap(
     if g is None:
         return _verdict("bad_gold", None, t0, error=error)
     ex = extract_answer(completion, fallback_last_number=fallback_last_number, answer_format=answer_format)
-    picked = pick(g, ex, choices, completion)  # a letter gold, or a task that lists its options (``choices``)
+    picked = pick(g, ex, choices, completion, gold)  # a letter gold, or a task that lists its options (``choices``)
     if picked is not None and picked[0] == "ambiguous":
         return _verdict("ambiguous", None, t0, source=ex.source, candidates=list(ex.candidates)[:5] or None, problem=picked[1])
+    if picked is not None and picked[0] == "wrong":  # another option than the one the gold names
+        return _verdict("wrong", f"({picked[1]})", t0, source=ex.source)
     joined = _joined_boxes(g, ex) if picked is None and ex.status != "ok" else None
     pred_text = picked[1] if picked is not None else ex.text if ex.status == "ok" else joined
     if pred_text is None:
