@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Literal
 
 from ratchet.verifiers.math import matrix as math_matrix
-from ratchet.verifiers.math.arith import exact_value
+from ratchet.verifiers.math.arith import exact_value, is_range
 from ratchet.verifiers.math.normalize import (
     KNOWN_FUNCS,
     ParseError,
@@ -541,6 +541,8 @@ def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
     ):  # "x - y" is an expression, not a phrase
         if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s or s in _SHORT_WORDS:  # "xy" is a product of symbols
             return Answer("text", re.sub(r"\s+", " ", s.lower()), text=text)
+    if is_range(s):  # "0.0 - 0.2": a range (low - high), compared as written, never the difference -0.2
+        return Answer("text", re.sub(r"\s+", " ", s), text=text)
     _check_expression(s)
     value = None if percent else exact_value(s)
     if value is not None:  # "2^{10}", "5!", "\\frac{1}{3} + 1/4": arithmetic on numbers, computed exactly

@@ -350,6 +350,23 @@ CLAUSES: tuple[Clause, ...] = (
         choices=("30", "45", "84", "90", "120"),
     ),
     Clause(
+        "VALUE_GOLDS_AMONG_OPTIONS",
+        "A gold that is an option's text (MathVista) names that option: a letter, the letter with its text, or the text "
+        "picks it, and another option is wrong even when its value is equal as arithmetic; a range written low - high "
+        "(``0.0 - 0.2``) is compared as written, never as the difference ``-0.2``.",
+        "choices",
+        (
+            ("0.0 - 0.2", "From the chart, the range is the first one.\nThe answer is A.", True),
+            ("0.0 - 0.2", "Thus, the answer is A (0.0 - 0.2).", True),
+            ("0.0 - 0.2", "The answer is 0.0 - 0.2.", True),
+            ("0.0 - 0.2", "The answer is C.", False),
+            ("0.0 - 0.2", "Thus, the answer is C (0.4 - 0.6).", False),  # -0.2 as arithmetic, like the gold: no
+            ("0.0 - 0.2", "The answer is 0.4 - 0.6.", False),
+            ("0.0 - 0.2", "The answer is -0.2.", False),
+        ),
+        choices=("0.0 - 0.2", "0.2 - 0.4", "0.4 - 0.6", "0.6 - 0.8", "0.8 - 1.0"),
+    ),
+    Clause(
         "PROSE_CONCLUSIONS",
         "A finished last sentence that restates a computed value reads past a step label (``Step 3:``), numbers that "
         "restate a condition of the question and appear before it (``40 miles in 8 hours``), and the words of a "

@@ -49,6 +49,8 @@ REFUSED = [  # (gold, completion, choices): near misses of the math-1.5.0 rules
     ("D", "So the answer is D (12) or C (10).", None),
     ("12", "So the answer is D (12).", ["10", "11", "13", "14"]),
     ("A", "The answer is A (B + C).", None),
+    ("0.0 - 0.2", "Thus, the answer is C (0.4 - 0.6).", None),  # two ranges, equal as differences
+    ("0.0 - 0.2", "The answer is 0.4 - 0.6.", None),
 ]
 
 
