@@ -143,7 +143,9 @@ Policy (a change to any of these bumps ``VERSION``):
       a hedge. With the task's ``choices`` (``verify_math(..., choices=[...])``, a task record's ``choices`` field) a
       letter and its option's value are one answer (the value alone picks its option; a letter gives its value to
       a value gold) or a rival pair (``C (90)`` when C is 84, ``\\boxed{90}`` beside ``(C)``: ``ambiguous``); a
-      value no option is known to equal is passed over when the letter is stated last.
+      value no option is known to equal is passed over when the letter is stated last. A value gold that is an
+      option's text (``6cm``, MathVista) names that option: another option is wrong even when equal as arithmetic,
+      and a range written low - high (``0.0 - 0.2``) is compared as written, never as the difference ``-0.2``.
     * **Sentences and conclusions** (math-1.5.0): the line under a bare ``Answer:`` is read like the marker's own
       line, and a sentence or labelled noun phrase in either states its one number (``Tom would still have 8
       marbles.``, ``Number of peaches = 52``, ``x = 27 bird families were left``, ``$75 by selling the eggs``, ``for
@@ -153,7 +155,11 @@ Policy (a change to any of these bumps ``VERSION``):
       value reads past a step label, numbers that restate a condition and appear before (``40 miles in 8 hours``;
       never a ratio, ``1 in 6``) and the words of a difference the working computed (``22 inches farther than``,
       ``5 more cups``; never with no working, ``3 times``, ``at least``); a closing check that names the value
-      again with no word of doubt (``Check: 45 - 15 = 30.``) is passed over.
+      again with no word of doubt (``Check: 45 - 15 = 30.``) is passed over. Under a marker a labelled chain states
+      its last link (``Total number of bolts = 2 bolts + 1 bolt = 3 bolts``); unmarked, a closing total ending in a
+      number and its unit is finished without a full stop (``Total fruits: 13 + 14 = 27 fruits``), ``x`` between
+      numbers multiplies, a lone ``$`` before a digit is a currency sign; "the final value / result is X" is an
+      answer phrase.
     * **Structure**: intervals compare openness and endpoints, ``+\\infty`` = ``\\infty``; ``\\mathbb{R}`` = ``(-\\infty, \\infty)``; an inequality
       on one name equals its interval whatever the bracket shape (``x < 4`` = ``(-\\infty, 4)``,
       ``0 < f(x) < 1`` = ``(0, 1)``); sets and "and"/"or"-lists are unordered and name each solution
