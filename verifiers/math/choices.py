@@ -2,8 +2,8 @@
 
 A task record may carry its ``choices`` (the option texts, in letter order ``A``, ``B``, ...). With them, a
 letter and its option's value are one answer: ``(C)``, ``C (12)``, ``\\boxed{12}`` then ``The answer is (C).``
-all pick C when C's option is 12; a letter written with another option's value (``C (7)`` when C is 12) or a value
-that is no option beside a letter is a rival pair (``ambiguous``). Without them a letter gold is decided by the
+all pick C when C's option is 12; a letter written with another option's value (``C (7)`` when C is 12) or another
+option's value beside the letter is a rival pair (``ambiguous``). Without them a letter gold is decided by the
 final letter: a value stated before one letter (``\\boxed{72}`` then ``The answer is (C).``) cannot be checked
 against the options and is passed over; a value stated after the last letter, or several different letters, are
 no letter answer. With them a value that no option is known to equal (another notation, ``7 over 24``, or a value
