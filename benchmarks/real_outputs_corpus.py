@@ -21,20 +21,34 @@ Sources (``SOURCES``; rows are picked deterministically, see each ``_rows_*``):
       numerals) is N.`` (the answer trigger is the method's second prompt; Kojima et al. 2022).
     * ``NafisSadeq/aime-reasoning-summaries`` ``aime.json`` (no licence: labels only): OpenAI o3 answers to
       AIME 2025 (the visible answer, not the reasoning summaries).
+    * ``AGI-Edgerunners/Plan-and-Solve-Prompting`` ``generated_result/*.json`` (no licence: labels only):
+      text-davinci-003 zero-shot PS+ reasoning on GSM8K / SVAMP / AQuA / MultiArith / SingleEq, ending in an
+      ``Answer:`` line or a sentence under a bare ``Answer:`` (Wang et al. 2023); AQuA rows carry their five options.
+    * ``TIGER-AI-Lab/MMLU-Pro`` ``eval_results/{deepseek,gpt4o}/math_result.json`` at ``eeeb46c`` (Apache-2.0):
+      DeepSeek-V2 and GPT-4o 5-shot CoT on MMLU-Pro math, ending ``The answer is (X)``, with the ten options
+      (Wang et al. 2024).
+
+    * ``lupantech/MathVista`` ``results/{gpt4,claude}/output_*_2shot_solution_use_ocr.json`` (CC BY-SA 4.0: labels
+      only, the share-alike text and options are rebuilt by ``--build``): GPT-4 and Claude-2 2-shot chain of thought
+      on MathVista testmini from the image's OCR text; a multiple-choice gold is an option's text (Lu et al. 2024).
+
+A multiple-choice row carries its options (``choices``, in letter order) as a task record would.
 
 Labels: each row's ``expected`` starts as the source's own grade where it has one (GSM8K ``is_correct``,
 ToRA's ``pred`` vs ``gt``, zero-shot-CoT's ``pred_after`` vs ``GT``, TheoremQA's ``pred`` against its
-gold) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
+gold, Plan-and-Solve's ``ans``, MMLU-Pro's ``pred`` vs ``answer``, MathVista's ``true_false``) and every row where that grade, Ratchet and Math-Verify do not all agree was read and labelled by hand
 (``label_note`` says why when the hand label differs from the source's grade). A completion counts as right
 when it states one final answer equal to the gold; a retracted, hedged or cut-off answer is not right.
 
 Split: ``split(row_id)`` puts each row in ``tune`` or ``heldout`` by a hash of its id (about half each); the
-verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote.
+verifier was tuned only on the ``tune`` half, and the held-out figure is the one to quote. (The three sources added
+for ``math-1.5.0`` were read whole while labelling, so their held-out half is not blind.)
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import re
@@ -213,6 +227,89 @@ def _rows_aime(src: Source) -> Iterator[Row]:
         }
 
 
+def _number_gold(x: object) -> str:
+    """A float gold as its shortest exact decimal (``18.0`` -> ``18``, ``2.5`` -> ``2.5``)."""
+    v = float(x)  # type: ignore[arg-type]
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+_AQUA_OPTION = re.compile(r"\(([A-E])\)\s*(.*?)\s*(?=\([A-E]\)|$)", re.S)
+
+
+def _rows_plan_and_solve(src: Source) -> Iterator[Row]:
+    """text-davinci-003 zero-shot Plan-and-Solve (PS+) outputs: the first-stage reasoning (``chain-of-thought``),
+    whose plan ends in an ``Answer:`` line or a sentence under it; AQuA rows carry their five options."""
+    files = (
+        ("generated_result/gsm8k-zero_shot-305-text-davinci-003.json", 20),
+        ("generated_result/SVAMP-zero_shot-307-text-davinci-003.json", 15),
+        ("generated_result/AQuA-zero_shot-305-text-davinci-003.json", 20),
+        ("generated_result/MultiArith-zero_shot-302-text-davinci-003.json", 10),
+        ("generated_result/SingleEq-zeri_shot-301-text-davinci-003.json", 10),
+    )
+    for f, n in files:
+        data = json.loads(src.show(f))
+        step = len(data) // n
+        task = Path(f).name.split("-")[0]
+        for d in data[3::step][:n]:
+            row: Row = {
+                "id": f"plan-and-solve-{task}-{d['ID']}",
+                "path": f,
+                "model": "text-davinci-003, zero-shot PS+",
+                "completion": d["chain-of-thought"].strip(),
+                "source_grade": bool(d["ans"]),
+            }
+            if task == "AQuA":
+                options = d["question"].split("Answer Choices:")[-1]
+                row["gold"] = str(d["answer"])
+                row["choices"] = [m.group(2) for m in _AQUA_OPTION.finditer(options)]
+            else:
+                row["gold"] = _number_gold(d["answer"])
+            yield row
+
+
+def _rows_mmlu_pro(src: Source) -> Iterator[Row]:
+    """MMLU-Pro math: DeepSeek-V2 and GPT-4o 5-shot chain-of-thought answers ending ``The answer is (X)``, with the
+    ten options (Wang et al. 2024); gold is the option letter."""
+    for model in ("deepseek", "gpt4o"):
+        f = f"eval_results/{model}/math_result.json"
+        data = json.loads(src.show(f))
+        for d in data[11::53][:25]:
+            options = d["options"]
+            yield {
+                "id": f"mmlu-pro-{model}-{d['question_id']}",
+                "path": f,
+                "model": {"deepseek": "DeepSeek-V2", "gpt4o": "GPT-4o"}[model],
+                "gold": str(d["answer"]),
+                "choices": [str(o) for o in (ast.literal_eval(options) if isinstance(options, str) else options)],
+                "completion": str(d["response"]).strip(),
+                "source_grade": d.get("pred") == d["answer"],
+            }
+
+
+def _rows_mathvista(src: Source) -> Iterator[Row]:
+    """MathVista testmini: GPT-4 and Claude-2 2-shot chain-of-thought answers from the image's OCR text (the "text"
+    setting), ending ``the answer is A (6cm)`` or a value; multiple-choice golds are an option's text, with the
+    options (Lu et al. 2024)."""
+    for model, f in (
+        ("GPT-4", "results/gpt4/output_gpt4_2shot_solution_use_ocr.json"),
+        ("Claude-2", "results/claude/output_claude_2shot_solution_use_ocr.json"),
+    ):
+        data = json.loads(src.show(f))
+        for pid in sorted(data, key=int)[7::40][:25]:
+            d = data[pid]
+            row: Row = {
+                "id": f"mathvista-{model.lower()}-{pid}",
+                "path": f,
+                "model": f"{model}, 2-shot CoT on OCR text",
+                "gold": str(d["answer"]),
+                "completion": str(d.get("response") or "").strip(),
+                "source_grade": str(d.get("true_false")) == "True",
+            }
+            if d.get("question_type") == "multi_choice" and isinstance(d.get("choices"), list):
+                row["choices"] = [str(c) for c in d["choices"]]
+            yield row
+
+
 SOURCES = [
     Source("openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "MIT", True, _rows_gsm8k),
     Source("TIGER-AI-Lab/TheoremQA", "acfc9686aa9b49f3c8f189364a9a9ee9c53da039", "MIT", True, _rows_theoremqa),
@@ -230,6 +327,21 @@ SOURCES = [
         "none (all rights reserved)",
         False,
         _rows_aime,
+    ),
+    Source(
+        "AGI-Edgerunners/Plan-and-Solve-Prompting",
+        "9d5a176f5b4de1011d426009ab6398dc76046e88",
+        "none (all rights reserved)",
+        False,
+        _rows_plan_and_solve,
+    ),
+    Source("TIGER-AI-Lab/MMLU-Pro", "eeeb46ca13acc9e60ce45a8dc2fb141ee76600ab", "Apache-2.0", True, _rows_mmlu_pro),
+    Source(
+        "lupantech/MathVista",
+        "53d525874bdde205128e6b160b7357a88277d479",
+        "CC BY-SA 4.0 (labels only: share-alike text kept out of this repository)",
+        False,
+        _rows_mathvista,
     ),
 ]
 
@@ -254,6 +366,8 @@ def load() -> list[Row]:
     for r in rows:
         if r.get("completion") is None and r["id"] in built:
             r["completion"] = built[r["id"]]["completion"]
+            if "choices" in built[r["id"]]:
+                r["choices"] = built[r["id"]]["choices"]
     return rows
 
 
@@ -269,7 +383,12 @@ def main() -> None:
     rows = build(args.mirror, args.cache)
     restricted = {s.repo for s in SOURCES if not s.redistributable}
     BUILT.write_text(
-        "".join(json.dumps({"id": r["id"], "completion": r["completion"]}) + "\n" for r in rows if r["source"] in restricted)
+        "".join(
+            json.dumps({"id": r["id"], "completion": r["completion"], **({"choices": r["choices"]} if "choices" in r else {})})
+            + "\n"
+            for r in rows
+            if r["source"] in restricted
+        )
     )
     print(f"rebuilt {sum(r['source'] in restricted for r in rows)} labels-only rows into {BUILT}", file=sys.stderr)
 

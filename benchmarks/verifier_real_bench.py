@@ -1,7 +1,8 @@
 """Recall, false positives and throughput of Ratchet's math verifier vs Math-Verify on real model outputs, same run.
 
-Corpus: ``benchmarks/real_outputs_corpus.py`` (307 completions committed by five other projects, labelled; its
-docstring names the sources, licences and the labelling). Rows of the two labels-only sources need their text
+Corpus: ``benchmarks/real_outputs_corpus.py`` (482 completions committed by eight other projects, labelled; its
+docstring names the sources, licences and the labelling). A multiple-choice row carries its options (``choices``),
+passed to Ratchet as a task record would pass them; Math-Verify has no such input and reads the same rows as text. Rows of the two labels-only sources need their text
 rebuilt first (``real_outputs_corpus.py --build``); without it they are skipped and counted in ``skipped``.
 Figures are given per split: ``tune`` (the half the verifier's rules were tuned on) and ``heldout`` (never looked
 at while tuning: the figure to quote), and over all rows. Math-Verify runs with its defaults (``parse(pred)``,
@@ -37,7 +38,8 @@ def run_ratchet(rows: list[dict], repeat: int) -> tuple[list[bool], float]:
     best, got = float("inf"), []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        got = [v.correct for v in verify_math_batch([(r["gold"], r["completion"]) for r in rows], timeout_s=5.0)]
+        pairs = [(r["gold"], r["completion"]) for r in rows]
+        got = [v.correct for v in verify_math_batch(pairs, timeout_s=5.0, choices=[r.get("choices") for r in rows])]
         best = min(best, time.perf_counter() - t0)
     return got, best
 

@@ -111,7 +111,7 @@ def policy_page() -> str:
         "",
         f"The clauses of the math verifier's policy (`{VERSION}`), each with the module that enforces it and",
         "its golden examples: `tests/verifiers/math/test_golden.py` checks every row, so this table is what",
-        "the verifier does. The full prose policy is the docstring of `ratchet.verifiers.math`; see also",
+        "the verifier does. The full prose policy is the docstring of `ratchet.verifiers.math.verify`; see also",
         "[verifiers](verifiers.md).",
         "",
         "| clause | rule | enforced in |",
@@ -122,7 +122,10 @@ def policy_page() -> str:
         for c in CLAUSES
     ]
     for c in CLAUSES:
-        out += ["", f"## {_title(c.name)}", "", _cell(c.rule), "", "| gold | completion | credited |", "|---|---|---|"]
+        out += ["", f"## {_title(c.name)}", "", _cell(c.rule)]
+        if c.choices is not None:  # the options every example's task lists
+            out += ["", "The task's choices: " + ", ".join(f"({chr(65 + i)}) {_code(o)}" for i, o in enumerate(c.choices)) + "."]
+        out += ["", "| gold | completion | credited |", "|---|---|---|"]
         out += [f"| {_code(g)} | {_code(p)} | {'yes' if e else 'no'} |" for g, p, e in c.examples]
     return "\n".join(out).rstrip() + "\n"
 

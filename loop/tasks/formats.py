@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.verifiers.math.extract import find_boxed
+from ratchet.verifiers.math.golds import choice_gold
 from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
 
 FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio")
@@ -235,7 +236,8 @@ def worked_solution(rec: dict, spec: RecordFields, gold: str) -> str | None:
 
 
 def math_gold(rec: dict, where: str, field: str | None) -> str:
-    """Gold of a math record: ``answer`` (text after GSM8K's ``####``) or the last ``\\boxed{}`` of ``solution``.
+    """Gold of a math record: ``answer`` (text after GSM8K's ``####``) or the last ``\\boxed{}`` of ``solution``; with
+    a ``choices`` list, that gold and its options (``verifiers.math.golds.choice_gold``).
 
     Raises:
         TaskDataError: no gold, an empty one, or one the math verifier cannot parse (e.g. ``\\frac{``).
@@ -265,6 +267,11 @@ def math_gold(rec: dict, where: str, field: str | None) -> str:
         raise TaskDataError(
             f"{where}: gold answer {ans[:60]!r} cannot be parsed by the math verifier ({e}); fix the gold"
         ) from None
+    if rec.get("choices") is not None:  # a multiple-choice record: its options travel with the gold to the verifier
+        try:
+            return choice_gold(ans, rec["choices"] if isinstance(rec["choices"], list) else [])
+        except ValueError as e:
+            raise TaskDataError(f'{where}: "choices" {e}; give a list of option texts in letter order A, B, ...') from None
     return ans
 
 

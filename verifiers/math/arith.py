@@ -186,3 +186,13 @@ def exact_value(text: str) -> Fraction | None:
         return v if p.peek() is None else None
     except (_Refuse, RecursionError, ValueError, OverflowError, ZeroDivisionError):
         return None
+
+
+_RANGE = re.compile(r"(\d+(?:\.\d+)?)\s{1,3}[-–]\s{1,3}(\d+(?:\.\d+)?)")
+
+
+def is_range(text: str) -> bool:
+    """Whether ``text`` is a range of values written low - high with spaces (``0.0 - 0.2``, ``10 - 20``): an answer
+    naming an interval of a chart or table, never the difference ``-0.2`` (``5 - 3`` stays arithmetic)."""
+    m = _RANGE.fullmatch(text.strip())
+    return m is not None and Fraction(m.group(1)) < Fraction(m.group(2))

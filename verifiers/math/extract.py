@@ -6,7 +6,7 @@ without nested or unbounded-overlapping quantifiers (every ``\\s`` run next to a
 to ``MAX_CANDIDATE_CHARS`` before a richer pattern looks at it. A 1 MB completion of newlines,
 unclosed braces or unclosed tags is read in well under a second (property test).
 
-Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math`` is the reference):
+Extraction rules (``extract_answer``; the policy docstring of ``verifiers.math.verify`` is the reference):
     * text inside ``<think>...</think>`` (and thinking/reasoning/... tags) is never graded; an
       unclosed opening tag hides the rest, a stray closing tag hides everything before it;
     * if there are ``<answer>...</answer>`` blocks, only their content is graded; several different
@@ -54,6 +54,7 @@ from ratchet.verifiers.math.lines import (
     _parses,
     _phrase_hits,
     _sentence,
+    solution_statement,
 )
 from ratchet.verifiers.math.normalize import ParseError
 from ratchet.verifiers.math.parse import _SYMBOL, Answer, parse_answer
@@ -230,7 +231,12 @@ def _after_final(ex: Extraction, tail: str, check: bool = True) -> Extraction:
     restated = [v for _, v in _phrase_hits(tail[at:]) if _parses(v)]  # "... the answer is 6" after it: a rival
     if problem == "retracted" and not restated:
         return Extraction(None, "ambiguous", ex.source, ex.candidates, "the final answer is taken back after it")
-    return _decide([ex.text or ""], ex.source, restated[-1:]) if restated else ex
+    if not restated:
+        return ex
+    decided = _decide([ex.text or ""], ex.source, restated[-1:])
+    if problem and decided.status == "ambiguous":  # taken back, then another answer: a retraction, never a choice pair
+        return Extraction(None, "ambiguous", ex.source, decided.candidates, "the final answer is taken back, then another stated")
+    return decided
 
 
 # ----------------------------------------------------------------------------------------------
@@ -472,6 +478,9 @@ def extract_answer(
     if hits:  # the last statement; an earlier one that states another value is a rival
         rivals = [v for _, v in hits[:-1] if _parses(v)][-MAX_DISTINCT:]
         return _after_final(_decide([hits[-1][1]], "answer_phrase", rivals), visible[hits[-1][0] :], check_tail)
+    solution = solution_statement(visible)
+    if solution is not None:  # "Solution:" above one closing statement
+        return _decide([solution], "answer_line")
     sentence = _final_sentence(visible)
     if sentence is not None:
         return _decide([sentence], "final_sentence")

@@ -1,6 +1,6 @@
 """Answer lines and phrases: where a completion labels its final answer, and the value such a label states.
 
-Used by ``extract`` (the policy docstring of ``verifiers.math`` is the reference): ``Answer: X`` lines
+Used by ``extract`` (the policy docstring of ``verifiers.math.verify`` is the reference): ``Answer: X`` lines
 (label case, markdown, emoji and ``Final`` ignored; ``Answer \\[ 9 \\]`` without a colon), ``A: X`` lines of
 the Q:/A: few-shot format (not above ``B:`` option lines), an ``Answer`` heading with the value below it (rule
 lines skipped), GSM8K's ``#### X``, a ``Final Answer:`` label after a sentence end inside a line, and "the
@@ -16,7 +16,7 @@ import re
 
 from ratchet.verifiers.math.normalize import ParseError, prose_key
 from ratchet.verifiers.math.parse import MAX_ANSWER_CHARS, parse_answer
-from ratchet.verifiers.math.prose import _LINE_BREAK, _sole_math_span, answer_sentence_value
+from ratchet.verifiers.math.prose import _BREAK_CHARS, _LINE_BREAK, _PROSE_STOP, _sole_math_span, answer_sentence_value
 from ratchet.verifiers.math.tail import HYPOTHETICAL
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
@@ -39,7 +39,7 @@ _HEADING = re.compile(
 _RULE_LINE = re.compile(r"[-=_*~─—\s]{3,}")  # a horizontal rule under a heading ("-----"), never the value
 _ASIDE = r"(?:\s{0,3}\([^()\n]{1,40}\))?"  # "the answer (arabic numerals) is 70", "the answer (in dollars) is 18"
 _PHRASE = re.compile(
-    r"answer"
+    r"(?:answer|final\s{1,3}(?:value|result))"  # "The final value is: 2" (MathVista's prompt asks for a final value)
     + _ASIDE
     + r"\s{1,3}(?:is|would\s{1,3}be|will\s{1,3}be|should\s{1,3}be|=)\s{0,3}[:：]?|(?:答案|结果)\s{0,3}(?:是|为|：|:)",
     re.I,
@@ -110,9 +110,6 @@ def _value(content: str) -> str:
 _LINE_HINT = re.compile(r"answer|####|(?m:^[ \t]{0,3}(?-i:A)[ \t]{0,2}[:：])", re.I)
 
 
-_BREAK_CHARS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # the characters of _LINE_BREAK
-
-
 def _next_lines(text: str, pos: int, k: int) -> list[str]:
     """The ``k`` lines after the line ending at ``pos`` (bounded: ``MAX_CANDIDATE_CHARS`` characters)."""
     out: list[str] = []
@@ -153,10 +150,29 @@ def _label_value(text: str, rest: str, line_end: int) -> str:
     if opener in _DISPLAY_ONLY:
         close = text.find(_DISPLAY_ONLY[opener], line_end, line_end + MAX_CANDIDATE_CHARS)
         return text[line_end:close].strip() if close > 0 else ""
-    value = _value(rest)
-    if value.strip(" *_") and not _parses(value):
-        return answer_sentence_value(value) or value
+    return _read_value(rest, text[: max(0, line_end - len(rest))])
+
+
+def _read_value(content: str, before: str) -> str:
+    """The value of an answer marker's content (``_value``); a sentence or a labelled noun phrase is read for its one
+    number (``answer_sentence_value``; ``before``: the text before the marker), whole when a clause was cut off it
+    (``Jerry can last | for 45/5 = 9 weeks``)."""
+    value = _value(content)
+    if value.strip(" *_") and (not _parses(value) or _wordy(value)):
+        last = value.rsplit("=", 1)[-1].strip(" .")  # "Total = 2 bolts of blue + 1 bolt of white = 3 bolts": the last link
+        label = value.split("=", 1)[0]  # a noun phrase naming the value ("Free time left"), never "If x"
+        plain = _wordy(label) and not _PROSE_STOP.search(value) and "," not in value
+        linked = last if "=" in value and plain and _LAST_LINK.fullmatch(last) and _parses(last) else None
+        return (
+            answer_sentence_value(value, before) or answer_sentence_value(_sentence(content.strip()), before) or linked or value
+        )
     return value
+
+
+def _wordy(value: str) -> bool:
+    """Whether an answer's value is a sentence or a labelled noun phrase rather than math (``y = 31 ducks were left``,
+    ``Number of pears Ana picked = 48``): two or more words, no math delimiters."""
+    return "$" not in value and "\\" not in value and len(re.findall(r"[A-Za-z]{2,}", value)) >= 2
 
 
 def _answer_lines(text: str, kinds: tuple[str, ...] = ("label", "gsm8k")) -> list[tuple[int, str]]:
@@ -200,7 +216,7 @@ def _answer_lines(text: str, kinds: tuple[str, ...] = ("label", "gsm8k")) -> lis
         elif "label" in kinds and _HEADING.fullmatch(line[:200]):  # "### Final Answer" (value on the next non-empty line)
             below = _next_lines(text, seen, 5)
             nxt = next((ln for ln in below if ln.strip() and not _RULE_LINE.fullmatch(ln)), "")
-            value = _value(nxt) if nxt and "answer" not in nxt[:200].lower() else ""
+            value = _read_value(nxt, text[:seen]) if nxt and "answer" not in nxt[:200].lower() else ""  # as on its own line
             if value and (_parses(value) or prose_key(value) is not None):  # a section of working is no answer line
                 out.append((seen, value))
     for mid in _MID_FINAL.finditer(text) if "label" in kinds else ():  # a Minerva closing line run into the previous sentence
@@ -234,11 +250,15 @@ def _phrase_hits(text: str) -> list[tuple[int, str]]:
             continue
         tail = text[hit.end() : hit.end() + MAX_CANDIDATE_CHARS]
         nl = tail.find("\n")
-        value = _value(tail if nl < 0 else tail[:nl])
+        line, base = (tail, 0) if nl < 0 else (tail[:nl], 0)
+        if nl >= 0 and not line.strip(" \t*_"):  # "the correct answer is:" ends its line: the value is on the next one
+            nxt = tail[nl + 1 :].split("\n", 1)[0]
+            line, base = nxt, nl + 1
+        value = _value(line)
         if _AFFIRMATION.fullmatch(value.strip()):  # "This answer is correct.": an affirmation, not a rival answer
             continue
-        at = tail.find(value.strip()) if value.strip() else -1
-        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else len(tail if nl < 0 else tail[:nl])), value))
+        at = tail.find(value.strip(), base) if value.strip() else -1
+        out.append((hit.end() + (at + len(value.strip()) if at >= 0 else base + len(line)), value))
     return out
 
 
@@ -272,3 +292,27 @@ def _parses(text: str) -> bool:
         return parse_answer(_clean_candidate(text)).kind != "text"
     except ParseError:
         return False
+
+
+_LAST_LINK = re.compile(r"[-+]?\$?\d[\d,]*(?:\.\d+)?(?:\s{1,3}[A-Za-z]{1,20}){0,2}")  # "3 bolts", "5 hours"
+_SOLUTION = re.compile(r"(?im)^[ \t#*]{0,8}solution[ \t*]{0,3}[:：][ \t*]{0,3}")
+_PLAN = re.compile(
+    r"\b(?:first|need|needs|find|let|let's|we|will|shall|calculate|compute|determine|step|plan|solve|suppose|assume|"
+    r"consider|given|denote|define)\b",
+    re.I,
+)
+
+
+def solution_statement(text: str) -> str | None:
+    """The value of the closing statement under a ``Solution:`` label, when that statement is all that follows it
+    (``Solution:`` newline ``Lena has 23 stickers now.``): one finished line with no plan or setup word; a
+    ``Solution:`` that opens working (more lines, ``First, we find ...``, ``Let x be ...``) is no answer marker. Only the last ``MAX_CANDIDATE_CHARS`` characters are read; None otherwise."""
+    tail = text.rstrip()[-MAX_CANDIDATE_CHARS:]
+    label = None
+    for label in _SOLUTION.finditer(tail):  # noqa: B007 (the last label)
+        pass
+    rest = tail[label.end() :].strip() if label is not None else ""
+    if not rest or _LINE_BREAK.search(rest) or not rest.endswith((".", "!", "。")) or _PLAN.search(rest):
+        return None  # working that opens, a plan or a setup ("First, we find ...", "Let x be ..."): not a statement
+    value = _label_value(text, rest, len(text))
+    return value if value.strip(" *_") and _parses(value) else None

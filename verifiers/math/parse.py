@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Literal
 
 from ratchet.verifiers.math import matrix as math_matrix
-from ratchet.verifiers.math.arith import exact_value
+from ratchet.verifiers.math.arith import exact_value, is_range
 from ratchet.verifiers.math.normalize import (
     KNOWN_FUNCS,
     ParseError,
@@ -263,7 +263,7 @@ _CHOICE_TAIL_BAD = re.compile(
 
 
 def _parse_choice(s: str) -> Answer | None:
-    """``B``, ``(B)``, ``option B``, ``(B) 12``, ``B) 12``, ``B. 12``, ``B: 12``; None when not a choice.
+    """``B``, ``(B)``, ``option B``, ``(B) 12``, ``B) 12``, ``B. 12``, ``B: 12``, ``B (12)``; None when not a choice.
 
     The option text after the letter must not name another option or hedge (``(A), (B)``,
     ``(C) or (D)``, ``(C)/(D)``): that lists several choices.
@@ -275,7 +275,10 @@ def _parse_choice(s: str) -> Answer | None:
         if m.group(1) and letter.islower():
             return None  # a bare lowercase letter is a variable, not a choice
         return Answer("choice", letter.upper(), text=s)
-    m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S)
+    m = re.fullmatch(r"(?:\(\s*([A-Ja-j])\s*\)|([A-J])\s*[).:])\s*(.{1,80})", t, re.S) or re.fullmatch(
+        r"()([A-J])\s{1,3}\(\s*([^()]{1,80})\s*\)\.?",
+        t,  # "D (12)", "C (\frac{1}{3})": the letter, then its option's text
+    )
     if not m or _CHOICE_TAIL_BAD.search(m.group(3)):
         return None
     letter = (m.group(1) or m.group(2)).upper()
@@ -538,6 +541,8 @@ def _parse_normalized(s: str, percent: bool, approx: bool, text: str) -> Answer:
     ):  # "x - y" is an expression, not a phrase
         if not re.fullmatch(r"[a-z]{2,3}", s) or " " in s or s in _SHORT_WORDS:  # "xy" is a product of symbols
             return Answer("text", re.sub(r"\s+", " ", s.lower()), text=text)
+    if is_range(s):  # "0.0 - 0.2": a range (low - high), compared as written, never the difference -0.2
+        return Answer("text", re.sub(r"\s+", " ", s), text=text)
     _check_expression(s)
     value = None if percent else exact_value(s)
     if value is not None:  # "2^{10}", "5!", "\\frac{1}{3} + 1/4": arithmetic on numbers, computed exactly

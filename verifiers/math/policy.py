@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+VERSION = "math-1.5.0"  # bumped by any change to a clause below or to the prose policy of ``verifiers.math.verify``
+
 
 @dataclass(frozen=True)
 class Clause:
@@ -21,12 +23,14 @@ class Clause:
         rule: the rule in one or two sentences, as a person reads it.
         module: where it is enforced (``ratchet.verifiers.math.<module>``).
         examples: ``(gold, completion, credited)`` rows; ``credited`` is the verdict's ``correct``.
+        choices: the options every example's task lists (a multiple-choice task record's ``choices``), or None.
     """
 
     name: str
     rule: str
     module: str
     examples: tuple[tuple[str, str, bool], ...]
+    choices: tuple[str, ...] | None = None
 
 
 CLAUSES: tuple[Clause, ...] = (
@@ -275,6 +279,133 @@ CLAUSES: tuple[Clause, ...] = (
             ("False", r"\boxed{no}", True),
             ("Yes", r"\boxed{True}", True),
             ("False", r"\boxed{True}", False),
+        ),
+    ),
+    Clause(
+        "SENTENCES_UNDER_A_BARE_MARKER",
+        "The line under a bare ``Answer:`` (or an ``Answer`` heading) is read like the marker's own line: a sentence "
+        "or a labelled noun phrase states its one number (``Tom would still have 8 marbles.``, ``Number of peaches in "
+        "the basket = 52``, ``x = 27 bird families were left.``), past a currency sign and a computation before the "
+        "value; two values, a negation, a hedge or a word that changes the number (``3 hundred``) is no answer.",
+        "lines",
+        (
+            ("12", "She packs 3 * 4 = 12 jars.\nAnswer:\nThis morning, 12 jars are ready.", True),
+            ("8", "12 - 4 = 8\nAnswer:\nTom would still have 8 marbles.", True),
+            ("27", "35 - 8 = 27\nAnswer:\nx = 27 bird families were left.", True),
+            ("52", "4 rows of 13 peaches.\nAnswer:\n\nNumber of peaches in the basket = 52", True),
+            ("75", "30 trays x $2.5 = $75\n\nAnswer: The farmer will earn $75 by selling the eggs.", True),
+            ("9", "14 + 31 = 45 dollars\n\nAnswer:\nTherefore, he can last for 45/5 = 9 weeks with the money.", True),
+            ("5", "Answer:\nFree time left in his day = 24 hours - 10 hours - 9 hours = 5 hours", True),  # the last link
+            ("6", "Answer:\nFree time left in his day = 24 hours - 10 hours - 9 hours = 5 hours", False),
+            ("12", "She packs 3 * 5 = 15 jars.\nAnswer:\nThis morning, 15 jars are ready.", False),
+            ("12", "3 * 4 = 12\nAnswer:\nThis morning, 12 jars are ready and 5 are empty.", False),  # two values
+            ("12", "3 * 4 = 12\nAnswer:\nThis morning, 12 jars are not ready.", False),
+            ("3", "Answer:\n3 hundred jars are ready.", False),  # a word that changes the number
+            ("5", "Answer: 5 squared", False),
+        ),
+    ),
+    Clause(
+        "CHOICE_LETTERS",
+        "A letter followed by its option's text (``D (16)``, ``A (\\frac{3}{7})``, ``B (No)``) is that letter, and so "
+        "is a parenthesised letter stated as a finished last sentence's predicate (``The ratio of AB to AC is (B) "
+        "3/4.``). A letter gold is decided by the final letter: a value stated beside one letter (``\\boxed{84}`` then "
+        "``The answer is (C).``) is passed over; a value after the last letter, several letters, a hedge or a condition "
+        "are no letter answer.",
+        "choices",
+        (
+            ("D", "Each side is 4, so the perimeter is 16.\nSo the answer is D (16).", True),
+            ("A", "Thus, the answer is A (\\frac{3}{7}).", True),
+            ("B", "The statement fails for n = 2.\nThe answer is B (No).", True),
+            ("B", "The perimeter is 16.\nThe answer is C (16).", False),
+            ("B", "Dividing gives the ratio.\nThe ratio of AB to AC is (B) 3/4.", True),
+            ("B", "Dividing gives the ratio.\nThe ratio of AB to AC is (B) 3/4 if x > 0.", False),
+            ("C", "The three parts add up to \\boxed{84}.\n\nThe answer is (C).", True),
+            ("C", "The three parts add up to \\boxed{84}.\n\nThe answer is (E).", False),
+            ("C", "\\boxed{B}\n\nThe answer is (C).", False),  # two letters
+            ("C", "The three parts add up to \\boxed{84}.\n\nThe answer is (C) or (D).", False),
+            ("G", "The closest option: the answer is (G).\n\nHowever, the answer should be closer to -0.69.", False),
+            ("G", "The answer is (G).\n\nActually, the answer is 0.69.", False),  # a value after the last letter
+        ),
+    ),
+    Clause(
+        "CHOICES_OF_THE_TASK",
+        "With the task's ``choices``, a letter and its option's value are one answer: the value alone picks its "
+        "option, a box beside the agreeing letter is no rival, a letter written out with its option's text word for "
+        "word is that letter, and a letter gives its value to a value gold; a letter written with another option's "
+        "value, or another option's value beside a letter, is a rival pair (ambiguous); a value no option is known "
+        "to equal is passed over when the letter is stated last.",
+        "choices",
+        (
+            ("C", "The parts add up to \\boxed{84}.\n\nThe answer is (C).", True),
+            ("C", "The parts add up to 84.\nThe answer is 84.", True),
+            ("C", "The answer is C (84).", True),
+            ("C", "The answer is C (90).", False),  # the letter and the value name two options
+            ("C", "The parts add up to \\boxed{90}.\n\nThe answer is (C).", False),  # 90 is option D: a rival
+            ("C", "The parts add up to \\boxed{80}, nearest (C).\n\nThe answer is (C).", True),  # 80 is no option
+            ("C", "The answer is (C).\n\nSo the answer is 80.", False),  # a value after the letter
+            ("C", "The answer is 90.", False),
+            ("84", "The answer is (C).", True),
+            ("84", "The answer is (D).", False),
+        ),
+        choices=("30", "45", "84", "90", "120"),
+    ),
+    Clause(
+        "VALUE_GOLDS_AMONG_OPTIONS",
+        "A gold that is an option's text (MathVista) names that option: a letter, the letter with its text, or the text "
+        "picks it, and another option is wrong even when its value is equal as arithmetic; a range written low - high "
+        "(``0.0 - 0.2``) is compared as written, never as the difference ``-0.2``.",
+        "choices",
+        (
+            ("0.0 - 0.2", "From the chart, the range is the first one.\nThe answer is A.", True),
+            ("0.0 - 0.2", "Thus, the answer is A (0.0 - 0.2).", True),
+            ("0.0 - 0.2", "The answer is 0.0 - 0.2.", True),
+            ("0.0 - 0.2", "The answer is C.", False),
+            ("0.0 - 0.2", "Thus, the answer is C (0.4 - 0.6).", False),  # -0.2 as arithmetic, like the gold: no
+            ("0.0 - 0.2", "The answer is 0.4 - 0.6.", False),
+            ("0.0 - 0.2", "The answer is -0.2.", False),
+        ),
+        choices=("0.0 - 0.2", "0.2 - 0.4", "0.4 - 0.6", "0.6 - 0.8", "0.8 - 1.0"),
+    ),
+    Clause(
+        "PROSE_CONCLUSIONS",
+        "A finished last sentence that restates a computed value reads past a step label (``Step 3:``), numbers that "
+        "restate a condition of the question and appear before it (``40 miles in 8 hours``), and the words of a "
+        "difference the working computed (``22 inches farther than``, ``5 more cups``); never a difference with no "
+        "working, another comparison or bound (``3 times``, ``at least``) or a ratio (``1 in 6``). A closing check "
+        "that names the value again, with no word of doubt (``Check: 45 - 15 = 30.``), is no rival answer.",
+        "prose",
+        (
+            ("40", "She walks 5 miles each hour, 5 * 8 = 40.\nTherefore, she can walk 40 miles in 8 hours.", True),
+            ("40", "She walks 4 miles each hour, 4 * 8 = 32.\nTherefore, she can walk 32 miles in 8 hours.", False),
+            ("8", "She walks 5 miles each hour, 5 * 8 = 40.\nTherefore, she can walk 40 miles in 8 hours.", False),
+            ("22", "Ann: 60 inches, Ben: 38 inches, 60 - 38 = 22.\nStep 3: Ann jumped 22 inches farther than Ben.", True),
+            ("22", "Ann jumped 22 inches farther than Ben.", False),  # a comparison with no working
+            ("22", "60 - 38 = 22.\nAnn jumped 22 inches farther than 3 times Ben's jump.", False),
+            ("5", "12 - 7 = 5\nShe needs 5 more cups of sugar.", True),
+            ("32", "5 x 4 = 20 and 3 x 4 = 12.\nTherefore, Gwen has a total of 20 + 12 = 32 books.", True),
+            ("1", "The die has 6 faces, 6 / 6 = 1.\nThe chance is 1 in 6 throws.", False),
+            ("45", "30 + 15 = 45.\nSo she has 45 books.\nCheck: 45 - 15 = 30, which matches.", True),
+            ("45", "30 + 15 = 45.\nSo she has 45 books.\nCheck: 45 - 15 = 31, which is wrong.", False),
+            ("27", "Kael: 10 apples + 4 oranges = 14 fruits\n\nTotal fruits: 13 + 14 = 27 fruits", True),  # a unit: finished
+            ("27", "Total fruits: 13 + 14 = 27 fruits or more", False),
+            ("93000", "Total number of posts = 1000 x 3 x 31 = 93,000 posts", True),  # x between numbers multiplies
+            ("1430", "Total cost = 500 + 800 + 130 = 1430\n\nTherefore, Janet paid $1430 for the brooch.", True),
+        ),
+    ),
+    Clause(
+        "SOLUTION_AND_NEXT_LINE_MARKERS",
+        "``Solution:`` above one closing statement (all that follows it: one finished line with no plan or setup "
+        "word) marks the answer, and an answer phrase that ends its line (``the correct answer is:``) states the "
+        "next line; a ``Solution:`` that opens working is no marker.",
+        "lines",
+        (
+            ("17", "Solution:\n\nMarco has 17 marbles now.", True),
+            ("17", "Solution:\nMarco has 18 marbles now.", False),
+            ("17", "Solution:\nFirst, we find how many marbles 17 bags hold.", False),
+            ("17", "Solution:\nLet the number of marbles be 17.", False),
+            ("C", "Both statements are false. Therefore, the correct answer is:\nC. False, False", True),
+            ("12", "So the answer is:\n12", True),
+            ("12", "So the answer is:\n13", False),
         ),
     ),
 )

@@ -9,8 +9,9 @@ from ratchet.verifiers.math.policy import CLAUSES
 
 @pytest.mark.parametrize("theme", [c.name for c in CLAUSES])
 def test_golden_table(theme: str) -> None:
-    table = next(c for c in CLAUSES if c.name == theme).examples
-    verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=5.0)
+    clause = next(c for c in CLAUSES if c.name == theme)
+    table = clause.examples
+    verdicts = verify_math_batch([(g, p) for g, p, _ in table], timeout_s=5.0, choices=[clause.choices] * len(table))
     wrong = [(g, p, e, v.reason) for (g, p, e), v in zip(table, verdicts) if v.correct != e]
     assert not wrong, wrong
 

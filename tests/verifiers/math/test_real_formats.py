@@ -16,7 +16,7 @@ from ratchet.verifiers.math import ANSWER_FORMATS, VERSION, extract_answer, veri
 
 
 def test_version_bumped() -> None:
-    assert VERSION == "math-1.4.0"
+    assert VERSION == "math-1.5.0"
 
 
 # ---------------------------------------------------------------------------------------------- properties
