@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ratchet.loop.tasks.sources import Prompt
+from ratchet.verifiers.math import split_gold
 
 HINT = "(Hint: the correct final answer is {answer}. Work it out step by step and end with that answer.)"
 
 
 def hint_text(answer: str) -> str:
-    """The hint appended to the question (the gold answer as text)."""
-    return HINT.format(answer=answer)
+    """The hint appended to the question (the gold answer as text; a multiple-choice gold's answer, not its stored
+    ``{"answer", "choices"}`` form)."""
+    return HINT.format(answer=split_gold(answer)[0])
 
 
 def hinted(messages: list[dict[str, str]], answer: str) -> list[dict[str, str]]:
