@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ratchet.loop.tasks.sources import Prompt
-from ratchet.verifiers.math import split_gold
+from ratchet.verifiers.math.golds import split_gold
 
 HINT = "(Hint: the correct final answer is {answer}. Work it out step by step and end with that answer.)"
 
