@@ -17,7 +17,7 @@ from ratchet.verifiers.code.sandbox import Isolation, Limits, SandboxUnavailable
 from ratchet.verifiers.code.stdio import run_stdio
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "code-1.4.0"
+VERSION = "code-1.5.0"  # 1.5: entry points declared or from the gold; loop bindings projected (issue 36)
 
 
 def _verdict(reason: str, t0: float, **details: Any) -> Verdict:

