@@ -280,8 +280,9 @@ def _loop_values(it: ast.expr) -> list | None:
     """The values of a loop's iterable when it is a literal list/tuple or ``range`` of constants (else None)."""
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords:
         try:
-            values = list(range(*[ast.literal_eval(a) for a in it.args]))
-        except (ValueError, TypeError, SyntaxError):
+            span = range(*[ast.literal_eval(a) for a in it.args])
+            values = list(span) if len(span) <= 1000 else None  # a literal range(400000000) is never listed (issue 36)
+        except (ValueError, TypeError, SyntaxError, OverflowError):
             return None
     else:
         try:

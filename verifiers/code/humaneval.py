@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ratchet.verifiers.code._harness import MAX_CHECK_CALLS
 from ratchet.verifiers.code.budget import Runs, trusted_failure
 from ratchet.verifiers.code.records import Malformed, failure, indexed, shape
 
@@ -42,6 +43,11 @@ def run_check(program: str, test: str, entry: str, runs: Runs) -> tuple[str, dic
                 }
             return "bad_gold", {"error": f"check() passed a value that is not plain data: {exc}"[:300]}
         outcome = next((r[1] for r in res.records if r[0] == "checked"), "ended without a result")
+        if outcome == "too_many_calls":
+            why = f"check() calls the candidate more than {MAX_CHECK_CALLS} times in one run"
+            if answers:  # the count depends on the program's answers (``range(candidate(1))``)
+                return "runtime_error", {"calls": len(answers), "error": why + " on the program's answers"}
+            return "bad_gold", {"error": why + " (a loop over a huge range?); split the test or shrink the loop"}
         if outcome == "pass":
             return "ok", {"passed": 1, "total": 1, "calls": len(answers)}
         raised = next((a[2] for a in answers if a[1] == "error"), None)

@@ -223,6 +223,19 @@ def _sub(name: str, k: int) -> ast.Subscript:
     return ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load())
 
 
+MAX_EXPANDED = 1_000_000  # loop values one unrolled comprehension may expand into test cases (issue 36, class 6)
+
+
+def _range_len(it: ast.expr) -> int | None:
+    """The length of ``range(<constants>)`` without listing it; None for any other iterable."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords):
+        return None
+    try:
+        return len(range(*[ast.literal_eval(a) for a in it.args]))
+    except (ValueError, TypeError, SyntaxError, OverflowError, RecursionError, MemoryError):
+        return None
+
+
 def _project(probe: str, targets: set[str], cand: set[str], per: list[str]) -> str:
     """``probe`` with each sub-expression over loop targets (and no program name) replaced by ``__b[j]``; the
     sub-expressions are appended to ``per`` (evaluated per binding in the prep run).
@@ -295,6 +308,13 @@ class _Splitter(ast.NodeTransformer):
             return node
         if any(self._refs(n) for n in [gens[0].iter, *inner_loops]):
             return None
+        for g in gens:
+            n = _range_len(g.iter)
+            if n is not None and n > MAX_EXPANDED:
+                raise BadTests(
+                    f"test expression {ast.unparse(node)[:120]!r} loops over {n} values; at most {MAX_EXPANDED:,} test "
+                    f"cases are expanded: shrink the range or split the test"
+                )
         targets = sorted(set().union(*(_names(g.target) for g in gens)))
         tup = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
         bind = ast.ListComp(ast.Tuple([ast.Name(t, ast.Load()) for t in targets], ast.Load()), gens)

@@ -61,3 +61,20 @@ def test_malformed_check_tests_are_refused_in_one_line():
     assert v.reason == "bad_gold" and "check(candidate)" in v.details["error"]
     v = verify_code(None, "def add(x, y):\n    return x + y\n", [*TESTS, "assert add(1, 2) == 3"])
     assert v.reason == "bad_gold" and "only test" in v.details["error"]
+
+
+HUGE = "def check(candidate):\n    for x in range(400000000):\n        assert candidate(x) == x + 1\n"
+INC = "def inc(x):\n    return x + 1"
+
+
+def test_a_huge_literal_range_is_never_listed() -> None:
+    """``range(400000000)`` in a test (issue 36, class 6): refused in one line, never a list (before: a MemoryError
+    traceback at 3.4 GB while converting the HumanEval test; the assert form died on the sandbox's memory limit)."""
+    from ratchet.loop.tasks.formats import humaneval_tests
+
+    tests = humaneval_tests(HUGE, "inc", "HumanEval/x", "def inc(x):\n    pass\n")  # kept as one check(): no list
+    v = verify_code(INC, f"```python\n{INC}\n```", list(tests), timeout_s=10)
+    assert v.reason == "bad_gold" and "more than 20000 times" in v.details["error"], v
+    unrolled = ["assert all(inc(x) == x + 1 for x in range(400000000))"]
+    v = verify_code(INC, f"```python\n{INC}\n```", unrolled, timeout_s=10)
+    assert v.reason == "bad_gold" and "at most 1,000,000 test cases" in v.details["error"], v
