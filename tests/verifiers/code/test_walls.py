@@ -294,6 +294,65 @@ def test_an_ordinary_program_fits_the_memory_budget() -> None:
     assert verify_code(None, prog(program), ADD, timeout_s=8).correct
 
 
+# Issue 36, class 2: pages outside every address space (memfd, SysV shared memory) count against the same budget.
+# Each program holds what it can in 15 MiB pieces (RLIMIT_FSIZE is 16 MiB) and passes only when it held >= 800 MiB
+# (three children: 300 MiB each).
+def _memfd(goal_mib: int) -> str:
+    return (
+        f"import os\nheld, fds, buf = 0, [], bytes(1 << 20)\ntry:\n    while held < {goal_mib}:\n"
+        "        fd = os.memfd_create('h')\n        fds.append(fd)\n        for _ in range(15):\n            os.write(fd, buf)\n"
+        "            held += 1\nexcept OSError:\n    pass\n"
+    )
+
+
+_SYSV = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nheld = 0\n"
+    "while held < 900:\n    sid = libc.shmget(0, 50 << 20, 0o1600)\n    addr = libc.shmat(sid, None, 0) if sid >= 0 else None\n"
+    "    if addr in (None, ctypes.c_void_p(-1).value):\n        break\n    ctypes.memset(addr, 1, 50 << 20)\n"
+    "    libc.shmdt(ctypes.c_void_p(addr))\n    held += 50\n"
+)
+_KIDS = (
+    "import os, time\nkids = []\nfor _ in range(3):\n    r, w = os.pipe()\n    if os.fork() == 0:\n"
+    + "".join("        " + ln + "\n" for ln in _memfd(300).splitlines())
+    + "        os.write(w, str(held).encode().ljust(8))\n        time.sleep(3)\n        os._exit(0)\n    kids.append(r)\n"
+    "held = sum(int(os.read(r, 8)) for r in kids)\n"
+)
+_HELD_PAGES = "def add(a, b):\n    return a + b if held >= 800 else 0\nprint('held MiB', held)"
+OUTSIDE_AS = {  # name -> (program, limits): each holds >= 800 MiB beside a smaller budget, or fails
+    "memfd_hog_beside_256_mib": (_memfd(900), Limits(memory_bytes=256 * 1024**2, nproc=2)),
+    "sysv_shm_segments_beside_256_mib": (_UNHOOK + _SYSV, Limits(memory_bytes=256 * 1024**2, nproc=2)),
+    "memfd_in_three_processes_beside_512_mib": (_UNHOOK + _KIDS, Limits(memory_bytes=512 * 1024**2, nproc=4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE_AS))
+def test_pages_outside_the_address_space_count_against_the_budget(name: str) -> None:
+    program, limits = OUTSIDE_AS[name]
+    v = verify_code(None, prog(program + _HELD_PAGES), ADD, limits=limits, timeout_s=10)
+    assert not v.correct, (name, v)
+
+
+def test_the_cgroup_alone_holds_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a cgroup can be had (as root here: v1), it holds the budget without the seccomp filter too."""
+    from ratchet.verifiers.code import sandbox
+    from ratchet.verifiers.code.cgroups import cgroup_problem
+
+    if cgroup_problem():
+        pytest.skip(f"no cgroup for the sandbox here: {cgroup_problem()}")
+    monkeypatch.setattr(sandbox, "_seccomp_fd", dict)
+    program, limits = OUTSIDE_AS["memfd_hog_beside_256_mib"]
+    v = verify_code(None, prog(program + _HELD_PAGES), ADD, limits=limits, timeout_s=10)
+    assert v.reason == "sandbox_violation" and v.details.get("memory_exceeded"), v
+
+
+def test_the_seccomp_filter_refuses_only_the_listed_calls() -> None:
+    from ratchet.verifiers.code.seccomp import REFUSED, filter_program
+
+    prog_x86 = filter_program("x86_64")
+    assert prog_x86 is not None and len(prog_x86) == 8 * (4 + 1 + len(REFUSED) + 2)  # ABI check, x32, calls, allow/deny
+    assert filter_program("s390x") is None
+
+
 # Class 10: installed as root in a virtual environment under a 0700 directory (the usual container layout).
 @pytest.mark.skipif(os.geteuid() != 0, reason="the 0700-home layout is root's; as an ordinary user the venv is the user's own")
 def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) -> None:
