@@ -8,6 +8,8 @@ Tests (the ``tests`` field of a task) are a list of
     * stdin/stdout cases: ``"stdin '3\\n' -> expected stdout '1\\n2\\n3'"`` (Python string
       literals) or ``{"stdin": ..., "stdout": ...}`` / ``{"input": ..., "output": ...}``; when the
       expected stdout is missing it is computed by running the reference solution (``gold``);
+    * ``{"entry_point": name}`` (or a list of names): the task's entry points, required for assert tests
+      when there is no reference solution (``gold``), which otherwise names them;
     * one ``{"check": <source defining check(candidate)>, "entry_point": name}`` (HumanEval's test,
       with the prompt's helpers), run natively by ``_run_check``: ``check`` runs in a trusted
       process with ``candidate`` a proxy; its calls' arguments come back as plain data, the program
@@ -19,7 +21,8 @@ each assert into *probes*, the maximal sub-expressions rooted at a name the prog
 program: setup statements that do not use the program's names (expected values ``want = 'olleh'``,
 reference helpers ``def ref(n)``) run only in a ``prep`` run and the judge run, which contain no
 model code; a probe's arguments that use setup names (``rev(want)``) are evaluated in the prep run
-and reach the program as plain data (``__a[k]``), so nothing the program can find with
+and reach the program as plain data (``__a[k]``), and so are the projections of an unrolled comprehension's
+cases (``c[0]`` of ``all(f(c[0]) == c[1] for c in CASES)``, never ``c``), so nothing the program can find with
 ``inspect.stack()``, ``sys._getframe()`` or ``gc.get_objects()`` holds an expected value. Only setup
 lines that use the program's names (``s = Solution()``) run beside it. Probe values come back as
 plain data (one codec, ``ratchet.verifiers.code._harness.make_codec``); the parent validates every record (kind,
