@@ -2,12 +2,52 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ratchet.verifiers.code._harness import MAX_CHECK_CALLS
 from ratchet.verifiers.code.budget import Runs, trusted_failure
+from ratchet.verifiers.code.plan import BadTests
 from ratchet.verifiers.code.records import Malformed, failure, indexed, shape
+
+
+class _SoftAsserts(ast.NodeTransformer):
+    """``assert t, m`` -> ``__ratchet_assert(lambda: t, m)`` (the check harness decides when it fails)."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        args: list[ast.expr] = [ast.Lambda(ast.arguments([], [], None, [], [], None, []), node.test)]
+        call = ast.Call(ast.Name("__ratchet_assert", ast.Load()), args + ([node.msg] if node.msg else []), [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+def check_function(tests: Sequence[Any]) -> tuple[str, str] | None:
+    """A ``{"check": <test source>, "entry_point": name}`` test (HumanEval's ``check(candidate)``).
+
+    Returns:
+        ``(test source with asserts made soft, entry point)``, or None when ``tests`` is not that shape.
+
+    Raises:
+        BadTests: the shape is mixed with other tests, the source is not Python, has no
+            ``check(candidate)`` function, or the entry point is not an identifier.
+    """
+    shaped = [t for t in tests if isinstance(t, dict) and "check" in t]
+    if not shaped:
+        return None
+    if len(tests) != 1:
+        raise BadTests("a check(candidate) test must be the only test of a task; put every case inside check")
+    src, entry = shaped[0]["check"], shaped[0].get("entry_point")
+    if not (isinstance(entry, str) and entry.isidentifier()):
+        raise BadTests(f"check test has entry_point {entry!r}; give the function's name")
+    try:
+        mod = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise BadTests(f"check test is not valid Python: {exc}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" and n.args.args for n in mod.body):
+        raise BadTests("check test defines no check(candidate) function; define one")
+    return ast.unparse(ast.fix_missing_locations(_SoftAsserts().visit(mod))), entry
+
 
 CHECK_ROUNDS = 4  # trusted check runs per verdict; a test whose later calls depend on results needs more
 

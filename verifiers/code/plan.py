@@ -349,6 +349,14 @@ class _Splitter(ast.NodeTransformer):
         if cut is not None and cut is not node:
             return self.generic_visit(node)  # the chain's outer part stays in the judge; its inner part is probed below
         if isinstance(node, ast.expr) and self._refs(node) and (cut is not None or isinstance(node, _SCOPED)):
+            if isinstance(node, _SCOPED) and (
+                _names(node) & self.local or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(node))
+            ):  # it would run beside the program: its comparisons (``f(x) == y``) and an outer case (``row``) too
+                raise BadTests(
+                    f"test expression {ast.unparse(node)!r} compares values, or reads an outer loop's case, inside a "
+                    f"lambda or a comprehension that would run beside the program; write one comprehension per assert "
+                    f"with the program's calls in its element only"
+                )
             if isinstance(node, _SCOPED) and _names(node) & self.trusted:
                 raise BadTests(
                     f"test expression {ast.unparse(node)!r} mixes the program's names with setup-defined names inside "
@@ -528,39 +536,3 @@ def _constructs(s: ast.stmt, classes: set[str]) -> bool:
     """``x = Cls(...)`` (or ``x: T = Cls(...)``) for a class entry point ``Cls``: ``x`` is the program's object."""
     value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
-
-
-class _SoftAsserts(ast.NodeTransformer):
-    """``assert t, m`` -> ``__ratchet_assert(lambda: t, m)`` (the check harness decides when it fails)."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
-        args: list[ast.expr] = [ast.Lambda(ast.arguments([], [], None, [], [], None, []), node.test)]
-        call = ast.Call(ast.Name("__ratchet_assert", ast.Load()), args + ([node.msg] if node.msg else []), [])
-        return ast.copy_location(ast.Expr(call), node)
-
-
-def check_function(tests: Sequence[Any]) -> tuple[str, str] | None:
-    """A ``{"check": <test source>, "entry_point": name}`` test (HumanEval's ``check(candidate)``).
-
-    Returns:
-        ``(test source with asserts made soft, entry point)``, or None when ``tests`` is not that shape.
-
-    Raises:
-        BadTests: the shape is mixed with other tests, the source is not Python, has no
-            ``check(candidate)`` function, or the entry point is not an identifier.
-    """
-    shaped = [t for t in tests if isinstance(t, dict) and "check" in t]
-    if not shaped:
-        return None
-    if len(tests) != 1:
-        raise BadTests("a check(candidate) test must be the only test of a task; put every case inside check")
-    src, entry = shaped[0]["check"], shaped[0].get("entry_point")
-    if not (isinstance(entry, str) and entry.isidentifier()):
-        raise BadTests(f"check test has entry_point {entry!r}; give the function's name")
-    try:
-        mod = ast.parse(src)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise BadTests(f"check test is not valid Python: {exc}") from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" and n.args.args for n in mod.body):
-        raise BadTests("check test defines no check(candidate) function; define one")
-    return ast.unparse(ast.fix_missing_locations(_SoftAsserts().visit(mod))), entry

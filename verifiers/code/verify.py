@@ -10,8 +10,8 @@ from typing import Any
 
 from ratchet.verifiers.code.asserts import run_asserts
 from ratchet.verifiers.code.budget import Runs
-from ratchet.verifiers.code.humaneval import run_check
-from ratchet.verifiers.code.plan import BadTests, check_function, defined_names, entry_points, plan_tests
+from ratchet.verifiers.code.humaneval import check_function, run_check
+from ratchet.verifiers.code.plan import BadTests, defined_names, entry_points, plan_tests
 from ratchet.verifiers.code.program import extract_code
 from ratchet.verifiers.code.sandbox import Isolation, Limits, SandboxUnavailable, check_isolation, default_isolation
 from ratchet.verifiers.code.stdio import run_stdio

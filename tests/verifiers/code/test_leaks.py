@@ -124,3 +124,15 @@ def test_names_the_tests_bind_are_never_entry_points(program: str, tests: list[s
 def test_a_task_without_gold_must_declare_its_entry_point() -> None:
     v = verify_code(None, prog(TAKES_HELPER), HELPER, timeout_s=10)
     assert v.reason == "bad_gold" and "entry_point" in v.details["error"], v
+
+
+ALWAYS_EQUAL = "class A:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\ndef inc(x):\n    return A()"
+NESTED = ["TABLE = [[(1, 2), (2, 3)], [(5, 6)]]", "assert all(all(inc(x) == y for x, y in row) for row in TABLE)"]
+
+
+def test_no_comparison_of_a_test_runs_beside_the_program() -> None:
+    """A comprehension nested in an unrolled one would run beside the program with its ``== y`` and its ``row``:
+    refused (before: an always-equal object passed, and the program held every expected value)."""
+    for program in (ALWAYS_EQUAL, _cheat("frames"), GOLD):
+        v = verify_code(GOLD, prog(program), NESTED, timeout_s=10)
+        assert v.reason == "bad_gold" and "beside the program" in v.details["error"], v
