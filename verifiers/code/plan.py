@@ -513,6 +513,13 @@ def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None 
             elif isinstance(s, _SETUP):
                 bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}
                 if _names(s) & cand or (isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name in cand):
+                    if isinstance(s, (ast.FunctionDef, ast.ClassDef)) and (
+                        _names(s) & trusted or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(s))
+                    ):  # it would run beside the program with its expected values and comparisons
+                        raise BadTests(
+                            f"test helper {s.name!r} calls the program and compares or uses setup values; it would run "
+                            f"beside the program: write its checks as asserts, or the test as check(candidate)"
+                        )
                     plan.cand_setup.append(ast.unparse(_ArgLifter(cand, trusted, set(), plan.args).visit(s)))
                     if _constructs(s, plan.classes):
                         plan.objects |= bound

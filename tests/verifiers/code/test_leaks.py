@@ -130,9 +130,13 @@ ALWAYS_EQUAL = "class A:\n    def __eq__(self, other):\n        return True\n   
 NESTED = ["TABLE = [[(1, 2), (2, 3)], [(5, 6)]]", "assert all(all(inc(x) == y for x, y in row) for row in TABLE)"]
 
 
-def test_no_comparison_of_a_test_runs_beside_the_program() -> None:
-    """A comprehension nested in an unrolled one would run beside the program with its ``== y`` and its ``row``:
-    refused (before: an always-equal object passed, and the program held every expected value)."""
-    for program in (ALWAYS_EQUAL, _cheat("frames"), GOLD):
-        v = verify_code(GOLD, prog(program), NESTED, timeout_s=10)
+HELPER_COMPARES = ["def ok(x, want):\n    return inc(x) == want", "assert ok(1, 2)", "assert ok(5, 6)"]
+
+
+@pytest.mark.parametrize("tests", [NESTED, HELPER_COMPARES], ids=["nested_comprehension", "helper_that_compares"])
+def test_no_comparison_of_a_test_runs_beside_the_program(tests: list[str]) -> None:
+    """A comprehension nested in an unrolled one, or a test helper calling the program, would run beside the program
+    with its ``== y`` (and the case ``row``): refused (before: an always-equal object passed both)."""
+    for program in (ALWAYS_EQUAL, GOLD):
+        v = verify_code(GOLD, prog(program), tests, timeout_s=10)
         assert v.reason == "bad_gold" and "beside the program" in v.details["error"], v
