@@ -284,7 +284,8 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
         A ``RunResult``; never raises for anything the program does.
 
     Raises:
-        SandboxUnavailable: kernel isolation asked for and not available (checked once per process).
+        SandboxUnavailable: kernel isolation asked for and not available (checked once per process), or the run
+            cannot be put into its cgroup.
     """
     isolation = isolation or default_isolation()
     check_isolation(isolation)
@@ -373,7 +374,11 @@ def _seccomp_fd() -> dict[str, int]:
 
 
 def _join(cg: Cgroup, proc: subprocess.Popen) -> None:
-    """Move the stopped first process into ``cg``, then let it go on to bwrap; kill it when it cannot be moved."""
+    """Move the stopped first process into ``cg``, then let it go on to bwrap.
+
+    Raises:
+        SandboxUnavailable: it cannot be moved (killed first): a configuration problem, never a verdict.
+    """
     stat = Path(f"/proc/{proc.pid}/stat")
     deadline = time.monotonic() + 5
     try:
@@ -383,8 +388,12 @@ def _join(cg: Cgroup, proc: subprocess.Popen) -> None:
             time.sleep(0.0005)
         cg.add(proc.pid)
         os.kill(proc.pid, signal.SIGCONT)
-    except OSError:
-        kill_tree(proc)  # never run outside the budget; the run ends with no records (runtime_error)
+    except OSError as exc:
+        kill_tree(proc)  # never run outside the budget
+        raise SandboxUnavailable(
+            f"code verification refused: cannot put the sandbox into its cgroup {cg.dirs[0]} ({exc}); "
+            f"fix the delegation or unset RATCHET_SANDBOX_CGROUP (docs/security.md, 'Containers and ordinary machines')"
+        ) from exc
 
 
 def _weak_setup(full: dict, workdir: str, uid: int | None, wfd: int) -> tuple[list[str], dict]:

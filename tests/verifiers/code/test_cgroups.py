@@ -49,3 +49,13 @@ def test_no_cgroup_says_why_and_the_run_still_has_its_walls(monkeypatch: pytest.
     monkeypatch.setattr(cgroups, "_parents", lambda: "no writable cgroup v1 memory and pids hierarchy")
     assert cgroups.make_cgroup(1024**3, 8) is None
     assert "no writable cgroup" in (cgroups.cgroup_problem() or "")
+
+
+def test_a_run_that_cannot_join_its_cgroup_is_refused_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup whose cgroup.procs cannot be written: the verification is refused in one line, nothing runs outside."""
+    from ratchet.verifiers.code import sandbox
+
+    (tmp_path / "cg").mkdir()
+    monkeypatch.setattr(sandbox, "make_cgroup", lambda *a: cgroups.Cgroup("v2", (tmp_path / "cg" / "missing",)))
+    with pytest.raises(sandbox.SandboxUnavailable, match="cannot put the sandbox into its cgroup"):
+        sandbox.run_job({"mode": "stdio", "program": "print(1)"}, sandbox.Limits(), isolation="kernel")
