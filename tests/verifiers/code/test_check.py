@@ -78,3 +78,25 @@ def test_a_huge_literal_range_is_never_listed() -> None:
     unrolled = ["assert all(inc(x) == x + 1 for x in range(400000000))"]
     v = verify_code(INC, f"```python\n{INC}\n```", unrolled, timeout_s=10)
     assert v.reason == "bad_gold" and "at most 1,000,000 test cases" in v.details["error"], v
+
+
+def test_a_humaneval_task_without_a_reference_declares_its_entry_point(tmp_path) -> None:
+    """The code verifier takes entry points only from a gold or a declaration (issue 36): a HumanEval record without
+    ``canonical_solution`` still verifies, its converted asserts carrying ``{"entry_point": ...}``."""
+    import json
+
+    from ratchet.loop.config.tasks import RecordFields
+    from ratchet.loop.tasks.formats import load_records
+
+    rec = {
+        "task_id": "T/0",
+        "prompt": "def inc(x):\n    pass\n",
+        "test": "def check(c):\n    assert c(1) == 2\n",
+        "entry_point": "inc",
+    }
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    _, (r,) = load_records(RecordFields(path=str(f)), "t")
+    assert r.solution is None and {"entry_point": "inc"} in r.tests
+    assert verify_code(None, f"```python\n{INC}\n```", list(r.tests), timeout_s=10).correct
+    assert verify_code(None, "```python\ndef inc(x):\n    return x\n```", list(r.tests), timeout_s=10).reason == "wrong"
