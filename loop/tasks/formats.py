@@ -440,7 +440,11 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
         setup = _mbpp_setup("\n".join(imports), where) + setup  # the tests' own imports (MBPP sanitized)
         q = text.strip() + "\nYour code should pass these tests:\n" + "\n".join(lines)
         code = rec.get(spec.solution_field or "code")
-        return TaskRecord(q, "", tuple(setup + lines), None, code if isinstance(code, str) else None, task, task_id)
+        declared = rec.get(spec.entry_point_field or "entry_point")
+        tests = tuple(setup + lines)
+        if not isinstance(code, str) and isinstance(declared, str) and declared.strip():
+            tests = (*tests, {"entry_point": declared.strip()})  # no reference solution: the record names it (issue 36)
+        return TaskRecord(q, "", tests, None, code if isinstance(code, str) else None, task, task_id)
     statement = _text(rec, where, spec.question_field, ("question", "problem", "description", "prompt"), "question")
     sols = rec.get(spec.solution_field or "solutions", rec.get("solution"))
     if isinstance(sols, str) and sols.startswith("["):
