@@ -26,7 +26,7 @@ Policy (a change to any of these bumps ``VERSION``):
       that could change how they are read or run is refused before any server call: the commands ``macro``,
       ``macro_rules``, ``syntax``, ``elab``, ``elab_rules``, ``notation`` (and ``notation3``), ``infix``/``infixl``/
       ``infixr``/``prefix``/``postfix``, ``declare_syntax_cat``, ``initialize``, ``simproc``, ``binder_predicate``
-      (with any modifier: ``local``, ``scoped``, attributes), code run while Lean reads the file (``#eval``,
+      (anywhere as a token: after a term on the same line, after ``open ... in``), code run while Lean reads the file (``#eval``,
       ``run_cmd``, ``run_elab``, ``run_meta``, ``run_tac``, ``by_elab``), and attributes that register such code
       (``@[macro ...]``, ``command_elab``, ``term_elab``, ``tactic``, ``implemented_by``, ``extern``, ``init``, ...).
       The statement's name must be declared as a ``theorem``/``lemma`` (not ``abbrev``, ``def``, ``instance``,
@@ -74,10 +74,12 @@ _FORBIDDEN = [
 ]
 # Commands that change how later commands are read or run, or run code while Lean reads the file (issue 36,
 # class 7): any of them could rewrite the check commands that follow the code (``macro_rules | `(#check $_) => ...``).
-_MODIFIERS = r"(?:@\[[^\]]*\]\s*|(?:local|scoped|private|protected|noncomputable|partial|unsafe)\s+)*"
+# A command keyword anywhere as a token (Lean needs no newline between commands: ``... := trivial macro_rules | ...``,
+# ``open Lean in macro_rules ...``); a keyword cannot be an identifier, so only a dotted name (``List.prefix``) or a
+# comment holds the word otherwise, and a comment is refused too (nothing can hide a command).
 _META_COMMANDS = re.compile(
-    rf"(?m)^\s*{_MODIFIERS}(macro_rules|macro|syntax|elab_rules|elab|notation\w*|infixl|infixr|infix|prefix|postfix|"
-    r"declare_syntax_cat|initialize|builtin_initialize|simproc|dsimproc|binder_predicate)\b"
+    r"(?<![\w.'!?])(macro_rules|macro|syntax|elab_rules|elab|notation\w*|infixl|infixr|infix|prefix|postfix|"
+    r"declare_syntax_cat|initialize|builtin_initialize|simproc|dsimproc|binder_predicate)(?![\w'!?])"
 )
 _META_RUNS = re.compile(r"(#eval\b!?|\brun_cmd\b|\brun_elab\b|\brun_meta\b|\brun_tac\b|\bby_elab\b)")
 _COMMENT = re.compile(r"/-.*?-/|--[^\n]*", re.DOTALL)

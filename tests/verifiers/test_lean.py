@@ -243,6 +243,11 @@ COMMAND_TRICKS = {
     "macro_attribute_on_a_def": ("@[macro Lean.Parser.Command.check] def m : Lean.Macro := fun _ => `(#eval 0)", "macro"),
     "eval_runs_meta_code": ("#eval show Lean.Elab.Command.CommandElabM Unit from pure ()\n  simp", "#eval"),
     "run_cmd_runs_meta_code": ("run_cmd pure ()\n  simp", "run_cmd"),
+    "macro_rules_after_a_term_on_one_line": (
+        "-- theorem add_zero' (n : ℕ) : n + 0 = n := by\nexample : True := trivial macro_rules | `(#check $_) => `(#check 0)",
+        "macro_rules",
+    ),
+    "open_in_macro_rules": ("open Lean in macro_rules | `(#print axioms $_) => `(#check 0)\n  simp", "macro_rules"),
 }
 
 
