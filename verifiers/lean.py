@@ -21,6 +21,16 @@ Policy (a change to any of these bumps ``VERSION``):
       placeholder ``sorry`` (miniF2F) is dropped.
     * **No escape hatches**: code that declares an ``axiom``, uses ``sorry``/``admit``, sets
       ``debug.skipKernelTC``, or redefines the statement's name is ``wrong`` before any server call (``details["problem"]``).
+    * **Nothing can rewrite the checks** (issue 36): the check commands follow the code in the same snippet (the
+      Kimina API runs each snippet in its own environment and cannot run a second one in the first's), so code
+      that could change how they are read or run is refused before any server call: the commands ``macro``,
+      ``macro_rules``, ``syntax``, ``elab``, ``elab_rules``, ``notation`` (and ``notation3``), ``infix``/``infixl``/
+      ``infixr``/``prefix``/``postfix``, ``declare_syntax_cat``, ``initialize``, ``simproc``, ``binder_predicate``
+      (anywhere as a token: after a term on the same line, after ``open ... in``), code run while Lean reads the file (``#eval``,
+      ``run_cmd``, ``run_elab``, ``run_meta``, ``run_tac``, ``by_elab``), and attributes that register such code
+      (``@[macro ...]``, ``command_elab``, ``term_elab``, ``tactic``, ``implemented_by``, ``extern``, ``init``, ...).
+      The statement's name must be declared as a ``theorem``/``lemma`` (not ``abbrev``, ``def``, ``instance``,
+      ``opaque``, ...; comments are not declarations).
     * **The elaborated declaration decides, not the text** (issue 22): the snippet elaborates the gold's
       statement first (``def __ratchet_goal_<tag> : Prop``), then the code, then
       ``#check (@NAME : __ratchet_goal_<tag>)`` and ``#print axioms NAME``. A declaration whose type is not
@@ -52,7 +62,7 @@ from collections.abc import Sequence
 
 from ratchet.verifiers.verdict import Verdict
 
-VERSION = "lean-1.1.0"
+VERSION = "lean-1.2.0"  # 1.2: metaprogramming refused, the statement declared as a theorem
 DEFAULT_URL = "http://localhost:8000"
 _FENCE = re.compile(r"```[ \t]*lean4?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -62,6 +72,22 @@ _FORBIDDEN = [
     (re.compile(r"\badmit\b"), "uses admit"),
     (re.compile(r"\bdebug\.skipKernelTC\b"), "switches off the kernel check"),
 ]
+# Commands that change how later commands are read or run, or run code while Lean reads the file (issue 36,
+# class 7): any of them could rewrite the check commands that follow the code (``macro_rules | `(#check $_) => ...``).
+# A command keyword anywhere as a token (Lean needs no newline between commands: ``... := trivial macro_rules | ...``,
+# ``open Lean in macro_rules ...``); a keyword cannot be an identifier, so only a dotted name (``List.prefix``) or a
+# comment holds the word otherwise, and a comment is refused too (nothing can hide a command).
+_META_COMMANDS = re.compile(
+    r"(?<![\w.'!?])(macro_rules|macro|syntax|elab_rules|elab|notation\w*|infixl|infixr|infix|prefix|postfix|"
+    r"declare_syntax_cat|initialize|builtin_initialize|simproc|dsimproc|binder_predicate)(?![\w'!?])"
+)
+_META_RUNS = re.compile(r"(#eval\b!?|\brun_cmd\b|\brun_elab\b|\brun_meta\b|\brun_tac\b|\bby_elab\b)")
+_COMMENT = re.compile(r"/-.*?-/|--[^\n]*", re.DOTALL)
+_META_ATTRS = re.compile(
+    r"(?:@\[|\battribute\s*\[)[^\]]*?\b(macro|command_elab|term_elab|tactic|command_parser|term_parser|"
+    r"builtin_\w+|implemented_by|extern|init|env_linter)\b"
+)
+_DECL_KINDS = r"theorem|lemma|def|abbrev|instance|opaque|axiom|structure|inductive|class|example"
 _DECL_NAME = re.compile(r"\b(?:theorem|lemma|example|def)\s+([^\s(:{\[]+)")
 _HEAD = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+|protected\s+)?(theorem|lemma|example)\b\s*")
 # The axioms a proof may rest on (Lean's and Mathlib's standard three); anything else (an added ``axiom``,
@@ -124,9 +150,18 @@ def _refusal(statement: str, code: str) -> str | None:
     for pattern, why in _FORBIDDEN:
         if pattern.search(body):
             return why
+    for pattern, what in ((_META_COMMANDS, "command"), (_META_ATTRS, "attribute"), (_META_RUNS, "command")):
+        m = pattern.search(body)  # the raw text, comments included: nothing can hide a command from this
+        if m:
+            return f"uses the {what} {m.group(1)!r}, which can rewrite the check commands; prove the statement without metaprogramming"
     names = _DECL_NAME.findall(theorem)
-    if names and len(re.findall(rf"\b(?:theorem|lemma|def)\s+{re.escape(names[0])}(?![^\s(:{{\[])", code)) > 1:
+    if not names:
+        return None
+    decls = re.findall(rf"\b({_DECL_KINDS})\s+{re.escape(names[0])}(?![^\s(:{{\[])", _COMMENT.sub(" ", code))
+    if len(decls) > 1:
         return f"redefines {names[0]}"
+    if decls and decls[0] not in ("theorem", "lemma"):
+        return f"declares {names[0]} as {decls[0]}, not a theorem; state it as 'theorem {names[0]} ...'"
     return None
 
 

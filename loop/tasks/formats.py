@@ -287,8 +287,9 @@ def _loop_values(it: ast.expr) -> list | None:
     """The values of a loop's iterable when it is a literal list/tuple or ``range`` of constants (else None)."""
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords:
         try:
-            values = list(range(*[ast.literal_eval(a) for a in it.args]))
-        except (ValueError, TypeError, SyntaxError):
+            span = range(*[ast.literal_eval(a) for a in it.args])
+            values = list(span) if len(span) <= 1000 else None  # a literal range(400000000) is never listed (issue 36)
+        except (ValueError, TypeError, SyntaxError, OverflowError):
             return None
     else:
         try:
@@ -431,6 +432,8 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
         tests = humaneval_tests(_text(rec, where, spec.tests_field, ("test",), "tests"), entry, where, prompt)
         body = rec.get(spec.solution_field or "canonical_solution")
         solution = prompt + body if isinstance(body, str) and body.strip() else None
+        if solution is None and not any(isinstance(t, dict) for t in tests):
+            tests = (*tests, {"entry_point": entry})  # no reference solution names it: the tests declare it (issue 36)
         return TaskRecord(prompt, "", tests, entry, solution, task, task_id)
     if fmt == "mbpp":
         text = _text(rec, where, spec.question_field, ("text", "prompt", "question"), "question")
@@ -444,7 +447,11 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
         setup = _mbpp_setup("\n".join(imports), where) + setup  # the tests' own imports (MBPP sanitized)
         q = text.strip() + "\nYour code should pass these tests:\n" + "\n".join(lines)
         code = rec.get(spec.solution_field or "code")
-        return TaskRecord(q, "", tuple(setup + lines), None, code if isinstance(code, str) else None, task, task_id)
+        declared = rec.get(spec.entry_point_field or "entry_point")
+        tests = tuple(setup + lines)
+        if not isinstance(code, str) and isinstance(declared, str) and declared.strip():
+            tests = (*tests, {"entry_point": declared.strip()})  # no reference solution: the record names it (issue 36)
+        return TaskRecord(q, "", tests, None, code if isinstance(code, str) else None, task, task_id)
     statement = _text(rec, where, spec.question_field, ("question", "problem", "description", "prompt"), "question")
     sols = rec.get(spec.solution_field or "solutions", rec.get("solution"))
     if isinstance(sols, str) and sols.startswith("["):

@@ -101,7 +101,7 @@ def test_reverify_refuses_a_duckdb_that_is_not_a_store(tmp_path):
 def test_reverify_scores_code_prompts_with_the_code_verifier(tmp_path):
     db = tmp_path / "s.duckdb"
     seed_store(db)
-    tests = json.dumps(["assert inc(1) == 2"])
+    tests = json.dumps([{"entry_point": "inc"}, "assert inc(1) == 2"])  # no reference solution: declared (issue 36)
     with transaction(db) as con:
         insert_rows(
             con,

@@ -47,7 +47,7 @@ def test_composite_reward() -> None:
     unparsed = score("<think>x</think><answer>4 or 5</answer>", "5", format_template="think_answer")
     assert unparsed.reward == 0.0
     assert score(r"\boxed{5}", "5").reward == 1.0
-    code = score("```python\ndef f():\n    return 1\n```", "", kind="code", tests=["assert f() == 1"])
+    code = score("```python\ndef f():\n    return 1\n```", "", kind="code", tests=[{"entry_point": "f"}, "assert f() == 1"])
     assert code.correct
 
 

@@ -58,6 +58,12 @@ def _lean_answer(code: str, answer: dict) -> dict:
     declared = any(ln.startswith(f"theorem {name} ") for ln in model.splitlines())
     if "#exit" in model:  # Lean stops reading the file: the check commands never run
         return {**answer, "response": {**answer["response"], "messages": messages}}
+    if "macro_rules" in model and "(#check" in model:  # the model's macro rewrites the check command: it says nothing
+        check = None
+    if "macro_rules" in model and "(#print axioms" in model:  # ... and prints what the model wants at its line
+        data = f"'{name}' depends on axioms: [propext]"
+        messages.append({"severity": "info", "pos": {"line": axioms, "column": 0}, "data": data})
+        axioms = None
     if check and not declared:
         messages.append({"severity": "error", "pos": {"line": check, "column": 8}, "data": f"unknown identifier '{name}'"})
     elif check and (": True := " in model or "include h" in model):
@@ -218,3 +224,42 @@ def test_no_axiom_report_is_not_a_proof(server):
 def test_standard_axioms_pass(server):
     v = verify("lean", STATEMENT, "  simp", lean_url=server, timeout_s=5)
     assert v.correct and v.details["axioms"] == ["propext"]
+
+
+# Issue 36, class 7: code that rewrites the check commands, or declares the statement's name as something else.
+HIJACK = (
+    "macro_rules | `(#check $_) => `(#check True)\n"
+    "macro_rules | `(#print axioms $_) => `(#print \"'x' depends on axioms: [propext]\")\n"
+)
+COMMAND_TRICKS = {
+    "macro_rules_rewrite_the_checks": (HIJACK + "theorem add_zero' : True := trivial", "macro_rules"),
+    "abbrev_under_the_statements_name": (
+        "-- theorem add_zero' (n : ℕ) : n + 0 = n := by\n" + HIJACK + "abbrev add_zero' : Prop := True",
+        "macro_rules",
+    ),
+    "elab_of_a_command": ('elab "#check" _x:term : command => pure ()\ntheorem add_zero\' : True := trivial', "elab"),
+    "syntax_and_macro": ('syntax "#print axioms" ident : command\nmacro "#check" _x:term : command => `(#eval 0)', "syntax"),
+    "notation_hides_a_term": ('notation "cheat" => (sorryAx _ false)\n  exact cheat', "notation"),
+    "macro_attribute_on_a_def": ("@[macro Lean.Parser.Command.check] def m : Lean.Macro := fun _ => `(#eval 0)", "macro"),
+    "eval_runs_meta_code": ("#eval show Lean.Elab.Command.CommandElabM Unit from pure ()\n  simp", "#eval"),
+    "run_cmd_runs_meta_code": ("run_cmd pure ()\n  simp", "run_cmd"),
+    "macro_rules_after_a_term_on_one_line": (
+        "-- theorem add_zero' (n : ℕ) : n + 0 = n := by\nexample : True := trivial macro_rules | `(#check $_) => `(#check 0)",
+        "macro_rules",
+    ),
+    "open_in_macro_rules": ("open Lean in macro_rules | `(#print axioms $_) => `(#check 0)\n  simp", "macro_rules"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_TRICKS))
+def test_code_that_can_rewrite_the_checks_is_refused(server, name):
+    code, keyword = COMMAND_TRICKS[name]
+    v = verify("lean", STATEMENT, f"```lean\n{code}\n```", lean_url=server, timeout_s=5)
+    assert v.reason == "wrong" and v.details["lean_status"] == "refused" and keyword in v.details["problem"], (name, v.details)
+
+
+@pytest.mark.parametrize("kind", ["abbrev", "def", "instance", "opaque"])
+def test_the_statement_must_be_declared_as_a_theorem(server, kind):
+    code = f"-- theorem add_zero' (n : ℕ) : n + 0 = n := by\n{kind} add_zero' (n : ℕ) : n + 0 = n := by\n  simp"
+    v = verify("lean", STATEMENT, f"```lean\n{code}\n```", lean_url=server, timeout_s=5)
+    assert v.reason == "wrong" and "theorem" in v.details.get("problem", ""), v.details

@@ -310,6 +310,13 @@ class _Diverged(Exception):
     """A replayed call's arguments differ from the recorded ones: the test's calls depend on results."""
 
 
+class _TooManyCalls(BaseException):
+    """One check run called the candidate more than ``MAX_CHECK_CALLS`` times (a loop over ``range(400000000)``)."""
+
+
+MAX_CHECK_CALLS = 20_000  # calls of one check run: each is a record (under the 4 MiB cap) and a probe of the program
+
+
 def _check(job, emit):
     """``check``: run a test's ``check(candidate)`` with ``candidate`` a proxy; no model code here.
 
@@ -327,6 +334,8 @@ def _check(job, emit):
 
     def candidate(*a, **kw):
         i, calls[0] = calls[0], calls[0] + 1
+        if i >= MAX_CHECK_CALLS:
+            raise _TooManyCalls
         if i < len(answers):
             args, kind, value = answers[i]
             if dec(args) != [list(a), kw]:
@@ -355,6 +364,8 @@ def _check(job, emit):
         outcome = "incomplete" if state["spec"] else "pass"
     except _Diverged:
         outcome = "diverged"
+    except _TooManyCalls:
+        outcome = "too_many_calls"
     except Exception as exc:  # a failing check is data for the verdict
         lines = [f.tb_lineno for f in _frames(exc.__traceback__) if f.tb_frame.f_code.co_filename == "<test>"]
         where = f"@{lines[-1]}" if lines else ""  # the test's line that failed (the parent quotes it)

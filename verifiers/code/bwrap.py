@@ -150,7 +150,8 @@ def runtime_binds(python: str) -> list[str]:
 
 
 def bwrap_argv(bwrap: str, python: str, disk_bytes: int, fds: dict[str, int]) -> list[str]:
-    """The bwrap command line; ``fds`` are the ``harness`` and ``job`` file descriptors to copy in."""
+    """The bwrap command line; ``fds`` are the ``harness`` and ``job`` file descriptors to copy in, and ``seccomp``
+    (when given) the filter program (``ratchet.verifiers.code.seccomp``) applied to the sandboxed process."""
     return [
         bwrap,
         "--unshare-all",
@@ -171,6 +172,7 @@ def bwrap_argv(bwrap: str, python: str, disk_bytes: int, fds: dict[str, int]) ->
         str(disk_bytes),
         "--tmpfs",
         SANDBOX_DIR,
+        *(["--seccomp", str(fds["seccomp"])] if "seccomp" in fds else []),
         "--ro-bind-data",
         str(fds["harness"]),
         "/harness.py",

@@ -91,12 +91,13 @@ class EntryPoints:
     """What a task takes from a program (issue 22, class 1: the program's own names never decide what the tests use).
 
     Attributes:
-        names: the task's entry points the program defines: names the tests use that the tests do not bind
-            themselves, that the reference solution (``gold``) defines (a def, class, assignment or
-            ``from m import name``), or without a gold, that are neither builtins nor standard modules.
+        names: the task's entry points the program defines: names the tests use and never bind themselves
+            (no import, assignment, ``def``, parameter, comprehension target or lambda argument of theirs) that a
+            declared ``{"entry_point": name}`` test names, else that the reference solution (``gold``) defines
+            (a def, class, assignment or ``from m import name``). Without either, assert tests are refused.
             Every other name the program binds (``abs``, ``expected``, a helper, ``math``) is invisible to the tests.
-        classes: entry points that are classes (the gold's classes; without a gold, the program's classes
-            named in CapWords): ``Cls(...).method(x)`` runs on the program's object.
+        classes: entry points that are classes (the gold's classes; with a declaration, the program's).
+            ``Cls(...).method(x)`` runs on the program's object.
         imports: standard modules the tests use without importing them (``math.isclose``): the task's own
             binding of that name is the module, imported in the tests' trusted setup.
     """
@@ -106,35 +107,80 @@ class EntryPoints:
     imports: tuple[str, ...]
 
 
+def _test_bound(stmts: list[ast.stmt]) -> set[str]:
+    """Every name the tests bind anywhere: imports, assignments, ``def``/``class`` names and their parameters,
+    comprehension and loop targets, lambda arguments, walrus targets, ``except ... as`` names."""
+    out = _imported(stmts)
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                out.add(n.id)
+            elif isinstance(n, ast.arg):
+                out.add(n.arg)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(n.name)
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                out.add(n.name)
+    return out
+
+
+def declared_entry_points(tests: Sequence[Any]) -> frozenset[str] | None:
+    """The names a ``{"entry_point": name}`` (or a list of names) test declares; None when no test declares one.
+
+    Raises:
+        BadTests: a declared name is not an identifier.
+    """
+    out: set[str] = set()
+    found = False
+    for t in tests:
+        if isinstance(t, dict) and "entry_point" in t and "check" not in t:
+            found = True
+            names = t["entry_point"] if isinstance(t["entry_point"], list) else [t["entry_point"]]
+            for n in names:
+                if not (isinstance(n, str) and n.isidentifier()):
+                    raise BadTests(f"declared entry_point {n!r} is not a name; give the function's name, e.g. 'add'")
+                out.add(n)
+    return frozenset(out) if found else None
+
+
+def _gold_names(gold: str | None, free: set[str]) -> set[str] | None:
+    """The names a reference solution defines (def, class, assignment, ``from m import name``) that the tests use;
+    None when it has none of them (a stdio program, unparsable text): then it gives no guidance."""
+    if not gold:
+        return None
+    try:
+        names = defined_names(gold) | {
+            a.asname or a.name for s in ast.walk(ast.parse(gold)) if isinstance(s, ast.ImportFrom) for a in s.names
+        }
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return names if names & free else None
+
+
 def entry_points(tests: Sequence[Any], program_names: set[str], program: str, gold: str | None) -> EntryPoints:
-    """The task's entry points for one program (see :class:`EntryPoints`); parses only, runs nothing."""
+    """The task's entry points for one program (see :class:`EntryPoints`); parses only, runs nothing.
+
+    They come from a declared ``{"entry_point": name}`` test, else from the reference solution; never from the
+    program or from a name the tests bind themselves (a helper's parameter, a comprehension target: a program
+    defining it would move the helper beside itself).
+
+    Raises:
+        BadTests: the tests hold asserts, no entry point is declared and no reference solution names one.
+    """
     stmts = _test_statements(tests)
     used = set().union(*(_names(s) for s in stmts)) if stmts else set()
-    bound: set[str] = _imported(stmts)
-    for s in stmts:
-        if isinstance(s, _SETUP):
-            try:
-                bound |= defined_names(ast.unparse(s))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-    free = used - bound
-    gold_names: set[str] | None = None
-    if gold:
-        try:
-            gold_tree = ast.parse(gold)
-            gold_names = defined_names(gold) | {
-                a.asname or a.name for s in ast.walk(gold_tree) if isinstance(s, ast.ImportFrom) for a in s.names
-            }
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            gold_names = None
-        if gold_names is not None and not gold_names & free:
-            gold_names = None  # a gold that defines none of the tested names (a stdio program): no guidance from it
-    if gold_names is not None:
-        names = free & gold_names & program_names
-        classes = _class_defs(gold) & names
-    else:
-        names = (free - _BUILTIN_NAMES - set(sys.stdlib_module_names)) & program_names
-        classes = {c for c in _class_defs(program) & names if c[:1].isupper()}
+    free = used - _test_bound(stmts)
+    declared = declared_entry_points(tests)
+    known = set(declared) if declared is not None else _gold_names(gold, free)
+    if known is None:
+        if stmts:
+            raise BadTests(
+                "a code task without a reference solution must declare its entry point: add a test "
+                '{"entry_point": "<function name>"} (or a list of names), or give the reference solution'
+            )
+        known = set()
+    names = free & known & program_names
+    classes = (_class_defs(gold or "") | (_class_defs(program) if declared is not None else set())) & names
     imports = tuple(sorted(n for n in free - names - _BUILTIN_NAMES if n in sys.stdlib_module_names))
     return EntryPoints(frozenset(names), frozenset(classes), imports)
 
@@ -159,22 +205,53 @@ class _ArgLifter(ast.NodeTransformer):
     value only, never the setup's objects, assignments or helpers.
     """
 
-    def __init__(self, cand: set[str], trusted: set[str], local: set[str], args: list[str]) -> None:
-        self.cand, self.trusted, self.local, self.args = cand, trusted, local, args
+    def __init__(self, cand: set[str], trusted: set[str], local: set[str], args: list[str], holder: str = "__a") -> None:
+        self.cand, self.trusted, self.local, self.args, self.holder = cand, trusted, local, args, holder
 
     def visit(self, node: ast.AST) -> ast.AST:
-        if isinstance(node, ast.expr) and not isinstance(node, _SCOPED):
+        if isinstance(node, ast.expr) and not isinstance(node, (*_SCOPED, ast.Starred, ast.Slice)):
             used = _names(node)
             if used & self.trusted and not used & (self.cand | self.local):
                 src = ast.unparse(node)
                 if src not in self.args:
                     self.args.append(src)
-                return ast.Subscript(ast.Name("__a", ast.Load()), ast.Constant(self.args.index(src)), ast.Load())
+                return ast.Subscript(ast.Name(self.holder, ast.Load()), ast.Constant(self.args.index(src)), ast.Load())
         return self.generic_visit(node)
 
 
 def _sub(name: str, k: int) -> ast.Subscript:
     return ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load())
+
+
+MAX_EXPANDED = 1_000_000  # loop values one unrolled comprehension may expand into test cases (issue 36, class 6)
+
+
+def _range_len(it: ast.expr) -> int | None:
+    """The length of ``range(<constants>)`` without listing it; None for any other iterable."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords):
+        return None
+    try:
+        return len(range(*[ast.literal_eval(a) for a in it.args]))
+    except (ValueError, TypeError, SyntaxError, OverflowError, RecursionError, MemoryError):
+        return None
+
+
+def _project(probe: str, targets: set[str], cand: set[str], per: list[str]) -> str:
+    """``probe`` with each sub-expression over loop targets (and no program name) replaced by ``__b[j]``; the
+    sub-expressions are appended to ``per`` (evaluated per binding in the prep run).
+
+    Raises:
+        BadTests: a loop target is left in the probe (used where its value cannot be computed apart from the program).
+    """
+    tree = ast.parse(probe, mode="eval")
+    out = _ArgLifter(cand, targets, _local_names(tree), per, holder="__b").visit(tree)
+    text = ast.unparse(out)
+    if _names(out) & targets:
+        raise BadTests(
+            f"test expression {probe!r} uses the loop variables {sorted(_names(out) & targets)} where the program's "
+            f"values are needed to compute them; write one assert per case"
+        )
+    return text
 
 
 class _Splitter(ast.NodeTransformer):
@@ -231,6 +308,13 @@ class _Splitter(ast.NodeTransformer):
             return node
         if any(self._refs(n) for n in [gens[0].iter, *inner_loops]):
             return None
+        for g in gens:
+            n = _range_len(g.iter)
+            if n is not None and n > MAX_EXPANDED:
+                raise BadTests(
+                    f"test expression {ast.unparse(node)[:120]!r} loops over {n} values; at most {MAX_EXPANDED:,} test "
+                    f"cases are expanded: shrink the range or split the test"
+                )
         targets = sorted(set().union(*(_names(g.target) for g in gens)))
         tup = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
         bind = ast.ListComp(ast.Tuple([ast.Name(t, ast.Load()) for t in targets], ast.Load()), gens)
@@ -239,9 +323,12 @@ class _Splitter(ast.NodeTransformer):
         self.args.append(ast.unparse(bind))  # every binding: for the judge only (it holds the expected side too)
         k = len(self.args) - 1
         self.plan.judge_only.add(k)
-        used = sorted(set(targets) & set().union(*(_names(ast.parse(p, mode="eval")) for p in inner)))
-        self.args.append(f"[({', '.join(used)},) for {ast.unparse(tup)} in __a[{k}]]")  # what the program may see
-        self.probes.append(f"[({', '.join(inner)},) for ({', '.join(used)},) in __a[{k + 1}]]")
+        # The program gets, per binding, only the values its calls take (``c[0]``, ``t['in']``), computed in the
+        # prep run: never the binding itself (``c``, a record), which holds the expected value too.
+        per: list[str] = []
+        probes = [_project(p, set(targets), self.names, per) for p in inner]
+        self.args.append(f"[({''.join(e + ', ' for e in per)}) for {ast.unparse(tup)} in __a[{k}]]")
+        self.probes.append(f"[({''.join(p + ', ' for p in probes)}) for __b in __a[{k + 1}]]")
         for n in ast.walk(elt):  # the element's probes are now fields of this binding's tuple, __q
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "__p":
                 n.value.id = "__q"
@@ -262,6 +349,14 @@ class _Splitter(ast.NodeTransformer):
         if cut is not None and cut is not node:
             return self.generic_visit(node)  # the chain's outer part stays in the judge; its inner part is probed below
         if isinstance(node, ast.expr) and self._refs(node) and (cut is not None or isinstance(node, _SCOPED)):
+            if isinstance(node, _SCOPED) and (
+                _names(node) & self.local or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(node))
+            ):  # it would run beside the program: its comparisons (``f(x) == y``) and an outer case (``row``) too
+                raise BadTests(
+                    f"test expression {ast.unparse(node)!r} compares values, or reads an outer loop's case, inside a "
+                    f"lambda or a comprehension that would run beside the program; write one comprehension per assert "
+                    f"with the program's calls in its element only"
+                )
             if isinstance(node, _SCOPED) and _names(node) & self.trusted:
                 raise BadTests(
                     f"test expression {ast.unparse(node)!r} mixes the program's names with setup-defined names inside "
@@ -400,6 +495,8 @@ def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None 
         plan.setup = [f"import {m}" for m in entry.imports]
         trusted |= set(entry.imports)
     for t in tests:
+        if isinstance(t, dict) and "entry_point" in t and "check" not in t:
+            continue  # a declaration (``declared_entry_points``), not a test
         case = _stdio_case(t)
         if case is not None:
             plan.stdio.append(case)
@@ -416,6 +513,13 @@ def plan_tests(tests: Sequence[Any], names: set[str], entry: EntryPoints | None 
             elif isinstance(s, _SETUP):
                 bound = defined_names(ast.unparse(s)) | {(a.asname or a.name).split(".")[0] for a in getattr(s, "names", [])}
                 if _names(s) & cand or (isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name in cand):
+                    if isinstance(s, (ast.FunctionDef, ast.ClassDef)) and (
+                        _names(s) & trusted or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(s))
+                    ):  # it would run beside the program with its expected values and comparisons
+                        raise BadTests(
+                            f"test helper {s.name!r} calls the program and compares or uses setup values; it would run "
+                            f"beside the program: write its checks as asserts, or the test as check(candidate)"
+                        )
                     plan.cand_setup.append(ast.unparse(_ArgLifter(cand, trusted, set(), plan.args).visit(s)))
                     if _constructs(s, plan.classes):
                         plan.objects |= bound
@@ -439,39 +543,3 @@ def _constructs(s: ast.stmt, classes: set[str]) -> bool:
     """``x = Cls(...)`` (or ``x: T = Cls(...)``) for a class entry point ``Cls``: ``x`` is the program's object."""
     value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
-
-
-class _SoftAsserts(ast.NodeTransformer):
-    """``assert t, m`` -> ``__ratchet_assert(lambda: t, m)`` (the check harness decides when it fails)."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
-        args: list[ast.expr] = [ast.Lambda(ast.arguments([], [], None, [], [], None, []), node.test)]
-        call = ast.Call(ast.Name("__ratchet_assert", ast.Load()), args + ([node.msg] if node.msg else []), [])
-        return ast.copy_location(ast.Expr(call), node)
-
-
-def check_function(tests: Sequence[Any]) -> tuple[str, str] | None:
-    """A ``{"check": <test source>, "entry_point": name}`` test (HumanEval's ``check(candidate)``).
-
-    Returns:
-        ``(test source with asserts made soft, entry point)``, or None when ``tests`` is not that shape.
-
-    Raises:
-        BadTests: the shape is mixed with other tests, the source is not Python, has no
-            ``check(candidate)`` function, or the entry point is not an identifier.
-    """
-    shaped = [t for t in tests if isinstance(t, dict) and "check" in t]
-    if not shaped:
-        return None
-    if len(tests) != 1:
-        raise BadTests("a check(candidate) test must be the only test of a task; put every case inside check")
-    src, entry = shaped[0]["check"], shaped[0].get("entry_point")
-    if not (isinstance(entry, str) and entry.isidentifier()):
-        raise BadTests(f"check test has entry_point {entry!r}; give the function's name")
-    try:
-        mod = ast.parse(src)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise BadTests(f"check test is not valid Python: {exc}") from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" and n.args.args for n in mod.body):
-        raise BadTests("check test defines no check(candidate) function; define one")
-    return ast.unparse(ast.fix_missing_locations(_SoftAsserts().visit(mod))), entry

@@ -215,6 +215,8 @@ def failure(res: RunResult) -> tuple[str, dict[str, Any]] | None:
         return "sandbox_violation", {"violation": "output limit exceeded", "output_exceeded": True}
     if res.disk_exceeded:
         return "sandbox_violation", {"violation": "disk quota exceeded", "disk_exceeded": True}
+    if res.memory_exceeded:  # the cgroup's limit: the kernel killed a process of the run (SIGKILL, not a timeout)
+        return "sandbox_violation", {"violation": "memory limit exceeded", "memory_exceeded": True}
     if res.timed_out or res.returncode in (-9, -24):
         return "timeout", {"timeout": True}
     mem = any(r[0] in ("load_error", "error") and "MemoryError" in r for r in res.records)

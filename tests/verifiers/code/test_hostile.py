@@ -26,7 +26,7 @@ import pytest
 from ratchet.verifiers.code import verify_code
 from ratchet.verifiers.code.sandbox import Limits, run_job
 
-TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
+TESTS = [{"entry_point": "add"}, "assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 CANARY = "ratchet-hostile-canary-31337"
 OUTCOME = "\ndef add(a, b):\n    return a + b if ok else 0\nprint('ESCAPED' if ok else 'contained')\n"
 
@@ -222,14 +222,21 @@ SETUP_LEAKS = [
 
 @pytest.mark.parametrize("name,program,tests", SETUP_LEAKS, ids=[s[0] for s in SETUP_LEAKS])
 def test_setup_values_never_reach_the_program(name: str, program: str, tests: list[str]) -> None:
-    v = verify_code(None, f"```python\n{program}\n```", tests, timeout_s=5)
+    v = verify_code(None, f"```python\n{program}\n```", [{"entry_point": ["rev", "f"]}, *tests], timeout_s=5)
     assert not v.correct and v.reason in ("wrong", "runtime_error"), (name, v)
 
 
 def test_setup_arguments_still_work() -> None:
     """The honest form of the same tests passes: setup values reach the program as plain data."""
     good = "```python\ndef rev(s):\n    return s[::-1]\nclass Solution:\n    def twice(self, x):\n        return 2 * x\n```"
-    tests = ["want = 'olleh'", "xs = [1, 2]", "assert rev(want[::-1]) == want", "s = Solution()", "assert s.twice(xs[1]) == 4"]
+    tests = [
+        {"entry_point": ["rev", "Solution"]},
+        "want = 'olleh'",
+        "xs = [1, 2]",
+        "assert rev(want[::-1]) == want",
+        "s = Solution()",
+        "assert s.twice(xs[1]) == 4",
+    ]
     assert verify_code(None, good, tests, timeout_s=5).correct
 
 
@@ -312,10 +319,10 @@ def test_expected_values_inside_a_comprehension_never_reach_the_program() -> Non
         "import sys\ndef f(x):\n    fr = sys._getframe(1)\n    while fr:\n        if 'y' in fr.f_locals:\n"
         "            return fr.f_locals['y']\n        fr = fr.f_back\n    return None"
     )
-    tests = ["assert all(f(x) == y for x, y in [(1, 'one'), (2, 'two')])"]
+    tests = [{"entry_point": "f"}, "assert all(f(x) == y for x, y in [(1, 'one'), (2, 'two')])"]
     assert not verify_code(None, f"```python\n{thief}\n```", tests, timeout_s=5).correct
     honest = "def f(x):\n    return {1: 'one', 2: 'two'}[x]"
     assert verify_code(None, f"```python\n{honest}\n```", tests, timeout_s=5).correct
-    ref = ["def ref(n):\n    return n * 7 + 1", "assert all(f(n) == ref(n) for n in range(4) if n)"]
+    ref = [{"entry_point": "f"}, "def ref(n):\n    return n * 7 + 1", "assert all(f(n) == ref(n) for n in range(4) if n)"]
     assert verify_code(None, "```python\ndef f(n):\n    return n * 7 + 1\n```", ref, timeout_s=5).correct
     assert not verify_code(None, "```python\ndef f(n):\n    return n * 7\n```", ref, timeout_s=5).correct

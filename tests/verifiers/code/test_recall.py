@@ -39,7 +39,7 @@ VALUES = [
 
 @pytest.mark.parametrize("body,tests,expected", VALUES)
 def test_values_compare_as_python_does(body: str, tests: list[str], expected: bool) -> None:
-    v = verify_code(None, prog(body), tests, timeout_s=5)
+    v = verify_code(None, prog(body), [{"entry_point": "f"}, *tests], timeout_s=5)
     assert v.correct is expected, (tests, v.reason, v.details)
 
 
@@ -77,12 +77,12 @@ UNITTEST = ["import unittest", "tc = unittest.TestCase()"]
     ],
 )
 def test_unittest_style_asserts(tests: list[str], expected: bool) -> None:
-    v = verify_code(None, prog("def mul(a, b):\n    return a * b"), tests, timeout_s=5)
+    v = verify_code(None, prog("def mul(a, b):\n    return a * b"), [{"entry_point": "mul"}, *tests], timeout_s=5)
     assert v.correct is expected, (tests, v.reason, v.details)
 
 
 def test_unsupported_unittest_helper_is_bad_gold_naming_it() -> None:
-    v = verify_code(None, prog("def f():\n    pass"), ["self.assertRaises(ValueError, f)"], timeout_s=5)
+    v = verify_code(None, prog("def f():\n    pass"), [{"entry_point": "f"}, "self.assertRaises(ValueError, f)"], timeout_s=5)
     assert v.reason == "bad_gold" and "assertRaises" in v.details["error"]
 
 
@@ -110,10 +110,12 @@ def test_kernel_isolation_missing_refuses_in_one_line(monkeypatch: pytest.Monkey
     sandbox.kernel_isolation_problem.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as err:
-            verify_code(None, prog("def f():\n    return 1"), ["assert f() == 1"], isolation="kernel")
+            verify_code(None, prog("def f():\n    return 1"), [{"entry_point": "f"}, "assert f() == 1"], isolation="kernel")
         msg = str(err.value)
         assert "\n" not in msg and "bwrap" in msg and "code_isolation" in msg
-        weak = verify_code(None, prog("def f():\n    return 1"), ["assert f() == 1"], isolation="weak", timeout_s=5)
+        weak = verify_code(
+            None, prog("def f():\n    return 1"), [{"entry_point": "f"}, "assert f() == 1"], isolation="weak", timeout_s=5
+        )
         assert weak.correct and weak.details["isolation"] == "weak"
     finally:
         sandbox.kernel_isolation_problem.cache_clear()
@@ -122,7 +124,7 @@ def test_kernel_isolation_missing_refuses_in_one_line(monkeypatch: pytest.Monkey
 def test_audit_json_shows_isolation(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     cases = tmp_path / "c.jsonl"
     row = {"id": "a", "kind": "code", "gold": "", "prediction": prog("def f():\n    return 1"), "expected": True}
-    cases.write_text(json.dumps({**row, "tests": ["assert f() == 1"]}))
+    cases.write_text(json.dumps({**row, "tests": [{"entry_point": "f"}, "assert f() == 1"]}))
     assert json.loads(audit_json(run_audit(cases)))["isolation"] == "kernel"
     monkeypatch.setenv("RATCHET_CODE_ISOLATION", "weak")
     shown = json.loads(audit_json(run_audit(cases)))

@@ -9,7 +9,7 @@ import pytest
 from ratchet.verifiers.code import extract_code, verify_code, verify_code_batch
 from ratchet.verifiers.code.sandbox import Limits, run_job
 
-TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
+TESTS = [{"entry_point": "add"}, "assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
 
 
@@ -141,7 +141,12 @@ def test_missing_stdout_uses_reference_solution() -> None:
 
 
 def test_non_literal_judge_expressions() -> None:
-    tests = ["import math", "assert abs(root(2) - math.sqrt(2)) < 1e-9", "assert sorted(roots()) == [1, 2]"]
+    tests = [
+        {"entry_point": ["root", "roots"]},
+        "import math",
+        "assert abs(root(2) - math.sqrt(2)) < 1e-9",
+        "assert sorted(roots()) == [1, 2]",
+    ]
     good = prog("import math\ndef root(x):\n    return math.sqrt(x)\ndef roots():\n    return [2, 1]")
     bad = prog("def root(x):\n    return 1.4\ndef roots():\n    return [2, 1]")
     assert verify_code(None, good, tests, timeout_s=2).correct
@@ -150,7 +155,7 @@ def test_non_literal_judge_expressions() -> None:
 
 def test_class_based_solution() -> None:
     body = "class Solution:\n    def twice(self, x):\n        return 2 * x"
-    assert verify_code(None, prog(body), ["assert Solution().twice(4) == 8"], timeout_s=2).correct
+    assert verify_code(None, prog(body), [{"entry_point": "Solution"}, "assert Solution().twice(4) == 8"], timeout_s=2).correct
 
 
 def test_extract_last_python_block() -> None:

