@@ -89,9 +89,20 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
                 [completions[i] for i in idx],
                 [prompts[i].get("solution") for i in idx],  # reference program: fills a missing expected stdout
                 kind="code",
-                tests=[json.loads(prompts[i]["tests_json"] or "[]") for i in idx],
+                tests=[_declared_tests(prompts[i]) for i in idx],
                 spec=code_spec,
             )
         for i, v in zip(idx, verdicts):
             out[i] = (kind, v)
     return [o for o in out if o is not None]
+
+
+def _declared_tests(prompt: dict) -> list:
+    """A code prompt's tests; a gold-less one stored before tests declared their entry point (an older store) gets
+    ``{"entry_point": ...}`` from its ``entry_point`` column, so it is judged as a new row would be."""
+    tests = json.loads(prompt.get("tests_json") or "[]")
+    entry = prompt.get("entry_point")
+    if prompt.get("solution") is None and entry and not any(isinstance(t, dict) for t in tests):
+        tests.append({"entry_point": entry})
+    return tests
+
