@@ -1,7 +1,7 @@
 """Error rates of the gate's rule, from the real ``ratchet.loop.gate.decide`` on simulated paired outcomes.
 
 1. Promote rate of one round for true pass@1 changes -0.10 .. +0.10 at 48 / 200 / 1000 held-out prompts
-   (incumbent pass@1 0.5, the two checkpoints disagree on 20% of prompts; ``ratchet.loop.gate.plan``).
+   (incumbent pass@1 0.5, the two checkpoints disagree on 20% of prompts; ``ratchet.loop.gate.error_rates``).
    Targets for the default ``[gate]``: -5 points promoted <= 5% at every size, +5 points >= 80% at 1000.
 2. A 100-round campaign at 200 prompts in which every candidate is truly 1 point worse than its incumbent
    (``gate_plan.simulate_campaign``; a halt ends it where it stands). Target: the final incumbent is at most
@@ -25,7 +25,7 @@ import json
 import time
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate.plan import promote_rate, sequential_rates, simulate_campaign
+from ratchet.loop.gate.error_rates import promote_rate, sequential_rates, simulate_campaign
 
 DELTAS = (-0.10, -0.05, -0.03, 0.0, 0.03, 0.05, 0.10)
 SIZES = (48, 200, 1000)

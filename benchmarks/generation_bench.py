@@ -85,7 +85,7 @@ def main() -> None:
         ap.error(f"--repeats ({args.repeats}) must be >= 5: fewer per-pass ratios cannot resolve a 3% overhead on a busy machine")
 
     from ratchet.loop.checkpoints import resolve_model
-    from ratchet.loop.generation.base import SamplingParams, timed_generate
+    from ratchet.loop.generation.sampling import SamplingParams, timed_generate
     from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.loop.generation.vllm_backend import VLLMBackend
 

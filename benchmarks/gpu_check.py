@@ -228,7 +228,7 @@ def ours_phase(args, model_dir: Path, dtype: str, chats, tmp: Path, check_sync: 
     with ``check_sync`` the weight-sync check after them."""
     from grpo_parity import grpo_samples, ratchet_grpo
 
-    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.sampling import SamplingParams
     from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.loop.train.grpo import GRPOLearner, GRPORun
 
@@ -288,7 +288,7 @@ def weight_sync(args, learner, engine, model_dir: Path, dtype: str, chats, run, 
     state dict (see the module docstring); ``ok`` needs both equal and the in-place engine changed by its update."""
     from grpo_parity import grpo_samples
 
-    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.sampling import SamplingParams
     from ratchet.loop.generation.transformers_backend import TransformersBackend
 
     p, g = args.prompts_per_step, args.group_size

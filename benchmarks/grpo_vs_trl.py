@@ -112,7 +112,7 @@ def _rewards(completions: list[str], golds: list[str], cfg) -> list[float]:
 
 def heldout_pass1(model_dir: str | Path, heldout, render, cfg) -> float:
     """Greedy held-out pass@1 with Ratchet's backend and verifier (the gate's metric)."""
-    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.sampling import SamplingParams
     from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.verifiers.reward import score_batch
 
@@ -134,7 +134,7 @@ def _samples(comps, prompts, render, cfg) -> list:
 
 
 def run_ours(args, out: Path) -> dict:
-    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.sampling import SamplingParams
     from ratchet.loop.generation.transformers_backend import TransformersBackend
     from ratchet.loop.train.grpo import GRPORun, train_grpo
 
@@ -184,7 +184,7 @@ def _run_ours_persistent(args, out: Path, st, run) -> dict:
     from ratchet.flows.compute.engine import LocalEngine, Placement
     from ratchet.flows.compute.messages import GRPOStep, StartLearner, engine_spec
     from ratchet.loop.config import ComputeConfig
-    from ratchet.loop.generation.base import SamplingParams
+    from ratchet.loop.generation.sampling import SamplingParams
 
     base, train, heldout, render, cfg = _setup(args)
     log = logging.getLogger("grpo_vs_trl")

@@ -255,7 +255,7 @@ class GateDecision(SQLModel, table=True):
     verifier_version: str | None = Field(None, description="Verifier version of the outcomes it compared")
     eval_set_id: str | None = Field(None, description="The eval set whose per-prompt outcomes it compared")
     error_rates_json: str | None = Field(
-        None, description="Simulated promote rates of the rule at this eval size (ratchet.loop.gate.plan.Plan.as_dict)"
+        None, description="Simulated promote rates of the rule at this eval size (ratchet.loop.gate.error_rates.Plan.as_dict)"
     )
     eval_prompts_used: int | None = Field(None, description="Sequential gate: eval prompts it used (NULL: not sequential)")
     sequential_looks: int | None = Field(None, description="Sequential gate: looks (batches) it took")

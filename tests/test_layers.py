@@ -87,7 +87,7 @@ def test_import_contract_holds_on_the_real_folders(tmp_path):
     [
         ("verifiers/reward.py", "import ratchet.store.db", "Verifiers import neither"),
         ("loop/gate/__init__.py", "import ratchet.flows.rounds.campaign", "Layers"),
-        ("flows/compute/training.py", "import prefect", "Worker processes and trainers"),
+        ("flows/compute/learner_requests.py", "import prefect", "Worker processes and trainers"),
         ("store/queries.py", "import ratchet.loop.gate", "Layers"),
     ],
 )

@@ -29,7 +29,7 @@ def plan_command(
     """Promote rates of the gate's rule for true pass@1 changes -0.10 .. +0.10 at this eval size, and the size at which
     a 5-point drop is promoted <= alpha and a 5-point gain >= 80% of the time (real decide() on simulated outcomes)."""
     from ratchet.loop.config import ConfigError, GateConfig, load_config
-    from ratchet.loop.gate.plan import DISCORDANCE, plan
+    from ratchet.loop.gate.error_rates import DISCORDANCE, plan
 
     if fmt not in ("table", "json"):
         fail(f"--format {fmt!r} is not one of table, json")

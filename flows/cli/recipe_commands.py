@@ -86,7 +86,7 @@ def sweep(
     (the comparison is still written and names the failure); 2 on bad input.
     """
     configure_prefect(quiet_console=not verbose)
-    from ratchet.flows.report.sweep import write_comparison
+    from ratchet.flows.report.sweep_report import write_comparison
     from ratchet.loop.campaign.sweep import parse_grid, sweep_configs
     from ratchet.loop.config import ConfigError, load_config
 
@@ -98,7 +98,7 @@ def sweep(
     keys = [parse_grid(g)[0] for g in grid]
     console.print(f"sweep of {len(points)} campaigns: " + ", ".join(c.campaign for _, c in points), highlight=False)
     status = [_run_point(cfg, i, len(points)) for i, (_, cfg) in enumerate(points, 1)]
-    from ratchet.flows.report.sweep import comparison_rows, markdown
+    from ratchet.flows.report.sweep_report import comparison_rows, markdown
 
     rows = comparison_rows(base.db, [p for p, _ in points], [c.campaign for _, c in points], status)
     paths = write_comparison(rows, keys, out or base.resolved_run_dir() / f"sweep-{base.campaign}")

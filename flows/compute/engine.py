@@ -57,7 +57,7 @@ from ratchet.flows.compute.pool import TAIL_LINES, ProgressCb, device_env, route
 from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.generation.sampling import Completion, SamplingParams, job_alignment, shard_jobs
 from ratchet.loop.train.data_parallel import fsdp_env
 
 POLL_S = 0.1  # how often a wait checks that every rank is alive: a dead rank is reported within this

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.sampling import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ratchet.flows.compute.messages import EngineSpec, Generate, GRPOStep, Save,
 from ratchet.flows.compute.pool import device_env
 from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation.base import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.generation.sampling import Completion, SamplingParams, job_alignment, shard_jobs
 from ratchet.loop.train.data_parallel import fsdp_env
 
 

@@ -103,7 +103,7 @@ class EngineState:
         if self.backend is None:
             raise ValueError(f"engine request {type(msg).__name__} before Start; start the engine first")
         if isinstance(msg, Generate):
-            from ratchet.loop.generation.base import SamplingParams
+            from ratchet.loop.generation.sampling import SamplingParams
 
             params = msg.params if isinstance(msg.params, SamplingParams) else SamplingParams(**msg.params)
             jobs = range(*msg.jobs) if msg.jobs else None

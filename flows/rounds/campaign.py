@@ -26,8 +26,8 @@ from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_pro
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.gate import plan as gate_plan
-from ratchet.loop.gate.sets import pooled
+from ratchet.loop.gate import error_rates as gate_plan
+from ratchet.loop.gate.eval_sets import pooled
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import insert_rows
@@ -335,7 +335,7 @@ def no_candidate_decision(algorithm: str, consecutive_rejections: int, max_rejec
 
 @task(name="gate", cache_policy=NONE)
 def gate(config_path: str, round_index: int, incumbent: str, candidate: str | None) -> dict:
-    """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate.sets``); record promote /
+    """Decide each eval set of the round on paired held-out outcomes (``ratchet.loop.gate.eval_sets``); record promote /
     reject / halt with the rule and settings it ran with, and one verdict per eval set."""
     ctx, log = load_ctx(config_path, round_index), run_logger()
     g = ctx.cfg.gate

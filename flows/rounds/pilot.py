@@ -3,7 +3,7 @@
 A few of round 1's train prompts, ``group_size`` samples each, from the model that will generate (the base, or
 ``generation.teacher``), on an engine placed as a round's (``ratchet.flows.compute.engine``) and at its sampling settings and
 cap, verified as the round would. Only when many are cut at the cap does it sample them once more with a longer cap
-(``ratchet.loop.train.pilot.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
+(``ratchet.loop.train.pilot_checks.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
 small generate. Nothing is written to the store or the run dir.
 """
 
@@ -21,10 +21,10 @@ from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation.scoring import score_items
-from ratchet.loop.generation.base import Completion, SamplingParams
+from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.lengths import round_max_new_tokens
-from ratchet.loop.train.pilot import TRUNCATED_SHARE, PilotResult, probe_cap
+from ratchet.loop.train.pilot_checks import TRUNCATED_SHARE, PilotResult, probe_cap
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
 from ratchet.loop.evaluation.scoring import reward_spec
 from ratchet.loop.tasks.picking import History, Slot, round_slots
-from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.tasks.task_sets import TaskSet
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import RewardSpec
 

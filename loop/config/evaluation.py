@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ratchet.loop.config.base import _Frozen
+from ratchet.loop.config.frozen import _Frozen
 
 _log = logging.getLogger(__name__)
 

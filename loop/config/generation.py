@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ratchet.loop.config.base import SEED_MAX, _Frozen, identity
+from ratchet.loop.config.frozen import SEED_MAX, _Frozen, identity
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 

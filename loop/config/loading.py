@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ratchet.loop.config.base import _Frozen, _merged
-from ratchet.loop.config.campaign import RatchetConfig
-from ratchet.loop.config.service import PrefectConfig
+from ratchet.loop.config.frozen import _Frozen, _merged
+from ratchet.loop.config.ratchet_config import RatchetConfig
+from ratchet.loop.config.service_config import PrefectConfig
 
 
 class ConfigError(ValueError):

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from ratchet.loop.config.base import _Frozen, identity
+from ratchet.loop.config.frozen import _Frozen, identity
 from ratchet.verifiers.math import AnswerFormat
 
 TaskFormat = Literal["math", "humaneval", "mbpp", "stdio"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ratchet.loop.config.base import _Frozen, identity
+from ratchet.loop.config.frozen import _Frozen, identity
 from ratchet.verifiers.language import LANGUAGES
 from ratchet.verifiers.math import AnswerFormat
 from ratchet.verifiers.reward import DEFAULT_REWARD

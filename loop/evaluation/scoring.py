@@ -105,4 +105,3 @@ def _declared_tests(prompt: dict) -> list:
     if prompt.get("solution") is None and entry and not any(isinstance(t, dict) for t in tests):
         tests.append({"entry_point": entry})
     return tests
-

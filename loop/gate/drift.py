@@ -25,7 +25,7 @@ import numpy as np
 
 from ratchet.loop.config import GateConfig
 from ratchet.loop.gate.bounds import lower_bound
-from ratchet.loop.gate.sets import RoundGate, SetScores
+from ratchet.loop.gate.eval_sets import RoundGate, SetScores
 
 
 @dataclass(frozen=True)

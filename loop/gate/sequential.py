@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ratchet.loop.config import GateConfig
 from ratchet.loop.gate.bounds import lower_bound
-from ratchet.loop.gate.sets import RoundGate, SetScores, decide_sets
+from ratchet.loop.gate.eval_sets import RoundGate, SetScores, decide_sets
 
 STOPS = ("promoted", "halted", "futile", "max_prompts")  # gate_decisions.sequential_stop
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ratchet.loop.generation.base import GenerationBackend
+from ratchet.loop.generation.sampling import GenerationBackend
 from ratchet.loop.generation.transformers_backend import TransformersBackend
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ratchet.common.seeds import batch_seed
-from ratchet.loop.generation.base import (
+from ratchet.loop.generation.sampling import (
     Completion,
     ProgressFn,
     SamplingParams,

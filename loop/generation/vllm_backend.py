@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.common.seeds import batch_seed
-from ratchet.loop.generation.base import (
+from ratchet.loop.generation.sampling import (
     Completion,
     ProgressFn,
     SamplingParams,

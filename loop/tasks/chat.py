@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from ratchet.loop.checkpoints import resolve_model
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.generation.base import render_prompt
-from ratchet.loop.tasks.sets import TaskSet
+from ratchet.loop.generation.sampling import render_prompt
 from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.tasks.task_sets import TaskSet
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ratchet.loop.config import TaskConfig
-from ratchet.loop.tasks.sets import TaskSet, apportion, sub_seed
 from ratchet.loop.tasks.sources import Prompt, normalize_question
+from ratchet.loop.tasks.task_sets import TaskSet, apportion, sub_seed
 
 Counts = tuple[int, int]  # (rollouts, correct)
 

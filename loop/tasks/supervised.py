@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratchet.loop.config import ConfigError
-from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.generation.sampling import render_prompt
 from ratchet.loop.tasks.sources import Prompt
 
 

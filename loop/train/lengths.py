@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ratchet.loop.config import ConfigError, RatchetConfig
-from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.generation.sampling import render_prompt
 
 AUTO_FACTOR = 1.2  # cap = 1.2 x P90 of the last round's rollout completion lengths
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ratchet.loop.config import SFTConfig
-from ratchet.loop.generation.base import render_prompt
+from ratchet.loop.generation.sampling import render_prompt
 from ratchet.loop.train.data_parallel import global_count, make_accelerator, rank_slice
 from ratchet.loop.train.examples import ChatExample, completion_token_ids
 

@@ -36,7 +36,7 @@ def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
     """Issue 24, finding 2: before the first round, a few samples of the base model at the round's settings say, one
     line each, what would waste the round: here nothing would be right to train on. The tiny model answers every
     question 'Answer: 7' and no gold here is 7. (Cut completions, the cap that fits and unreadable answers:
-    tests/loop/train/test_pilot.py; the second, longer sample would cost this test another worker process.)"""
+    tests/loop/train/test_pilot_checks.py; the second, longer sample would cost this test another worker process.)"""
     import json
 
     tasks = tmp_path / "t.jsonl"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 
-from ratchet.flows.compute.training import stored_chats
+from ratchet.flows.compute.learner_requests import stored_chats
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.config import RatchetConfig
@@ -71,7 +71,7 @@ def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
     from ratchet.flows.rounds.stages import pipeline as stages
     from ratchet.flows.rounds.stages import rationalize as stage
     from ratchet.loop.campaign.round_context import load_ctx, save_config
-    from ratchet.loop.generation.base import Completion
+    from ratchet.loop.generation.sampling import Completion
 
     def engine(chats):  # the completion a chat gets: the hinted gold, else a wrong answer
         out = []

@@ -17,7 +17,7 @@ from ratchet.common.procs import kill_tree
 from ratchet.flows.compute.engine import Placement, open_engine
 from ratchet.flows.compute.messages import engine_spec
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.sampling import SamplingParams
 from ratchet.loop.tasks.sources import chat_messages
 
 LOG = logging.getLogger("test-ray")

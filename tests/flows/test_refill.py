@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from ratchet.flows.rounds.stages import pipeline as stages
 from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.generation.base import Completion
+from ratchet.loop.generation.sampling import Completion
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
 

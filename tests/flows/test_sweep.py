@@ -77,7 +77,7 @@ def test_bad_grid_fails_in_one_line_before_any_run(tmp_path):
 
 
 def test_comparison_files_from_rows(tmp_path):
-    from ratchet.flows.report.sweep import write_comparison
+    from ratchet.flows.report.sweep_report import write_comparison
 
     rows = [
         {"grpo.beta": b, "generation.group_size": g, "campaign": f"c-{b}-{g}", "status": "completed", "final_pass1": b * 10,

@@ -1,5 +1,5 @@
 """Judging assert tests: the trusted prep run, the program's probe run, then the parent or the judge run decides
-(the scheme is in ``ratchet.verifiers.code``'s docstring; the split itself in ``ratchet.verifiers.code.plan``)."""
+(the scheme is in ``ratchet.verifiers.code``'s docstring; the split itself in ``ratchet.verifiers.code.trust_plan``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from ratchet.verifiers.code.budget import Runs, trusted_failure
-from ratchet.verifiers.code.plan import Plan
 from ratchet.verifiers.code.records import Malformed, decode, failure, fast_judge, indexed, shape
+from ratchet.verifiers.code.trust_plan import Plan
 
 
 def _prep_args(plan: Plan, runs: Runs) -> tuple[list[Any], tuple[str, dict[str, Any]] | None]:

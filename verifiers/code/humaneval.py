@@ -9,8 +9,8 @@ from typing import Any
 
 from ratchet.verifiers.code._harness import MAX_CHECK_CALLS
 from ratchet.verifiers.code.budget import Runs, trusted_failure
-from ratchet.verifiers.code.plan import BadTests
 from ratchet.verifiers.code.records import Malformed, failure, indexed, shape
+from ratchet.verifiers.code.trust_plan import BadTests
 
 
 class _SoftAsserts(ast.NodeTransformer):

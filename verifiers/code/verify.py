@@ -11,10 +11,10 @@ from typing import Any
 from ratchet.verifiers.code.asserts import run_asserts
 from ratchet.verifiers.code.budget import Runs
 from ratchet.verifiers.code.humaneval import check_function, run_check
-from ratchet.verifiers.code.plan import BadTests, defined_names, entry_points, plan_tests
 from ratchet.verifiers.code.program import extract_code
 from ratchet.verifiers.code.sandbox import Isolation, Limits, SandboxUnavailable, check_isolation, default_isolation
 from ratchet.verifiers.code.stdio import run_stdio
+from ratchet.verifiers.code.trust_plan import BadTests, defined_names, entry_points, plan_tests
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = "code-1.5.0"  # 1.5: entry points declared or from the gold; loop bindings projected (issue 36)

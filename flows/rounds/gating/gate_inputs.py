@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from ratchet.loop.config import GateConfig, RatchetConfig
 from ratchet.loop.gate import drift as gate_drift
 from ratchet.loop.gate import per_prompt_means
+from ratchet.loop.gate.eval_sets import RoundGate, SetScores, decide_sets
 from ratchet.loop.gate.sequential import run_sequential
-from ratchet.loop.gate.sets import RoundGate, SetScores, decide_sets
 from ratchet.store.queries import eval_outcomes, eval_set_members, promoted_before
 
 

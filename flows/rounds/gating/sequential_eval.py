@@ -12,8 +12,8 @@ from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.flows.rounds.stages.pipeline import evaluate
 from ratchet.loop.campaign.round_context import load_ctx
 from ratchet.loop.config import RatchetConfig
+from ratchet.loop.gate.eval_sets import SetScores
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential
-from ratchet.loop.gate.sets import SetScores
 from ratchet.store.db import connect
 from ratchet.store.queries import campaign_state
 from ratchet.store.reports import training_metrics

@@ -27,7 +27,7 @@ from ratchet.flows.rounds.state.reverify import carry_over
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
-from ratchet.loop.generation.base import Completion, SamplingParams
+from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.tasks.supervised import training_example_rows
 from ratchet.store.db import connect, transaction

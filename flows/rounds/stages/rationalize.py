@@ -20,7 +20,7 @@ from ratchet.flows.rounds.stages.frame import stage_frame
 from ratchet.flows.rounds.stages.pipeline import trajectory_rows, verdict_rows
 from ratchet.flows.rounds.stages.rationale_data import PURPOSE
 from ratchet.flows.rounds.stages.round_engine import sample
-from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.sampling import SamplingParams
 from ratchet.loop.tasks.rationalization import hinted, unsolved
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.ingest import write_parquet

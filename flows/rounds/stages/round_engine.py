@@ -25,8 +25,8 @@ from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.loop.campaign.round_context import Ctx, read_marker
 from ratchet.loop.checkpoints import parameter_count
 from ratchet.loop.config import RatchetConfig
-from ratchet.loop.generation.base import Completion, SamplingParams
 from ratchet.loop.generation.colocate import dtype_bytes, learner_bytes
+from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.store.db import connect, transaction
 from ratchet.store.queries import campaign_state
 from ratchet.store.retention import DiskSpaceError

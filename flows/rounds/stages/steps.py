@@ -25,15 +25,15 @@ from prefect.cache_policies import NONE
 
 from ratchet.common.files import publish_dir
 from ratchet.flows.compute.engine import RoundEngine
+from ratchet.flows.compute.learner_requests import grpo_step, sft_step
 from ratchet.flows.compute.resolve import checkpoint_path, rollout_cap
-from ratchet.flows.compute.training import grpo_step, sft_step
 from ratchet.flows.rounds.observe.progress import bar
 from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
 from ratchet.flows.rounds.stages.pipeline import filter_trajectories, generate, record_training, training_run_id, verify
 from ratchet.flows.rounds.stages.rationale_data import uses_rationalization
 from ratchet.flows.rounds.stages.rationalize import rationalize
-from ratchet.flows.rounds.stages.supervised import filter_sft_data, uses_sft_data
+from ratchet.flows.rounds.stages.sft_data import filter_sft_data, uses_sft_data
 from ratchet.flows.rounds.state.phases import teacher_checkpoint
 from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, read_marker
 from ratchet.loop.checkpoints import unsaved_checkpoint_id, write_checkpoint_manifest

@@ -82,7 +82,7 @@ def check_tasks(ctx: Ctx) -> None:
     Raises:
         TaskDataError: what is wrong with the task data or counts, and the fix.
     """
-    from ratchet.loop.tasks.sets import ngram_overlap
+    from ratchet.loop.tasks.task_sets import ngram_overlap
 
     evals = ctx.heldout()
     if not ctx.train_prompts():

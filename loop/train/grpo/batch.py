@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ratchet.loop.generation.base import prompt_ids_hash, render_prompt
+from ratchet.loop.generation.sampling import prompt_ids_hash, render_prompt
 from ratchet.loop.train.examples import ChatExample, read_token_count
 
 

@@ -20,7 +20,7 @@ from ratchet.flows.compute.pool import route_line, worker_groups
 from ratchet.flows.compute.protocol import PROGRESS_PREFIX, StageTimeout, WorkerFailed
 from ratchet.flows.compute.slots import slot_names
 from ratchet.loop.config import ComputeConfig, ConfigError, GenerationConfig, load_config
-from ratchet.loop.generation.base import SamplingParams, shard_jobs
+from ratchet.loop.generation.sampling import SamplingParams, shard_jobs
 from ratchet.loop.generation.transformers_backend import TransformersBackend
 from ratchet.loop.tasks.sources import chat_messages
 

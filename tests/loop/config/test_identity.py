@@ -1,4 +1,4 @@
-"""Campaign identity is declared per field (ratchet.loop.config.base.identity), and campaign_settings follows it."""
+"""Campaign identity is declared per field (ratchet.loop.config.frozen.identity), and campaign_settings follows it."""
 
 import pytest
 from pydantic import BaseModel

@@ -4,7 +4,7 @@ import numpy as np
 
 from ratchet.loop.config import GateConfig
 from ratchet.loop.gate import drift
-from ratchet.loop.gate.sets import SetScores, decide_sets
+from ratchet.loop.gate.eval_sets import SetScores, decide_sets
 
 BASE = [1.0] * 100 + [0.0] * 100
 GAIN = [1.0] * 140 + [0.0] * 60  # +20 points

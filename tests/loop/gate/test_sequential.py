@@ -8,9 +8,9 @@ import pytest
 from ratchet.loop.config import GateConfig
 from ratchet.loop.gate import decide
 from ratchet.loop.gate.betting import anytime_p, betting_bound
-from ratchet.loop.gate.plan import sequential_rates
+from ratchet.loop.gate.error_rates import sequential_rates
+from ratchet.loop.gate.eval_sets import SetScores
 from ratchet.loop.gate.sequential import look_sizes, run_sequential
-from ratchet.loop.gate.sets import SetScores
 
 SEQ = GateConfig(sequential=True, max_eval_prompts=400, sequential_batch_prompts=100)
 

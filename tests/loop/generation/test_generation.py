@@ -1,7 +1,7 @@
 import pytest
 
 from ratchet.loop.generation.backends import make_backend
-from ratchet.loop.generation.base import SamplingParams
+from ratchet.loop.generation.sampling import SamplingParams
 from ratchet.loop.generation.transformers_backend import TransformersBackend
 from ratchet.loop.tasks.sources import chat_messages
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ratchet.loop.generation.base import SamplingParams, make_completion
+from ratchet.loop.generation.sampling import SamplingParams, make_completion
 from ratchet.loop.generation.transformers_backend import TransformersBackend
 from ratchet.loop.tasks.sources import chat_messages
 

@@ -17,7 +17,7 @@ if os.environ.get("RATCHET_REQUIRE_VLLM"):
 else:
     pytest.importorskip("vllm", reason="needs vLLM in its own venv (docs/devices.md; CI: .venv-vllm-ci in .ci/run)")
 
-from ratchet.loop.generation.base import SamplingParams  # noqa: E402
+from ratchet.loop.generation.sampling import SamplingParams  # noqa: E402
 from ratchet.loop.generation.transformers_backend import TransformersBackend  # noqa: E402
 from ratchet.loop.generation.vllm_backend import VLLMBackend  # noqa: E402
 from ratchet.loop.tasks.sources import ArithmeticTasks, chat_messages  # noqa: E402
@@ -76,7 +76,7 @@ def test_greedy_tokens_match_transformers_backend(vllm_backend, smollm2_dir):
 
 def test_a_shard_of_the_jobs_keeps_global_indices_and_greedy_outputs(vllm_backend):
     """Data-parallel workers each run ``jobs=`` of whole prompts; their outputs merge into the whole call's."""
-    from ratchet.loop.generation.base import shard_jobs
+    from ratchet.loop.generation.sampling import shard_jobs
 
     msgs = arithmetic_chats(9)
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet.loop.generation.base import SamplingParams, read_weights
+from ratchet.loop.generation.sampling import SamplingParams, read_weights
 from ratchet.loop.generation.transformers_backend import TransformersBackend
 from ratchet.loop.tasks.sources import chat_messages
 

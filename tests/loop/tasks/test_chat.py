@@ -4,8 +4,8 @@ import json
 
 from ratchet.loop.config import load_config
 from ratchet.loop.tasks.chat import chats
-from ratchet.loop.tasks.sets import TaskSet
 from ratchet.loop.tasks.sources import Prompt
+from ratchet.loop.tasks.task_sets import TaskSet
 
 
 def _config(tmp_path, model):

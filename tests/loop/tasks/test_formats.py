@@ -7,8 +7,8 @@ import pytest
 
 from ratchet.loop.config import RecordFields, TaskSourceConfig, load_config
 from ratchet.loop.tasks.formats import humaneval_tests, load_records
-from ratchet.loop.tasks.sets import TaskSet, apportion, ngram_overlap
 from ratchet.loop.tasks.sources import FileTasks, TaskDataError, split_of
+from ratchet.loop.tasks.task_sets import TaskSet, apportion, ngram_overlap
 from ratchet.verifiers.code import verify_code
 
 HE = {

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.loop.config import RecordFields, load_config
 from ratchet.loop.tasks.formats import TaskDataError, detect_format, math_gold, worked_solution
-from ratchet.loop.tasks.sets import TaskSet
+from ratchet.loop.tasks.task_sets import TaskSet
 
 runner = CliRunner()
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ratchet.loop.config import GRPOConfig
-from ratchet.loop.generation.base import SamplingParams, prompt_ids_hash, render_prompt
+from ratchet.loop.generation.sampling import SamplingParams, prompt_ids_hash, render_prompt
 from ratchet.loop.tasks.sources import chat_messages
 from ratchet.loop.train.examples import ChatExample
 from ratchet.loop.train.grpo import GRPOLearner, GRPORun, GRPOSample, pack_rollouts, rollout_logprobs

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from ratchet.loop.config import GateConfig
-from ratchet.loop.gate.plan import plan, promote_rate, simulate_campaign, simulate_pairs
-from ratchet.loop.gate.sets import SetScores, decide_sets
+from ratchet.loop.gate.error_rates import plan, promote_rate, simulate_campaign, simulate_pairs
+from ratchet.loop.gate.eval_sets import SetScores, decide_sets
 
 GOOD_INC = [1.0] * 100 + [0.0] * 100
 GOOD_CAND = [1.0] * 140 + [0.0] * 60  # +20 points, no prompt lost

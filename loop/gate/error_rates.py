@@ -208,8 +208,8 @@ def sequential_rates(
     Raises:
         ValueError: ``cfg.sequential`` is off, or the cell probabilities are impossible (``simulate_pairs``).
     """
+    from ratchet.loop.gate.eval_sets import SetScores
     from ratchet.loop.gate.sequential import run_sequential
-    from ratchet.loop.gate.sets import SetScores
 
     n = total or cfg.max_eval_prompts
     cand, inc = simulate_pairs(n, delta, trials, discordance=discordance, p_incumbent=p_incumbent, seed=seed)

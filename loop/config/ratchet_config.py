@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from ratchet.loop.config.base import _Frozen, _merged, field_identity, identity
 from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
+from ratchet.loop.config.frozen import _Frozen, _merged, field_identity, identity
 from ratchet.loop.config.generation import ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
-from ratchet.loop.config.service import PreflightConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
+from ratchet.loop.config.service_config import PreflightConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
 from ratchet.loop.config.tasks import EvalSetConfig, TaskConfig
 from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
@@ -271,7 +271,7 @@ class RatchetConfig(_Frozen):
     def campaign_settings(self) -> dict:
         """The settings that define a campaign (a rerun with different ones must use a new name), as JSON values.
 
-        Each field declares its place (``ratchet.loop.config.base.Identity``): ``run`` fields are left out,
+        Each field declares its place (``ratchet.loop.config.frozen.Identity``): ``run`` fields are left out,
         ``neutral_default`` fields are left out while at their default, and a section's fields inherit the
         section's. The trainer section the algorithm does not use (``grpo`` for rft, ``sft`` for grpo) is left
         out too, so a change there (or to its defaults) never turns an existing campaign into a conflict.

@@ -1,7 +1,7 @@
 """The pilot's findings from hand-made samples (issue 24: what will waste the night, one line each)."""
 
-from ratchet.loop.generation.base import Completion
-from ratchet.loop.train.pilot import PilotResult, fitting_cap, probe_cap
+from ratchet.loop.generation.sampling import Completion
+from ratchet.loop.train.pilot_checks import PilotResult, fitting_cap, probe_cap
 
 EOS = 2
 

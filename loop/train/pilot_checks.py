@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ratchet.loop.generation.base import Completion
+from ratchet.loop.generation.sampling import Completion
 from ratchet.loop.train.lengths import AUTO_FACTOR
 
 PROBE_FACTOR = 4  # cut completions are sampled again with up to 4 x the round's cap, to see how long they wanted to be
