@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.store.db import query
-from tests.flows.test_round import TABLES, assert_lineage
+from tests.flows.rounds.test_round import TABLES, assert_lineage
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ batch_size = 32
 [sft]
 epochs = 1
 [preflight]
-pilot = false  # tested on its own (tests/flows/test_dry_run.py); here it would only delay the kill
+pilot = false  # tested on its own (tests/flows/cli/test_dry_run.py); here it would only delay the kill
 """
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ratchet.loop.campaign.round_context import load_ctx
-from tests.flows.test_report_flow import tiny_config_file
+from tests.flows.report.test_report_flow import tiny_config_file
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ else:
 
 from ratchet.store.db import query  # noqa: E402
 from tests.e2e.test_real_round import counts, ratchet  # noqa: E402
-from tests.flows.test_round import GRPO_LINEAGE, LINEAGE_CHECKS  # noqa: E402
+from tests.flows.rounds.test_round import GRPO_LINEAGE, LINEAGE_CHECKS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ devices = "cpu"
 generate_timeout_s = 900
 train_timeout_s = 900
 [preflight]
-pilot = false  # one more vLLM engine load; the pilot is tested on its own (tests/flows/test_dry_run.py)
+pilot = false  # one more vLLM engine load; the pilot is tested on its own (tests/flows/cli/test_dry_run.py)
 """
 
 

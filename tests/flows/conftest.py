@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.rounds.test_round import write_sum_tasks
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ratchet.flows.rounds.state.identity import CampaignConflict
 from ratchet.loop.campaign.round_context import Ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query, transaction
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.rounds.test_round import write_sum_tasks
 
 
 def test_reset_retires_a_start_without_completed_rounds(tmp_path, tiny_model_dir):

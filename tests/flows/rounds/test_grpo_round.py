@@ -5,7 +5,7 @@ import pytest
 from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import RatchetConfig, load_config
 from ratchet.store.db import query
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.rounds.test_round import write_sum_tasks
 
 STEPS = 8  # enough steps for a chain of unsaved policies and a crash mid-round (each step costs a few s of round overhead)
 

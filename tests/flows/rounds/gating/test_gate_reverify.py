@@ -8,7 +8,7 @@ from ratchet.loop.campaign.round_context import load_ctx, now, short_hash
 from ratchet.store.db import query, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.verifiers.reward import VERSION
-from tests.flows.test_gate_replay import _base, config, evaluate_as, write_tasks
+from tests.flows.rounds.gating.test_gate_replay import _base, config, evaluate_as, write_tasks
 
 OLD = "composite-0.9[math-0.9]"  # a verifier version before this one
 

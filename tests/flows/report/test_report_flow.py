@@ -12,14 +12,14 @@ from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query, transaction
 from ratchet.store.queries import set_round_status
-from tests.flows.test_report import images, page_text
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.report.test_report import images, page_text
+from tests.flows.rounds.test_round import write_sum_tasks
 
 pytestmark = pytest.mark.slow
 
 
 def tiny_config_file(tmp, model_dir, campaign="tiny-grpo", **extra):
-    """A one-round campaign of the tiny model on sums (the settings of tests/flows/test_round.py; GRPO unless overridden)."""
+    """A one-round campaign of the tiny model on sums (the settings of tests/flows/rounds/test_round.py; GRPO unless overridden)."""
     tasks = write_sum_tasks(tmp)
     cfg = load_config(
         None,

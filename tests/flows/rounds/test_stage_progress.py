@@ -19,7 +19,7 @@ from ratchet.loop.campaign.round_manifest import round_manifest
 from ratchet.loop.config import load_config
 from ratchet.store.db import init_db, transaction
 from ratchet.store.ingest import insert_rows
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.rounds.test_round import write_sum_tasks
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d "
 

@@ -2,7 +2,7 @@
 
 The store is tests/store/test_queries_report.py's (values checked by hand there): campaign `one`
 with a promoted GRPO round 1 and a round 2 that failed before its gate, campaign `two` without rounds.
-tests/flows/test_report_flow.py does the same on a store made by the real round flow (slow).
+tests/flows/report/test_report_flow.py does the same on a store made by the real round flow (slow).
 """
 
 import base64

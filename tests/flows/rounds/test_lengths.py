@@ -8,7 +8,7 @@ from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import ConfigError, RatchetConfig
 from ratchet.loop.train.lengths import auto_max_new_tokens
 from ratchet.store.db import query
-from tests.flows.test_round import tiny_config  # noqa: F401 - the fixture
+from tests.flows.rounds.test_round import tiny_config  # noqa: F401 - the fixture
 
 
 def variant(config_path, campaign, **sections):

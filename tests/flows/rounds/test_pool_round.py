@@ -12,7 +12,7 @@ import pytest
 from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query
-from tests.flows.test_round import write_sum_tasks
+from tests.flows.rounds.test_round import write_sum_tasks
 
 STEPS = 3
 
