@@ -227,6 +227,13 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path], engi
     s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s; %d prompts refilled)", len(rows), ntok, rate, refilled)
 
 
+def _rollouts(
+    ctx: Ctx, engine: RoundEngine, policy: str, prompts: list[Prompt], params: SamplingParams, desc: str
+) -> list[Completion]:
+    """G rollouts of each prompt from ``policy`` on the round's engine."""
+    return sample(ctx, engine, policy, [ctx.messages(p) for p in prompts], params, desc)
+
+
 def _sample_groups(
     s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int, engine: RoundEngine
 ) -> tuple[list[dict], list[Completion]]:
@@ -255,7 +262,7 @@ def _sample_groups(
         desc += f", G={G}" if len(by_g) > 1 else ""
         desc += f", refill {refill_pass}" if refill_pass else ""
         with s.timer.compute():
-            got = sample(ctx, engine, policy, [ctx.messages(p) for p in subset], params, desc)
+            got = _rollouts(ctx, engine, policy, subset, params, desc)
         comps += got
         rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
     return rows, comps

@@ -65,7 +65,7 @@ def test_rationalized_examples_are_trained_without_the_hint(tmp_path):
     assert trained == plain and hint_text("27") not in json.dumps(trained) and "Hint" not in json.dumps(trained)
 
 
-def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
+def test_rationalize_stage_then_filter_trains_unhinted(tmp_path):
     """The stage on a real store with a fake engine: it answers right only when the gold is in the prompt (the
     hint), so every rollout is wrong and every rationalization right; the filter then trains on them unhinted."""
     from ratchet.flows.rounds.stages import pipeline as stages
@@ -81,9 +81,12 @@ def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
             out += [Completion(i, k, f"Answer: {gold if gold else -1}", (1, 2), 5, "stop") for k in range(2)]
         return out
 
-    monkeypatch.setattr(stages, "_rollouts", lambda ctx, policy, prompts, params, desc, out: engine([ctx.messages(p) for p in prompts]))  # fmt: skip
-    monkeypatch.setattr(stage.pool, "generate", lambda model, chats, calls, shards, **kw: {calls[0].name: engine(chats)})
-    monkeypatch.setattr(stage, "checkpoint_path", lambda ctx, ckpt: tmp_path)
+    class FakeEngine:  # the round engine's verbs the stages call; it already holds the policy "b"
+        holds, progress, shared, ranks = "b", None, False, 1
+
+        def generate(self, chats, params, name="rollouts"):
+            return engine(chats)
+
     cfg = RatchetConfig.model_validate(
         {"campaign": "rat", "db": str(tmp_path / "r.duckdb"), "algorithm": "rft", "sft": {"rationalization": True},
          "tasks": {"train_prompts_per_round": 6, "heldout_prompts": 8}, "generation": {"group_size": 2, "max_new_tokens": 8}}
@@ -94,9 +97,10 @@ def test_rationalize_stage_then_filter_trains_unhinted(tmp_path, monkeypatch):
     with transaction(cfg.db) as con:
         insert_rows(con, "campaigns", [dict(campaign_id=ctx.campaign_id, name="rat", base_checkpoint_id="b", config_json="{}", created_at=NOW)])  # fmt: skip
         insert_rows(con, "rounds", [dict(round_id=ctx.round_id, campaign_id=ctx.campaign_id, round_index=1, incumbent_checkpoint_id="b", status="running", started_at=NOW)])  # fmt: skip
-    stages.generate.fn(path, 1, 0, "b")
+    fake = FakeEngine()
+    stages.generate.fn(path, 1, 0, "b", fake)
     stages.verify.fn(path, 1, 0)
-    stage.rationalize.fn(path, 1, "b")
+    stage.rationalize.fn(path, 1, "b", fake)
     examples = pq.read_table(stages.filter_trajectories.fn(path, 1, 0)).to_pylist()
     with connect(cfg.db, read_only=True) as con:
         hinted_rows = con.execute("SELECT prompt_messages FROM trajectories WHERE purpose = 'rationalization'").fetchall()

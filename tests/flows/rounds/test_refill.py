@@ -17,7 +17,7 @@ from ratchet.store.ingest import insert_rows
 NOW = datetime.now(UTC)
 
 
-def _fake_rollouts(ctx, policy, prompts, params, desc, out):
+def _fake_rollouts(ctx, engine, policy, prompts, params, desc):
     comps = []
     for i, p in enumerate(prompts):
         for k in range(params.n):
@@ -51,7 +51,7 @@ def test_refill_replaces_zero_variance_groups_within_max_oversample(tmp_path, mo
     monkeypatch.setattr(stages, "_rollouts", _fake_rollouts)
     path = _campaign(tmp_path, max_oversample=0.5)  # at most 4 refill prompts in the round, 2 per step
     for step in (0, 1):
-        stages.generate.fn(path, 1, step, "b")
+        stages.generate.fn(path, 1, step, "b", None)
         stages.verify.fn(path, 1, step)
     ctx = load_ctx(path, 1)
     with connect(ctx.db, read_only=True) as con:
@@ -79,7 +79,7 @@ def test_refill_replaces_zero_variance_groups_within_max_oversample(tmp_path, mo
 def test_without_max_oversample_nothing_is_refilled(tmp_path, monkeypatch):
     monkeypatch.setattr(stages, "_rollouts", _fake_rollouts)
     path = _campaign(tmp_path)
-    stages.generate.fn(path, 1, 0, "b")
+    stages.generate.fn(path, 1, 0, "b", None)
     ctx = load_ctx(path, 1)
     assert not (ctx.stage_dir("generate") / "verdicts.parquet").exists()  # the verify stage verifies, as before
     with connect(ctx.db, read_only=True) as con:
