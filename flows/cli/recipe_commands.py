@@ -112,7 +112,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     """Run one grid point's campaign to its end; ``"completed"`` or ``"failed: <why>"`` (the sweep goes on)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ratchet.flows.cli.commands import cli_reporter
+    from ratchet.flows.cli.reporters import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.progress import set_reporter
     from ratchet.flows.rounds.reset import with_campaign_epoch
