@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import duckdb
 
-from ratchet.common.files import atomic_write_text
+from ratchet.common.files import atomic_path, atomic_write_text
 from ratchet.store.schema import TABLES, VIEWS
 
 logger = logging.getLogger(__name__)
@@ -109,9 +108,8 @@ def _versions(folder: Path) -> list[Path]:
 
 
 def _write(con: duckdb.DuckDBPyConnection, sql: str, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} (FORMAT parquet)")
-    os.replace(tmp, target)  # a new name: no reader ever had this path open
+    with atomic_path(target) as tmp:  # a new name: no reader ever had this path open
+        con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} (FORMAT parquet)")
 
 
 def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = False) -> list[str]:
@@ -206,17 +204,11 @@ def write_catalog(db: str | Path) -> Path:
     Needs every table's snapshot (call :func:`publish` first). Returns ``db``.
     """
     db = Path(db)
-    tmp = store_dir(db) / f".catalog.tmp-{os.getpid()}.duckdb"
-    tmp.unlink(missing_ok=True)
-    try:
-        with duckdb.connect(str(tmp)) as con:
-            # The views name paths relative to the store's folder; they bind there now and wherever it is copied.
-            con.execute("SET file_search_path = ?", [str(db.resolve().parent)])
-            for stmt in catalog_statements(db):
-                con.execute(stmt)
-        os.replace(tmp, db)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(db) as tmp, duckdb.connect(str(tmp)) as con:
+        # The views name paths relative to the store's folder; they bind there now and wherever it is copied.
+        con.execute("SET file_search_path = ?", [str(db.resolve().parent)])
+        for stmt in catalog_statements(db):
+            con.execute(stmt)
     Path(str(db) + ".wal").unlink(missing_ok=True)  # a WAL left by an older, directly written store
     return db
 

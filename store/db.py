@@ -148,35 +148,6 @@ def _check_writable(path: Path) -> None:
         raise StoreError(f"store directory {parent} is not writable ({e.strerror}); pass a writable --db PATH") from None
 
 
-def check_output_path(out: str | Path, *, force: bool = False) -> Path:
-    """Refuse an output path (``export``/``report --out``) that would replace part of a store or an existing file.
-
-    Inside a store is: a reader catalog (a file beside ``<name>.store/writer.duckdb``), its ``.wal``, or
-    anything under a ``<name>.store`` folder holding a writer file, whichever store it is.
-
-    Returns:
-        ``out`` as given, when it may be written.
-    Raises:
-        StoreError: ``out`` is inside a store (never allowed), or exists and ``force`` is False.
-    """
-    out = Path(out)
-    p = out.resolve()
-    base = p.name[: -len(".wal")] if p.name.endswith(".wal") else p.name
-    inside = (p.parent / f"{base}.store" / "writer.duckdb").exists() or any(
-        a.name.endswith(".store") and (a / "writer.duckdb").exists() for a in [p, *p.parents]
-    )
-    if inside:
-        raise StoreError(
-            f"--out {out} is inside the store {p if base == p.name else p.with_name(base)} (the store itself, its WAL or a "
-            "file under its .store folder); write to a path outside it"
-        )
-    if p.exists() and not p.is_file():
-        raise StoreError(f"--out {out} exists and is not a regular file; pass a new file path")
-    if p.exists() and not force:
-        raise StoreError(f"--out {out} exists; pass --force to replace it, or choose a new path")
-    return out
-
-
 def ddl_statements() -> list[str]:
     """``CREATE TABLE IF NOT EXISTS`` for every SQLModel table, compiled for DuckDB, then the views."""
     from duckdb_engine import Dialect

@@ -8,7 +8,6 @@ loading the same file twice inserts nothing the second time.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ratchet.common.files import atomic_path
 from ratchet.store.schema import TABLES
 
 _COLUMNS = {t.__tablename__: [c.name for c in t.__table__.columns] for t in TABLES}
@@ -49,9 +49,8 @@ def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str 
                 f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
                 f"(missing {sorted(want - have)}, extra {sorted(have - want)})"
             )
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(tbl, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(tbl, tmp)
     return path
 
 
