@@ -97,7 +97,13 @@ def sweep(
         fail(str(e))
     keys = [parse_grid(g)[0] for g in grid]
     console.print(f"sweep of {len(points)} campaigns: " + ", ".join(c.campaign for _, c in points), highlight=False)
-    status = [_run_point(cfg, i, len(points)) for i, (_, cfg) in enumerate(points, 1)]
+    from ratchet.flows.cli.run_commands import campaign_api
+
+    try:
+        with campaign_api():  # one locked server for every point
+            status = [_run_point(cfg, i, len(points)) for i, (_, cfg) in enumerate(points, 1)]
+    except known_errors() as e:
+        fail(str(e))
     from ratchet.flows.report.sweep import comparison_rows, markdown
 
     rows = comparison_rows(base.db, [p for p, _ in points], [c.campaign for _, c in points], status)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -59,7 +61,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).addFilter(_quiet_termination)
     try:
-        with Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
+        with campaign_api(), Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
             set_reporter(cli_reporter(progress))
             # --rounds N wins; an unlimited campaign (no max_rounds), like a scheduled run, does schedule.rounds_per_run
             if rounds is None and cfg.max_rounds is None:
@@ -72,6 +74,18 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print_rounds(cfg.db, cfg.campaign)
+
+
+@contextmanager
+def campaign_api() -> Iterator[str]:
+    """The locked Prefect API of a one-off run (``ratchet.flows.daemon.run_server.run_api``), with a spinner while its
+    server starts (when there is no server to use)."""
+    from ratchet.flows.daemon.run_server import run_api
+
+    with console.status("starting the run's Prefect server (loopback, auth string, CSRF, Host check)…") as spinner:
+        with run_api() as url:
+            spinner.stop()
+            yield url
 
 
 def _pilot(cfg) -> list[str]:
