@@ -70,6 +70,7 @@ def server(request, tmp_path_factory):
                 assert os.environ["PREFECT_SERVER_EPHEMERAL_ENABLED"] == "false"  # no unlocked server behind it
                 yield url, read_auth(home), home
             assert "PREFECT_API_URL" not in os.environ and not _answers(url)  # stopped, the environment restored
+            assert not list(home.glob("run-db-*")) and not (home / "prefect.db").exists()  # its own database, removed
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None)
