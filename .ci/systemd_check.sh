@@ -17,7 +17,8 @@ text = open("docs/daemon.md").read()
 unit = re.search(r"As a systemd service.*?```ini\n(.*?)```", text, re.S).group(1)
 open(sys.argv[1], "w").write(unit.replace("/srv/ratchet/.venv/bin/ratchet", sys.argv[2]))
 PY
-for key in UMask=0077 NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths= PrivateTmp=yes; do
+for key in UMask=0077 NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths= PrivateTmp=yes MemoryMax= TasksMax= \
+  IPAddressDeny=any IPAddressAllow=localhost RestrictAddressFamilies=; do
   grep -q "^$key" "$out/ratchet.service" || { echo "systemd_check: the unit lacks $key" >&2; exit 1; }
 done
 # verify reports unknown keys, bad values and a missing ExecStart binary; the User= may not exist on this machine.

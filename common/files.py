@@ -1,13 +1,16 @@
 """Atomic file and folder writes: a reader (or a resumed stage) never sees half a file.
 
-Every writer goes through ``atomic_path``: the content is written to a temporary name in the same
-folder and renamed over the target with ``os.replace`` (atomic on POSIX within one filesystem).
+Every writer goes through ``atomic_path``: the content is written to a random temporary in a private folder
+made beside the target and renamed over the target with ``os.replace`` (atomic on POSIX within one filesystem).
+Files written at a path a person named (``--out``) go through ``ratchet.common.output``, which also refuses
+paths inside a store, a run dir, a checkpoint or ``$RATCHET_HOME``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,36 +41,53 @@ def file_mode(mode: str) -> Iterator[None]:
         os.umask(old)
 
 
+# What a temporary's folder name keeps of the target's name (a file name may be 255 bytes; the folder adds to it).
+_TMP_NAME_CHARS = 64
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on a clean exit rename it to ``path``, on an error remove it.
+    """Yield a temporary path for ``path``; on a clean exit rename it onto ``path``, on an error remove it.
+
+    The temporary is ``<folder of path>/.<name>.<random>.tmp/<name>``: a fresh folder from ``tempfile.mkdtemp``
+    (a random name, created by ``mkdir``, which fails rather than follow anything already there; mode 0700), so
+    no other user can plant a link at the name, swap the file or read it while it is written, even in a shared,
+    world-writable folder. The rename replaces whatever is at ``path`` (a symbolic link there is replaced itself,
+    its target never written) and is atomic on POSIX: a reader sees the old file or the new one.
 
     Works for files and folders (a folder replaces only a missing or empty target; see ``publish_dir``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent))
+    tmp = tmp_dir / path.name
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
-        if tmp.is_dir() and not tmp.is_symlink():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
-        raise
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)  # never follows a link inside
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically; returns ``path``."""
+def write_new_file(path: str | Path, data: bytes, mode: int = 0o666) -> None:
+    """Create ``path`` (``O_EXCL | O_NOFOLLOW``: never an existing file, never through a link) holding ``data``.
+
+    ``mode`` is masked by the umask as usual (0o600: owner-only whatever the umask).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o666) -> Path:
+    """Write ``data`` to ``path`` atomically (a private temporary, then a rename; see ``atomic_path``); returns ``path``."""
     with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+        write_new_file(tmp, data, mode)
     return Path(path)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o666) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns ``path``."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    return atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
 def atomic_write_parquet(table, path: str | Path) -> Path:

@@ -25,6 +25,9 @@ def configure_prefect(quiet_console: bool = True) -> None:
     # The ephemeral API (a `ratchet run` without a server) starts a uvicorn subprocess; on a loaded machine it
     # can take longer than Prefect's 20 s default to answer, which failed whole runs before any work started.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    # ...but none is started: Prefect's ephemeral server answers any local user and any web page (no auth, CORS *,
+    # any Host). A run without a server starts a locked one instead (ratchet.flows.daemon.run_server.run_api).
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "false")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; cached HF ids still resolve
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -31,10 +30,14 @@ from pathlib import Path
 
 import duckdb
 
-from ratchet.common.files import atomic_write_text
+from ratchet.common.files import atomic_path, atomic_write_text
+from ratchet.store.locked import READ_ONLY_CONFIG, lock_down
 from ratchet.store.schema import TABLES, VIEWS
 
 logger = logging.getLogger(__name__)
+
+# A file Ratchet only inspects (is it a current catalog? a legacy store?): it lists the catalog, reads no file.
+METADATA_ONLY = {**READ_ONLY_CONFIG, "enable_external_access": False}
 
 # Insert-only tables (``INSERT OR IGNORE``): re-exported only when their row count changed. The others
 # are small and updated in place (a round's status, a checkpoint's ``deleted_at``): exported every time.
@@ -82,36 +85,46 @@ def _foreign(f: Path) -> None:
         logger.warning("ignoring %s in the store's snapshot folder: not written by Ratchet (remove it)", f)
 
 
-def _range_files(folder: Path) -> list[tuple[int, int, Path]]:
-    """The row-range files of an insert-only table, ``(from, to, path)``; any other name is ignored and logged.
+def _quarantine(f: Path, why: str) -> None:
+    """Move a well-named snapshot file Ratchet did not write out of the views' globs (``.foreign-<name>``), and say so."""
+    aside = f.with_name(f".foreign-{f.name}")
+    try:
+        f.rename(aside)
+    except OSError as e:
+        raise OSError(f"cannot move {f} aside ({e.strerror}); it was not written by Ratchet ({why}): remove it") from None
+    logger.warning("moved %s aside to %s: not written by Ratchet (%s); readers no longer see it", f, aside.name, why)
 
-    ``rows-<n>-<n>.parquet`` is the empty file an empty table is published as (so its view has a file to read).
+
+def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None, rows: int | None) -> list[tuple[tuple, Path]]:
+    """The snapshot files of a table that Ratchet wrote, ``((numbers...), path)`` in numeric order, oldest first.
+
+    Insert-only tables have ``rows-<from>-<to>.parquet`` (``rows-<n>-<n>.parquet``: the empty file an empty table is
+    published as, so its view has a file to read); the others ``v-<n>.parquet``. The numbers are compared as numbers.
+    A name Ratchet never gives is ignored and logged (the views' globs never match it). A well-formed name that is
+    not in the writer's record (``recorded``, from ``published.json``; None for a store from before the record), or a
+    row range beyond the table's ``rows``, was planted: it is moved aside (:func:`_quarantine`), so readers stop
+    seeing it at the next publish and the writer never numbers its files after it.
     """
+    pattern, glob = (_ROWS, "rows-*.parquet") if append_only else (_VERSION, "v-*.parquet")
     out = []
-    for f in folder.glob("rows-*.parquet"):
-        m = _ROWS.fullmatch(f.name)
-        if m and int(m[1]) <= int(m[2]):
-            out.append((int(m[1]), int(m[2]), f))
-        else:
+    for f in folder.glob(glob):
+        m = pattern.fullmatch(f.name)
+        if not m:
             _foreign(f)
-    return sorted(out)
-
-
-def _versions(folder: Path) -> list[Path]:
-    """The version files of a table (``v-<12 digits>.parquet``), oldest first; any other name is ignored and logged."""
-    out = []
-    for f in folder.glob("v-*.parquet"):
-        if _VERSION.fullmatch(f.name):
-            out.append(f)
+            continue
+        numbers = tuple(int(g) for g in m.groups())
+        if recorded is not None and f.name not in recorded:
+            _quarantine(f, "its name is not in the store's record of the files it published")
+        elif append_only and not numbers[0] <= numbers[1] <= (rows or 0):
+            _quarantine(f, f"rows {numbers[0]}..{numbers[1]} of a table that has {rows}")
         else:
-            _foreign(f)
+            out.append((numbers, f))
     return sorted(out)
 
 
 def _write(con: duckdb.DuckDBPyConnection, sql: str, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} (FORMAT parquet)")
-    os.replace(tmp, target)  # a new name: no reader ever had this path open
+    with atomic_path(target) as tmp:  # a new name: no reader ever had this path open
+        con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} (FORMAT parquet)")
 
 
 def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = False) -> list[str]:
@@ -132,54 +145,83 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
         state = json.loads(state_path.read_text()) if state_path.exists() else {}
     except json.JSONDecodeError:
         state = {}
+    files = state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None  # None: a store from before it
+    written: dict[str, list[str]] = {}
     done = []
     for name in _table_names():
         folder = tables_dir(db) / name
         folder.mkdir(parents=True, exist_ok=True)
+        recorded = None if files is None else files.get(name, [])
         if name in APPEND_ONLY:  # new rows only; a column added later reads NULL in older files, as in the table
             n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-            ranges = _range_files(folder)
-            have = max((b for _, b, _ in ranges), default=0)
+            ranges = _snapshot_files(folder, True, recorded, n)
+            have = max((b for (_, b), _ in ranges), default=0)
             if n > have or not ranges:
-                _write(con, f"SELECT * FROM {name} WHERE rowid >= {have}", folder / f"rows-{have:012d}-{n:012d}.parquet")
+                target = folder / f"rows-{_number(have)}-{_number(n)}.parquet"
+                _write(con, f"SELECT * FROM {name} WHERE rowid >= {have}", target)
+                ranges.append(((have, n), target))
                 done.append(name)
+            written[name] = [f.name for _, f in ranges]
             continue
         digest = str(con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {name} t").fetchone())
-        versions = _versions(folder)
+        versions = _snapshot_files(folder, False, recorded, None)
         if force or state.get(name) != digest or not versions:
-            gen = int(versions[-1].stem.removeprefix("v-")) + 1 if versions else 1
-            _write(con, f"SELECT * FROM {name}", folder / f"v-{gen:012d}.parquet")
+            gen = versions[-1][0][0] + 1 if versions else 1
+            target = folder / f"v-{_number(gen)}.parquet"
+            _write(con, f"SELECT * FROM {name}", target)
+            versions.append(((gen,), target))
             state[name] = digest
             done.append(name)
-        _prune(_versions(folder))
+        written[name] = [f.name for f in _prune([f for _, f in versions])]
+    state[FILES_KEY] = written
     atomic_write_text(state_path, json.dumps(state, sort_keys=True))
     return done
+
+
+FILES_KEY = "_files"  # published.json: the snapshot files the writer published, per table
+_NUMBER_DIGITS = 12  # snapshot numbers are written zero-padded to this width (the views' globs); compared as numbers
+
+
+def _number(n: int) -> str:
+    """A snapshot number as the file names carry it (zero-padded to 12 digits).
+
+    Raises:
+        OverflowError: ``n`` needs more digits (10^12 publishes of one table: never, unless the files were forged).
+    """
+    if not 0 <= n < 10**_NUMBER_DIGITS:
+        raise OverflowError(f"snapshot number {n} needs more than {_NUMBER_DIGITS} digits; the store's record was forged")
+    return f"{n:0{_NUMBER_DIGITS}d}"
 
 
 # A version stays this long after a newer one exists, for queries that listed it and have not read it yet.
 KEEP_VERSIONS_S = 600.0
 
 
-def _prune(versions: list[Path]) -> None:
-    """Remove each version superseded more than :data:`KEEP_VERSIONS_S` ago (the newest always stays).
+def _prune(versions: list[Path]) -> list[Path]:
+    """Remove each version superseded more than :data:`KEEP_VERSIONS_S` ago (the newest always stays); returns those kept.
 
     A version is superseded when the next one is written, so its age is the next file's, not its own: a
     version written long ago and superseded a moment ago may still be listed by a query that is reading it.
     """
     now = time.time()
+    kept = []
     for f, newer in zip(versions[:-1], versions[1:]):
         try:
-            if now - newer.stat().st_mtime > KEEP_VERSIONS_S:
-                f.unlink()
+            superseded_long_ago = now - newer.stat().st_mtime > KEEP_VERSIONS_S
         except FileNotFoundError:
-            pass
+            superseded_long_ago = False
+        if superseded_long_ago:
+            f.unlink(missing_ok=True)
+        else:
+            kept.append(f)
+    return kept + versions[-1:]
 
 
 def catalog_statements(db: str | Path, *, absolute: bool = False) -> list[str]:
     """The reader catalog's DDL, built from the schema: one view per table over its Parquet files, then the canned views.
 
     Insert-only tables: the union of their row-range files. Others: the newest version among the files
-    the query listed (``filename`` is the version), so a version written mid-query is simply not seen.
+    the query listed (the largest version number in a file name), so a version written mid-query is simply not seen.
     The globs match only names the writer gives (12-digit numbers). Paths are relative to the folder holding ``db`` (``<db>.store/tables/...``), so the catalog file stays
     right when the store's folder is copied or moved (DuckDB resolves them from its working directory:
     open the catalog from that folder); ``absolute``: the store's current absolute paths (``ratchet sql``'s
@@ -193,9 +235,10 @@ def catalog_statements(db: str | Path, *, absolute: bool = False) -> list[str]:
             stmts.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({src}, union_by_name = true)")
         else:
             src = _sql_str(tdir / name / f"v-{_DIGITS}.parquet")
+            version = r"CAST(regexp_extract(filename, 'v-([0-9]+)\.parquet$', 1) AS BIGINT)"  # a number, not a name
             stmts.append(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({src}, "
-                "union_by_name = true, filename = true) QUALIFY filename = max(filename) OVER ()"
+                f"union_by_name = true, filename = true) QUALIFY {version} = max({version}) OVER ()"
             )
     return stmts + [f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in VIEWS.items()]
 
@@ -206,17 +249,12 @@ def write_catalog(db: str | Path) -> Path:
     Needs every table's snapshot (call :func:`publish` first). Returns ``db``.
     """
     db = Path(db)
-    tmp = store_dir(db) / f".catalog.tmp-{os.getpid()}.duckdb"
-    tmp.unlink(missing_ok=True)
-    try:
-        with duckdb.connect(str(tmp)) as con:
-            # The views name paths relative to the store's folder; they bind there now and wherever it is copied.
-            con.execute("SET file_search_path = ?", [str(db.resolve().parent)])
-            for stmt in catalog_statements(db):
-                con.execute(stmt)
-        os.replace(tmp, db)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(db) as tmp, duckdb.connect(str(tmp), config=READ_ONLY_CONFIG) as con:
+        # The views name paths relative to the store's folder; they bind there now and wherever it is copied.
+        con.execute("SET file_search_path = ?", [str(db.resolve().parent)])
+        lock_down(con, tables_dir(db), f"{store_dir(db).name}/tables")
+        for stmt in catalog_statements(db):
+            con.execute(stmt)
     Path(str(db) + ".wal").unlink(missing_ok=True)  # a WAL left by an older, directly written store
     return db
 
@@ -228,7 +266,7 @@ def catalog_is_current(db: str | Path) -> bool:
         return False
     want = {s.split(" AS ", 1)[0].split()[-1]: s.split(" AS ", 1)[1] for s in catalog_statements(db)}
     try:
-        with duckdb.connect(str(db), read_only=True) as con:
+        with duckdb.connect(str(db), read_only=True, config=METADATA_ONLY) as con:
             have = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
             tables = con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]
     except duckdb.Error:
@@ -250,7 +288,7 @@ def adopt_legacy_store(db: str | Path) -> bool:
     db = Path(db)
     if writer_path(db).exists() or not db.exists():
         return False
-    with duckdb.connect(str(db), read_only=True) as con:
+    with duckdb.connect(str(db), read_only=True, config=METADATA_ONLY) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     if not tables and "campaigns" in views:

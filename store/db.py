@@ -22,7 +22,16 @@ from pathlib import Path
 import duckdb
 from sqlalchemy.schema import CreateTable
 
-from ratchet.store.catalog import adopt_legacy_store, catalog_is_current, publish, tables_dir, write_catalog, writer_path
+from ratchet.store.catalog import (
+    adopt_legacy_store,
+    catalog_is_current,
+    publish,
+    store_dir,
+    tables_dir,
+    write_catalog,
+    writer_path,
+)
+from ratchet.store.locked import READ_ONLY_CONFIG, lock_down
 from ratchet.store.schema import TABLES, VIEWS
 
 logger = logging.getLogger(__name__)
@@ -52,7 +61,7 @@ def connect(
         StoreError: the file is still locked after ``timeout_s``, is not a DuckDB file, its
             directory is not writable, or (read-only) it does not exist.
     """
-    path = Path(path)
+    path = refuse_inside_a_store(path)
     target = writer_path(path)
     if read_only and not target.exists():
         if not path.exists():
@@ -62,7 +71,22 @@ def connect(
         _check_writable(path)
         _adopt(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-    yield from _open(target, read_only=read_only, timeout_s=timeout_s, config=config)
+    yield from _open(target, store_dir(path), read_only=read_only, timeout_s=timeout_s, config=config)
+
+
+def refuse_inside_a_store(path: str | Path) -> Path:
+    """``path`` as a ``Path``, unless it lies inside a store's folder (``<db>.store/writer.duckdb``, a snapshot):
+    opened as a store there, the writer file would be taken for a legacy store and moved away.
+
+    Raises:
+        StoreError: it does; the message names the store to pass instead.
+    """
+    path = Path(path)
+    for folder in path.absolute().parents:
+        if folder.name.endswith(".store") and (folder / "writer.duckdb").exists():
+            db = folder.with_name(folder.name.removesuffix(".store"))
+            raise StoreError(f"--db {path} is inside the folder {folder} of the store {db}; pass --db {db}")
+    return path
 
 
 def _adopt(path: Path) -> None:
@@ -74,13 +98,14 @@ def _adopt(path: Path) -> None:
         raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from None
 
 
-def _open(path: Path, *, read_only: bool, timeout_s: float, config: dict | None):
-    """Generator body of :func:`connect`: open ``path`` (retrying lock conflicts), yield it, close it."""
+def _open(path: Path, allowed: Path, *, read_only: bool, timeout_s: float, config: dict | None):
+    """Generator body of :func:`connect`: open ``path`` (retrying lock conflicts), lock it down to the files under
+    ``allowed`` (the store's folder: its snapshots, the writer's temporary files), check it, yield it, close it."""
     deadline = time.monotonic() + timeout_s
     delay = 0.02
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only, config=config or {})
+            con = duckdb.connect(str(path), read_only=read_only, config={**READ_ONLY_CONFIG, **(config or {})})
             break
         except duckdb.IOException as e:
             if not _is_lock_error(e):
@@ -92,6 +117,7 @@ def _open(path: Path, *, read_only: bool, timeout_s: float, config: dict | None)
         except duckdb.Error as e:
             raise StoreError(f"cannot open {path} as a DuckDB store ({e}); pass a different --db PATH") from e
     try:
+        lock_down(con, allowed)
         _distrust(con, path)
         yield con
     finally:
@@ -99,14 +125,15 @@ def _open(path: Path, *, read_only: bool, timeout_s: float, config: dict | None)
 
 
 def _distrust(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Treat the store file as untrusted input (issue 22, class 6): never run SQL stored in it.
+    """Treat the store file as untrusted input (issue 22, class 6; issue 36, class 5): never run SQL stored in it.
 
     Ratchet writes no macros, so a file holding one (which would shadow a function, ``lower`` say, in
-    every query) is refused; the canned views are rebuilt from the schema as temporary views, which
-    shadow whatever view SQL the file holds.
+    every query) is refused; so is a file where a schema table is not a base table (a view in its place would
+    run its SQL on every query of that table); the canned views are rebuilt from the schema as temporary views,
+    which shadow whatever view SQL the file holds.
 
     Raises:
-        StoreError: the file holds macros.
+        StoreError: the file holds macros, or a schema table that is not a base table.
     """
     try:
         macros = [
@@ -120,6 +147,19 @@ def _distrust(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             "Ratchet; restore it from a copy you trust (or DROP MACRO them yourself after reading them)"
         )
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    others = {
+        r[0]: r[1]
+        for r in con.execute(
+            "SELECT view_name, 'a view' FROM duckdb_views() WHERE NOT internal AND NOT temporary "
+            "UNION ALL SELECT sequence_name, 'a sequence' FROM duckdb_sequences() WHERE NOT temporary"
+        ).fetchall()
+    }
+    if bad := sorted(t.__tablename__ for t in TABLES if t.__tablename__ in others and t.__tablename__ not in have):
+        raise StoreError(
+            f"{path} is refused: its schema table {bad[0]} is {others[bad[0]]}, not a base table (Ratchet never writes "
+            "that; its SQL would run on Ratchet's connection); the store was changed outside Ratchet: restore it from a "
+            "copy you trust"
+        )
     if "campaigns" not in have:
         return
     for name, sql in VIEWS.items():
@@ -146,35 +186,6 @@ def _check_writable(path: Path) -> None:
         probe.unlink()
     except OSError as e:
         raise StoreError(f"store directory {parent} is not writable ({e.strerror}); pass a writable --db PATH") from None
-
-
-def check_output_path(out: str | Path, *, force: bool = False) -> Path:
-    """Refuse an output path (``export``/``report --out``) that would replace part of a store or an existing file.
-
-    Inside a store is: a reader catalog (a file beside ``<name>.store/writer.duckdb``), its ``.wal``, or
-    anything under a ``<name>.store`` folder holding a writer file, whichever store it is.
-
-    Returns:
-        ``out`` as given, when it may be written.
-    Raises:
-        StoreError: ``out`` is inside a store (never allowed), or exists and ``force`` is False.
-    """
-    out = Path(out)
-    p = out.resolve()
-    base = p.name[: -len(".wal")] if p.name.endswith(".wal") else p.name
-    inside = (p.parent / f"{base}.store" / "writer.duckdb").exists() or any(
-        a.name.endswith(".store") and (a / "writer.duckdb").exists() for a in [p, *p.parents]
-    )
-    if inside:
-        raise StoreError(
-            f"--out {out} is inside the store {p if base == p.name else p.with_name(base)} (the store itself, its WAL or a "
-            "file under its .store folder); write to a path outside it"
-        )
-    if p.exists() and not p.is_file():
-        raise StoreError(f"--out {out} exists and is not a regular file; pass a new file path")
-    if p.exists() and not force:
-        raise StoreError(f"--out {out} exists; pass --force to replace it, or choose a new path")
-    return out
 
 
 def ddl_statements() -> list[str]:
@@ -237,27 +248,6 @@ def init_db(path: str | Path) -> None:
         publish(con, path, force=bool(changes))
     if not catalog_is_current(path):
         write_catalog(path)
-
-
-# The user's SQL (``ratchet sql``) runs on a read-only connection to the reader catalog with these
-# settings, so it can read the store and nothing else: no file reads or writes outside the store's
-# snapshot folder (COPY ... TO, EXPORT, ATTACH, read_csv of other files), no extension installs or loads
-# from disk, no secrets, and no setting can be changed afterwards (SET, RESET, PRAGMA enable_*).
-# ``allowed_directories`` can only be set once the database runs, so the last three are SET in order.
-READ_ONLY_CONFIG: dict[str, bool] = {
-    "allow_community_extensions": False,
-    "allow_unsigned_extensions": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_persistent_secrets": False,
-}
-
-
-def _lock_down(con: duckdb.DuckDBPyConnection, db: Path) -> None:
-    allowed = str(tables_dir(db).resolve()) + "/"
-    con.execute("SET allowed_directories = ?", [[allowed]])
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
 
 
 # `ratchet sql` classifies the user's statement with DuckDB's own parser (``duckdb.extract_statements`` and
@@ -396,7 +386,7 @@ def query(
     from ratchet.store.catalog import catalog_statements
 
     one_query(sql)
-    path = Path(path)
+    path = refuse_inside_a_store(path)
     if not path.exists():
         raise StoreError(f"no store at {path}; run `ratchet demo --db {path}` or pass the right --db PATH")
     if not tables_dir(path).is_dir():
@@ -411,7 +401,7 @@ def query(
                 con.execute(stmt)
             except (duckdb.IOException, duckdb.CatalogException, duckdb.BinderException):
                 continue  # a table without snapshots yet (a store being created): its view is simply absent
-        _lock_down(con, path)
+        lock_down(con, tables_dir(path))
         timer = threading.Timer(timeout_s, con.interrupt)
         timer.daemon = True
         timer.start()

@@ -8,7 +8,6 @@ loading the same file twice inserts nothing the second time.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ratchet.common.files import atomic_path
 from ratchet.store.schema import TABLES
 
 _COLUMNS = {t.__tablename__: [c.name for c in t.__table__.columns] for t in TABLES}
@@ -49,23 +49,35 @@ def write_parquet(rows: Sequence[dict] | pa.Table, path: str | Path, table: str 
                 f"rows for {table} have columns {sorted(have)}; expected {sorted(want)} "
                 f"(missing {sorted(want - have)}, extra {sorted(have - want)})"
             )
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(tbl, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(tbl, tmp)
     return path
 
 
 def ingest_parquet(con: duckdb.DuckDBPyConnection, table: str, paths: Iterable[str | Path]) -> int:
-    """INSERT OR IGNORE every row of the Parquet files into ``table``; returns rows inserted."""
-    files = [str(p) for p in paths if pq.read_metadata(p).num_rows > 0]
-    if not files:
-        return 0
-    # Files written before a nullable column was added to the schema lack it: those rows read NULL.
-    present = {name for f in files for name in pq.read_schema(f).names}
-    cols = ", ".join(c for c in columns(table) if c in present)
+    """INSERT OR IGNORE every row of the Parquet files into ``table``; returns rows inserted.
+
+    The files are read here (pyarrow) and handed to DuckDB as Arrow tables: the store's connection has no file
+    access beyond the store's own folder (``ratchet.store.db``), and a stage's files live in the run dir.
+    """
     before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-    con.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM read_parquet(?, union_by_name=true)", [files])
+    for p in paths:
+        if pq.read_metadata(p).num_rows == 0:
+            continue
+        rows = pq.read_table(p)
+        # Files written before a nullable column was added to the schema lack it: those rows read NULL.
+        cols = ", ".join(c for c in columns(table) if c in rows.column_names)
+        _insert_arrow(con, table, cols, rows, "OR IGNORE")
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
+
+
+def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, cols: str, rows: pa.Table, verb: str) -> None:
+    con.complete()  # a result left unread by an earlier statement would block registering
+    con.register("_ratchet_rows", rows)  # registered by name: the locked connection scans no Python variables
+    try:
+        con.execute(f"INSERT {verb} INTO {table} ({cols}) SELECT {cols} FROM _ratchet_rows")
+    finally:
+        con.unregister("_ratchet_rows")
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict], *, replace: bool = False) -> None:
@@ -73,6 +85,5 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict]
     if not rows:
         return
     cols = columns(table)
-    arrow = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])  # noqa: F841 - read by DuckDB by name
-    verb = "OR REPLACE" if replace else "OR IGNORE"
-    con.execute(f"INSERT {verb} INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM arrow")
+    arrow = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])
+    _insert_arrow(con, table, ", ".join(cols), arrow, "OR REPLACE" if replace else "OR IGNORE")

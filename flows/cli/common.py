@@ -66,6 +66,7 @@ def fail(msg: str, code: int = 2) -> None:
 
 def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
+    from ratchet.flows.daemon.server import ServerError
     from ratchet.flows.rounds.state.identity import CampaignConflict
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.config import ConfigError
@@ -73,4 +74,14 @@ def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.store.db import StoreError
     from ratchet.store.retention import DiskSpaceError
 
-    return (ConfigError, TaskDataError, ModelError, StoreError, CampaignConflict, WorkerFailed, StageTimeout, DiskSpaceError)
+    return (
+        ConfigError,
+        TaskDataError,
+        ModelError,
+        StoreError,
+        CampaignConflict,
+        WorkerFailed,
+        StageTimeout,
+        DiskSpaceError,
+        ServerError,
+    )

@@ -103,7 +103,7 @@ def init(
 ) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), a recipe, or a
     campaign over your own task files (--tasks)."""
-    from ratchet.common.files import atomic_write_text
+    from ratchet.common.output import OutputRefused, check_output, write_output
     from ratchet.loop.config.template import RECIPES, render_default_toml, render_recipe
     from ratchet.loop.tasks.formats import TaskDataError
     from ratchet.loop.tasks.starter import starter_config
@@ -115,20 +115,21 @@ def init(
         fail(f"--recipe {recipe!r} is unknown; recipes: {', '.join(RECIPES)}")
     if recipe is not None and files:
         fail("--recipe and --tasks are exclusive; pass one of them")
-    if path.exists() and not force:
-        fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     if path.is_dir():
         fail(f"{path} is a directory; pass --path FILE.toml")
+    if path.exists() and not force:
+        fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     extra: dict[Path, str] = {}
     try:
+        check_output(path, force=force, option="--path")
         if files:
             text, extra = starter_config(files, path)
         else:
             text = render_recipe(recipe) if recipe else render_default_toml()
         for p, content in extra.items():
-            atomic_write_text(p, content)
-        atomic_write_text(path, text)  # a crash or full disk never leaves half a config behind
-    except TaskDataError as e:
+            write_output(p, content, force=True, option="the few-shot file")  # named after the config: replaced with it
+        write_output(path, text, force=force, option="--path")  # a crash or full disk never leaves half a config behind
+    except (TaskDataError, OutputRefused) as e:
         fail(str(e))
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")

@@ -45,7 +45,11 @@ def export(
         "else parquet",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Output file (parquet, jsonl) or folder (hf)."),
-    force: bool = typer.Option(False, "--force", help="Replace --out if it exists (never a file inside a store)."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace --out if it exists (never a path inside a store, a run dir, a checkpoint or $RATCHET_HOME).",
+    ),
     checkpoint: str = typer.Option(
         "promoted", "--checkpoint", help="--what model: a checkpoint id, or 'promoted' (the campaign's incumbent)."
     ),
@@ -55,17 +59,19 @@ def export(
     if what == "model":
         return _export_model(db, campaign, checkpoint, out, round_index)
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from ratchet.common.files import atomic_path, atomic_write_parquet, atomic_write_text
+    from ratchet.common.output import OutputRefused, check_output, output_path, write_output
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.tasks.chat import chats
-    from ratchet.store.db import StoreError, check_output_path, connect, require_store
+    from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.export import campaign_config_json, export_table
 
+    runs = [db.with_suffix(".runs")]  # the store's default run dir
     try:
-        check_output_path(out, force=True)  # a path inside a store is refused first, whatever else is wrong
+        check_output(out, force=True, protected=runs)  # a protected path is refused first, whatever else is wrong
         format = output_format(format, out)
-        check_output_path(out, force=force and format != "hf")  # a datasets folder is never replaced
+        check_output(out, force=force, folder=format == "hf", protected=runs)  # a datasets folder is never replaced
     except (StoreError, ValueError) as e:
         fail(str(e))
     try:
@@ -84,24 +90,26 @@ def export(
         )
     table = table.drop_columns(["prompt_messages"])
     table = table.append_column("messages", pa.array(got.messages)).append_column("text", pa.array(got.texts, pa.string()))
-    if format == "parquet":
-        atomic_write_parquet(table, out)
-    elif format == "jsonl":
-        rows = table.to_pylist()
-        atomic_write_text(out, "".join(json.dumps(r, default=str) + "\n" for r in rows))
-    else:
+    if format == "hf":
         try:
             from datasets import Dataset
         except ImportError:
             fail(
                 "--format hf needs the `datasets` package, a dependency of Ratchet missing here: pip install 'datasets>=5.2' (or use --format parquet|jsonl)"
             )
-
-        if out.exists():
-            fail(f"--out {out} exists; pass a new folder for --format hf")
-        with atomic_path(out) as tmp:
-            # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
-            Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
+    try:
+        if format == "parquet":
+            with output_path(out, force=force, protected=runs) as tmp:
+                pq.write_table(table, tmp)
+        elif format == "jsonl":
+            rows = table.to_pylist()
+            write_output(out, "".join(json.dumps(r, default=str) + "\n" for r in rows), force=force, protected=runs)
+        else:
+            with output_path(out, folder=True, protected=runs) as tmp:
+                # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
+                Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
+    except OutputRefused as e:  # the path changed while the rows were written (e.g. a link planted there)
+        fail(str(e))
     console.print(f"{out}\t{table.num_rows} rows", highlight=False)
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ratchet.common.output import check_output, output_path
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.loop.checkpoints import MANIFEST, check_loadable, hub_model_id
-from ratchet.store.db import StoreError, check_output_path, connect, require_store
+from ratchet.store.db import connect, require_store
 from ratchet.store.model_card import model_card, model_lineage
 
 
@@ -22,22 +23,21 @@ def export_model(db: Path, campaign: str, checkpoint: str, out: Path) -> tuple[s
     Returns:
         ``(checkpoint_id, out)``.
     Raises:
-        StoreError: ``out`` is inside a store or exists (a folder is never replaced), or ``db`` is not a store.
+        OutputRefused: ``out`` exists (a folder is never replaced) or is inside a store, a run dir, a checkpoint or
+            ``$RATCHET_HOME`` (``ratchet.common.output``).
+        StoreError: ``db`` is not a store.
         ValueError: no such campaign or checkpoint (``ratchet.store.model_card.resolve_checkpoint``).
         LookupError: the checkpoint's weights were never saved.
         ModelError: its folder changed since its id was recorded, was deleted by retention, or is not loadable.
     """
-    check_output_path(out, force=True)  # refuses a path inside a store and an existing folder
-    if out.exists():
-        raise StoreError(f"--out {out} exists; pass a new folder (a model export never replaces anything)")
+    runs = [Path(db).with_suffix(".runs")]  # the store's default run dir (every checkpoint folder is refused too)
+    check_output(out, folder=True, protected=runs)  # a model export never replaces anything
     with connect(db, read_only=True) as con:
         require_store(con, db)
         lineage = model_lineage(con, campaign, checkpoint)
         src = verified_checkpoint_dir(con, lineage.checkpoint_id)  # the files hash to the recorded id
     check_loadable(src)
-    from ratchet.common.files import atomic_path
-
-    with atomic_path(out) as tmp:
+    with output_path(out, folder=True, protected=runs) as tmp:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(MANIFEST, "README.md"))
         if not (tmp / "generation_config.json").is_file():  # from the model config: its bos/eos/pad token ids
             from transformers import AutoConfig, GenerationConfig

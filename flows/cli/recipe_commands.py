@@ -97,7 +97,13 @@ def sweep(
         fail(str(e))
     keys = [parse_grid(g)[0] for g in grid]
     console.print(f"sweep of {len(points)} campaigns: " + ", ".join(c.campaign for _, c in points), highlight=False)
-    status = [_run_point(cfg, i, len(points)) for i, (_, cfg) in enumerate(points, 1)]
+    from ratchet.flows.cli.run_commands import campaign_api
+
+    try:
+        with campaign_api():  # one locked server for every point
+            status = [_run_point(cfg, i, len(points)) for i, (_, cfg) in enumerate(points, 1)]
+    except known_errors() as e:
+        fail(str(e))
     from ratchet.flows.report.sweep_report import comparison_rows, markdown
 
     rows = comparison_rows(base.db, [p for p, _ in points], [c.campaign for _, c in points], status)
@@ -112,7 +118,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     """Run one grid point's campaign to its end; ``"completed"`` or ``"failed: <why>"`` (the sweep goes on)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ratchet.flows.cli.commands import cli_reporter
+    from ratchet.flows.cli.reporters import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.observe.progress import set_reporter
     from ratchet.flows.rounds.reset import with_campaign_epoch

@@ -34,6 +34,9 @@ def tasks_check(
     ),
     timeout_s: float = typer.Option(20.0, "--timeout-s", min=0.1, help="Limit per sandboxed run, seconds."),
     output: str = typer.Option("table", "--output", help="table | json (one line per task that did not pass, then the summary)"),
+    max_records: Optional[int] = typer.Option(
+        None, "--max-records", min=1, help="Records one task file may hold (default 1,000,000; env RATCHET_MAX_TASK_RECORDS)."
+    ),
 ) -> None:
     """Load a task file as a campaign would and run every reference solution (or sample) through the verifier.
 
@@ -42,6 +45,12 @@ def tasks_check(
     from ratchet.loop.tasks.check import check_task_file
     from ratchet.loop.tasks.formats import FORMATS, TaskDataError
 
+    if max_records is not None:  # the bound every reader of this process applies (ratchet.loop.tasks.readers)
+        import os
+
+        from ratchet.loop.tasks.readers import RECORDS_ENV
+
+        os.environ[RECORDS_ENV] = str(max_records)
     if format in ("table", "json"):
         output, format = format, None
     task_format = task_format or format

@@ -23,6 +23,8 @@ import secrets
 import socket
 from pathlib import Path
 
+from ratchet.common.files import atomic_write_text
+
 AUTH_FILE = "api-auth"
 AUTH_USER = "ratchet"
 ALLOWED_HOSTS_ENV = "RATCHET_API_ALLOWED_HOSTS"  # comma-separated, read by create_app in the server process
@@ -68,16 +70,9 @@ def load_or_create_auth(home: str | Path) -> str:
         return found
     path = auth_path(home)
     value = f"{AUTH_USER}:{secrets.token_urlsafe(32)}"
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others, not even briefly
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(value + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(path, value + "\n", mode=0o600)  # a private temporary, never readable by others, then a rename
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise AuthFileError(f"cannot write the API auth file {path} ({e.strerror}); make {path.parent} writable") from None
     return value
 

@@ -229,15 +229,6 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
     return out
 
 
-def _drain_prefect_workers() -> None:
-    """Send the run logs and events still queued in this process before the server goes away."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        worker.drain_all(timeout=5)
-
-
 def _stop_descendants(known: list, spare_pgids: list[int], grace_s: float = 10.0) -> list[int]:
     """``ratchet.common.procs.stop_descendants``: this process's descendants and ``known`` (a snapshot), but the server."""
     return stop_descendants(known, spare_pgids, grace_s)
@@ -369,6 +360,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
         ServerError: the Prefect server cannot start or be reached.
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: a campaign is invalid.
     """
+    from ratchet.flows.daemon.run_server import drain_prefect_workers
     from ratchet.flows.daemon.schedules import state_path
     from ratchet.flows.daemon.server import prefect_server
 
@@ -430,7 +422,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
                         wait_s=15.0,
                         message=f"`ratchet up` stopped ({stop_signals[0] if stop_signals else 'exit'}) while it ran",
                     )
-                    _drain_prefect_workers()
+                    drain_prefect_workers()
         _stop_descendants(tree, spare_pgids=[])  # the server's group is gone; anything else left of ours goes too
     finally:
         for lock in reversed(locks):

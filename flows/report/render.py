@@ -20,6 +20,8 @@ from pathlib import Path
 import duckdb
 import jinja2
 
+from ratchet.common.files import atomic_write_bytes
+from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
@@ -184,12 +186,7 @@ def write_pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str, path: str | 
     png = pass1_plot(con, campaign)
     if png is None:
         return None
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(png)
-    tmp.replace(path)
-    return path
+    return atomic_write_bytes(path, png)
 
 
 def data_uri(png: bytes) -> str:
@@ -346,23 +343,20 @@ def render_report(db: str | Path, pages: list[dict]) -> str:
     )
 
 
-def write_report(db: str | Path, out: str | Path, campaign: str | None = None) -> dict:
-    """Write the HTML report of the store (or of one campaign) to ``out``, atomically.
+def write_report(db: str | Path, out: str | Path, campaign: str | None = None, *, force: bool = False) -> dict:
+    """Write the HTML report of the store (or of one campaign) to ``out``, atomically (``ratchet.common.output``).
 
     Returns:
         ``{"path", "campaigns", "rounds"}``: where it went and how many campaigns and rounds it shows.
     Raises:
-        StoreError, ReportError: as ``report_pages``; OSError: ``out`` cannot be written.
+        OutputRefused: ``out`` is inside a store, a run dir, a checkpoint or ``$RATCHET_HOME``, or exists (without
+            ``force``), checked before the store is read; StoreError, ReportError: as ``report_pages``;
+        OSError: ``out`` cannot be written.
     """
+    runs = [Path(db).with_suffix(".runs")]  # the store's default run dir
+    check_output(out, force=force, protected=runs)
     pages = report_pages(db, campaign)
-    out = Path(out)
-    store = Path(db).resolve()
-    if out.resolve() in (store, store.with_name(store.name + ".wal")) or (out.exists() and not out.is_file()):
-        raise ReportError(f"--out {out} is the store itself or not a regular file; write the report to a new .html path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(render_report(db, pages), encoding="utf-8")
-    tmp.replace(out)
+    write_output(out, render_report(db, pages), force=force, protected=runs)
     return {"path": str(out), "campaigns": len(pages), "rounds": sum(len(p["rounds"]) for p in pages)}
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import duckdb
 
+from ratchet.common.files import atomic_write_text
 from ratchet.store.db import connect
 from ratchet.store.reports import rollout_metrics, round_evaluations, round_training
 
@@ -267,5 +268,5 @@ def _to_wandb(folder: str, experiment: str, records: list[RoundRecord], artifact
             run.save(str(path), base_path=str(path.parent), policy="now")
         run.finish()
         held.add(rec.round_id)
-        marker.write_text(json.dumps(sorted(held)))
+        atomic_write_text(marker, json.dumps(sorted(held)))  # a private temporary and a rename: never through a link
     return len(new), len(records) - len(new)

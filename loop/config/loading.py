@@ -20,16 +20,62 @@ class ConfigError(ValueError):
     """A config file or value is invalid; the message says what and how to fix it."""
 
 
+# Arrays and inline tables nest at most this deep in a config (Ratchet's own need 2). tomllib parses nesting by
+# recursion: a 100,000-deep array would end in a RecursionError traceback instead of an error that names the line.
+MAX_TOML_NESTING = 32
+
+
 def _read_toml(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist; create one with `ratchet init --path {p}` or drop --config")
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        _check_nesting(text, p)
+        return tomllib.loads(text)
     except (UnicodeDecodeError, OSError) as e:
         raise ConfigError(f"cannot read {p} as UTF-8 text ({e}); point --config at a TOML file") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p} is not valid TOML ({e}); fix the syntax at that line") from e
+    except RecursionError:  # nesting the scan did not see (it follows TOML's string rules): still one line
+        raise ConfigError(f"{p} nests arrays or tables too deeply to parse; flatten it") from None
+
+
+def _check_nesting(text: str, where: Path, limit: int = MAX_TOML_NESTING) -> None:
+    """Raise ConfigError at the first ``[`` / ``{`` nested deeper than ``limit``, outside strings and comments.
+
+    Raises:
+        ConfigError: names the file, the line and the limit.
+    """
+    depth, line, i, n = 0, 1, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c == "#":
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+            continue
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            end = i + len(quote)
+            while end < n and not text.startswith(quote, end):
+                if text[end] == "\n" and len(quote) == 1:
+                    break  # an unclosed one-line string: tomllib reports it
+                end += 2 if c == '"' and text[end] == "\\" else 1
+            line += text.count("\n", i, end)
+            i = end + len(quote)
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > limit:
+                raise ConfigError(
+                    f"{where}:{line}: arrays or inline tables nested more than {limit} deep; a Ratchet config needs 2 "
+                    "at most: flatten that value"
+                )
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
 
 
 def _campaign_tables(data: dict, where: str) -> list[dict]:

@@ -1,7 +1,7 @@
-"""Task files and formats: read records from local files and turn each into a question, a gold and tests.
+"""Task formats: turn each record of a task file into a question, a gold and tests.
 
-Readers: ``.jsonl`` / ``.jsonl.gz`` (line by line, so an error names its line), ``.parquet`` (pyarrow) and
-a folder written by ``datasets.save_to_disk`` (HF ``datasets``, local only). Formats:
+Records come from ``ratchet.loop.tasks.readers`` (``.jsonl`` / ``.jsonl.gz``, ``.parquet``, a ``datasets.save_to_disk``
+folder; each within bounds). Formats:
 
 * ``math``: ``question`` (or ``problem``/``prompt``) and a gold ``answer`` (GSM8K ``... #### 42``) or a
   worked ``solution`` whose last ``\\boxed{}`` is the gold.
@@ -20,16 +20,12 @@ a folder written by ``datasets.save_to_disk`` (HF ``datasets``, local only). For
 from __future__ import annotations
 
 import ast
-import gzip
-import itertools
 import json
 import re
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ratchet.loop.config import RecordFields, TaskFormat
+from ratchet.loop.tasks.readers import TaskDataError, read_records
 from ratchet.verifiers.math.extract import find_boxed
 from ratchet.verifiers.math.golds import choice_gold
 from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
@@ -43,10 +39,6 @@ DEFAULT_SYSTEM_PROMPTS = {
     "mbpp": "Write the Python function the task asks for. Reply with the code in one ```python block.",
     "stdio": "Write a Python program that reads the input from stdin and prints the answer. Reply with it in one ```python block.",
 }
-
-
-class TaskDataError(ValueError):
-    """A task file or record is malformed; the message names the file, the line and the fix."""
 
 
 @dataclass(frozen=True)
@@ -70,103 +62,6 @@ class TaskRecord:
     solution: str | None
     task: str
     task_id: str
-
-
-# Bounds on a task file as read (issue 22, class 3): a small gzip can expand without limit. Real task
-# files are far below them (HumanEval 0.2 MB, MBPP 1 MB, APPS' largest split ~1.3 GB with test data).
-MAX_TASK_FILE_BYTES = 4 * 1024**3  # decompressed bytes of one JSONL file
-MAX_TASK_LINE_BYTES = 256 * 1024**2  # bytes of one line (one record)
-
-
-def _open_jsonl(
-    path: Path, *, max_bytes: int = MAX_TASK_FILE_BYTES, max_line_bytes: int = MAX_TASK_LINE_BYTES
-) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a ``.jsonl``/``.jsonl.gz`` file, streamed (one line in memory at a time).
-
-    Raises:
-        TaskDataError: the file decompresses past ``max_bytes``, a line is longer than ``max_line_bytes``,
-            a line is not UTF-8, or the gzip stream is damaged (each in one line naming the file and line).
-    """
-    total = 0
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as f:
-            for lineno in itertools.count(1):
-                raw = f.readline(max_line_bytes + 1)
-                if not raw:
-                    return
-                total += len(raw)
-                if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                    raise TaskDataError(
-                        f"{path}:{lineno}: line longer than {max_line_bytes // 1024**2} MiB; a task record must be smaller "
-                        "(split its test data or shorten it)"
-                    )
-                if total > max_bytes:
-                    raise TaskDataError(
-                        f"{path}: more than {max_bytes // 1024**2} MiB of text (decompressed) at line {lineno}; "
-                        "split the task file into several smaller ones"
-                    )
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise TaskDataError(
-                        f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}); re-save the file as UTF-8, "
-                        f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.jsonl`"
-                    ) from None
-                yield lineno, text.rstrip("\r\n")
-    except (OSError, EOFError, zlib.error) as e:
-        raise TaskDataError(f"{path}: cannot read it ({type(e).__name__}: {e}); re-download or re-compress the file") from None
-
-
-def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
-    """``(where, record)`` for every record of ``spec.path`` (``where`` is ``file:line`` or ``file[row]``).
-
-    Raises:
-        TaskDataError: the path is missing, a line is not a JSON object, the file is not UTF-8, or a
-            ``save_to_disk`` folder holds several splits and ``split`` names none of them.
-    """
-    path = Path(spec.path)
-    if path.is_dir():
-        yield from _read_saved(path, spec.split)
-        return
-    if not path.is_file():
-        raise TaskDataError(
-            f"task file {path} does not exist; point path at a .jsonl, .jsonl.gz, .parquet or save_to_disk folder"
-        )
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises several types for a damaged file  # noqa: BLE001
-            raise TaskDataError(f"{path} is not a readable Parquet file ({type(e).__name__}: {e}); rewrite it") from None
-        yield from ((f"{path}[{i}]", r) for i, r in enumerate(rows))
-        return
-    for lineno, line in _open_jsonl(path):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TaskDataError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object") from None
-        if not isinstance(rec, dict):
-            raise TaskDataError(f'{path}:{lineno}: expected a JSON object with "question" and "answer"')
-        yield f"{path}:{lineno}", rec
-
-
-def _read_saved(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
-    import datasets
-
-    try:
-        ds = datasets.load_from_disk(str(path))
-    except (FileNotFoundError, ValueError) as e:
-        raise TaskDataError(f"{path} is not a folder written by datasets' save_to_disk ({e}); pass a task file") from None
-    if isinstance(ds, datasets.DatasetDict):
-        if split not in ds:
-            raise TaskDataError(f"{path} holds splits {sorted(ds)}; set split = one of them")
-        ds = ds[split]
-    for i, r in enumerate(ds):
-        yield f"{path}[{i}]", dict(r)
 
 
 def detect_format(rec: dict, where: str, spec: RecordFields | None = None) -> TaskFormat:
@@ -287,10 +182,10 @@ def _loop_values(it: ast.expr) -> list | None:
     """The values of a loop's iterable when it is a literal list/tuple or ``range`` of constants (else None)."""
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords:
         try:
-            span = range(*[ast.literal_eval(a) for a in it.args])
-            values = list(span) if len(span) <= 1000 else None  # a literal range(400000000) is never listed (issue 36)
+            r = range(*[ast.literal_eval(a) for a in it.args])
         except (ValueError, TypeError, SyntaxError, OverflowError):
             return None
+        values = list(r) if len(r) <= 1000 else None  # never listed past the bound (range(400000000): 3.4 GB)
     else:
         try:
             values = ast.literal_eval(it)

@@ -12,6 +12,17 @@ from ratchet.store.ingest import insert_rows
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _prefect_logs_to_the_real_stderr():
+    """Prefect's console log handler keeps the ``sys.stderr`` of the moment ``prefect.main`` is first imported (it
+    sets up Prefect's logging): import it here, not inside a ``runner.invoke`` whose captured stream is closed after the call (a later warning through
+    that handler then prints a 'Logging error' traceback into another test's output)."""
+    from ratchet.flows.settings import configure_prefect
+
+    configure_prefect()
+    import prefect.main  # noqa: F401
+
+
 @pytest.fixture
 def db(tmp_path):
     path = tmp_path / "c.duckdb"

@@ -11,6 +11,16 @@ from ratchet.flows.cli import app
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _prefect_logs_to_the_real_stderr():
+    """As in test_cli.py: Prefect's console log handler keeps the ``sys.stderr`` of the moment ``prefect.main`` is
+    first imported; import it here, not inside a ``runner.invoke`` whose captured stream is closed after the call."""
+    from ratchet.flows.settings import configure_prefect
+
+    configure_prefect()
+    import prefect.main  # noqa: F401
+
+
 def last_json(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 

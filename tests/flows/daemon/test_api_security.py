@@ -1,4 +1,5 @@
-"""`ratchet up`'s Prefect API answers only its own UI: auth string, CORS, CSRF, trusted Host (a real server, ~20 s)."""
+"""The Prefect APIs Ratchet starts answer only their own UI: auth string, CORS, CSRF, trusted Host (real servers,
+~20 s each): `ratchet up`'s, and the one a server-less `ratchet run` / `demo` / `sweep` starts (issue 36, class 4)."""
 
 import base64
 import os
@@ -43,20 +44,46 @@ def test_hosts_and_origins_are_the_bound_address_only():
     assert ui_origins("10.1.2.3", 80) == ["http://10.1.2.3:80"]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real server as `ratchet up` starts it; yields (api_url, auth string, PREFECT_HOME)."""
-    import os
+@pytest.fixture(scope="module", params=["up", "run"])
+def server(request, tmp_path_factory):
+    """A real server as `ratchet up` starts it, or as a server-less `ratchet run` does (``campaign_api``, what
+    ``run``, ``demo`` and ``sweep`` run inside); yields (api_url, auth string, PREFECT_HOME)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from ratchet.flows.cli.run_commands import campaign_api
+    from ratchet.flows.daemon.run_server import drain_prefect_workers
     from ratchet.flows.daemon.server import prefect_server
 
     home = tmp_path_factory.mktemp("prefect-home")
-    saved = {k: os.environ.pop(k, None) for k in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")}
+    keys = ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "PREFECT_HOME", "PREFECT_SERVER_EPHEMERAL_ENABLED")
+    saved = {k: os.environ.pop(k, None) for k in keys}
     try:
-        with prefect_server(_free_port(), home=home, startup_timeout_s=120) as url:
-            yield url, read_auth(home), home
+        if request.param == "up":
+            with prefect_server(_free_port(), home=home, startup_timeout_s=120) as url:
+                yield url, read_auth(home), home
+                drain_prefect_workers()  # the flow test's logs, before the server goes
+        else:
+            os.environ["PREFECT_HOME"] = str(home)
+            with temporary_settings(restore_defaults={PREFECT_API_URL}), campaign_api() as url:  # no server to use
+                assert os.environ["PREFECT_API_URL"] == url == PREFECT_API_URL.value() and url.startswith("http://127.0.0.1:")
+                assert os.environ["PREFECT_API_AUTH_STRING"] == read_auth(home)
+                assert os.environ["PREFECT_SERVER_EPHEMERAL_ENABLED"] == "false"  # no unlocked server behind it
+                yield url, read_auth(home), home
+            assert "PREFECT_API_URL" not in os.environ and not _answers(url)  # stopped, the environment restored
+            assert not list(home.glob("run-db-*")) and not (home / "prefect.db").exists()  # its own database, removed
     finally:
-        os.environ.update({k: v for k, v in saved.items() if v is not None})
+        for k, v in saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(f"{url}/health", timeout=2)
+        return True
+    except httpx.HTTPError:
+        return False
 
 
 def _basic(auth: str) -> dict:
@@ -119,6 +146,8 @@ def test_ratchets_own_client_works(server, monkeypatch):
 
 def test_ratchet_run_against_the_daemons_url_sends_its_auth(server, monkeypatch):
     url, auth, home = server
+    if os.environ.get("PREFECT_API_URL") == url:
+        pytest.skip("the run's own server: its client already has the auth string (checked in the fixture)")
     from ratchet.flows.daemon.service import acquire_lock
     from ratchet.flows.settings import configure_prefect
 
@@ -134,3 +163,25 @@ def test_ratchet_run_against_the_daemons_url_sends_its_auth(server, monkeypatch)
     monkeypatch.delenv("PREFECT_API_AUTH_STRING")
     configure_prefect()  # no daemon holds the lock: the URL is someone else's server, no auth sent
     assert "PREFECT_API_AUTH_STRING" not in os.environ
+
+
+def test_a_flow_with_a_task_runs_on_it(server):
+    """What a round does: Prefect's flow engine (auth string, CSRF tokens) records a flow and its task on the API."""
+    url, auth, _ = server
+    from prefect import flow, task
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    @task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @flow(name="api-security-round")
+    def round_like() -> int:
+        return add(1, 2)
+
+    with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: auth}):
+        state = round_like(return_state=True)
+        assert state.is_completed() and state.result() == 3
+        with get_client(sync_client=True) as client:
+            assert client.read_flow_run(state.state_details.flow_run_id).state.is_completed()

@@ -11,7 +11,8 @@ import pytest
 
 from ratchet.loop.config import RecordFields
 from ratchet.loop.tasks.check import check_task_file
-from ratchet.loop.tasks.formats import TaskDataError, _open_jsonl, load_records, read_records
+from ratchet.loop.tasks.formats import TaskDataError, load_records, read_records
+from ratchet.loop.tasks.readers import _open_jsonl
 
 
 def test_gzip_bomb_line_is_refused_in_one_line(tmp_path: Path) -> None:

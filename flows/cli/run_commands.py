@@ -1,0 +1,268 @@
+"""``ratchet demo``, ``run`` and ``check``: run (or only preflight) a campaign with progress, then its per-round table."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ratchet.flows.cli.common import DB_HELP, cell, console, err, fail, known_errors, plain_table
+from ratchet.flows.cli.reporters import cli_reporter
+from ratchet.flows.settings import configure_prefect
+
+
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False) -> None:
+    """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
+    ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir); ``reset``: first
+    retire the campaign's start in the store if it never completed a round (``ratchet.flows.rounds.reset``)."""
+    from ratchet.flows.daemon.service import check_schedule, owner_alive
+    from ratchet.flows.rounds.campaign import preflight, run_campaign
+    from ratchet.flows.rounds.observe.progress import set_reporter
+    from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
+    from ratchet.loop.campaign.round_context import save_config
+
+    if reset and dry_run:
+        fail("--reset changes the store and --dry-run writes nothing; run `ratchet run --reset` without --dry-run")
+    try:
+        check_schedule(cfg)  # the same config serves `ratchet up`: a bad cron fails here too, not months later
+        cfg = with_campaign_epoch(cfg)  # which start of the campaign name the store holds
+        if reset:
+            done = reset_campaign(cfg, owner_alive)
+            console.print(done or f"reset: no campaign {cfg.campaign!r} in {cfg.db}; nothing to reset", highlight=False)
+            cfg = with_campaign_epoch(cfg)
+        with console.status("checking the store, the model and the tasks…"):
+            warnings = preflight(cfg, dry_run=dry_run)
+        warnings += _pilot(cfg)
+    except known_errors() as e:
+        fail(str(e))
+    for w in warnings:
+        err.print(f"warning: {w}", highlight=False, soft_wrap=True)
+    if dry_run:
+        console.print(
+            f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate"
+            f"{', pilot' if cfg.preflight.pilot else ''}); "
+            f"nothing was written",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    path = save_config(cfg)
+    cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Prefect's flow engine takes SIGTERM first (its handler raises in the flow, logs the crash of every run on the
+    # stack, then calls ours): those lines repeat what ours says, so they are dropped.
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(_quiet_termination)
+    try:
+        with campaign_api(), Progress(*cols, console=console, transient=False, disable=not console.is_terminal) as progress:
+            set_reporter(cli_reporter(progress))
+            # --rounds N wins; an unlimited campaign (no max_rounds), like a scheduled run, does schedule.rounds_per_run
+            if rounds is None and cfg.max_rounds is None:
+                rounds = cfg.schedule.rounds_per_run
+            run_campaign(path, rounds=rounds)
+    except known_errors() as e:
+        fail(str(e))
+    finally:
+        set_reporter(None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print_rounds(cfg.db, cfg.campaign)
+
+
+@contextmanager
+def campaign_api() -> Iterator[str]:
+    """The locked Prefect API of a one-off run (``ratchet.flows.daemon.run_server.run_api``), with a spinner while its
+    server starts (when there is no server to use)."""
+    from ratchet.flows.daemon.run_server import run_api
+
+    with console.status("starting the run's Prefect server (loopback, auth string, CSRF, Host check)…") as spinner:
+        with run_api() as url:
+            spinner.stop()
+            yield url
+
+
+def _pilot(cfg) -> list[str]:
+    """Before a campaign's first round (``[preflight] pilot``; not again once a round started, e.g. to resume it):
+    sample a few train prompts, print what was found, and return a warning line per problem that would waste the round."""
+    from ratchet.flows.rounds.campaign import stored_rounds
+    from ratchet.flows.rounds.pilot import run_pilot
+
+    if not cfg.preflight.pilot or stored_rounds(cfg, completed=False):
+        return []
+    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}  # stops its worker too
+    try:
+        with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
+            res = run_pilot(cfg)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if res is None:
+        return []
+    err.print(res.summary(), highlight=False, soft_wrap=True)
+    return res.warnings()
+
+
+STOP_GRACE_S = 8.0  # worker processes get this long to exit on SIGTERM before SIGKILL
+
+
+def _quiet_termination(record: logging.LogRecord) -> bool:
+    """A logging filter: False for Prefect's record of a run that a termination signal (handled by ``_stop_run``) ended."""
+    return "termination signal" not in record.getMessage()
+
+
+def _stop_run(signum, frame=None) -> None:
+    """SIGINT/SIGTERM during ``ratchet run``: stop its worker processes and exit at once (130 / 143) with one line.
+
+    Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction, so the
+    next ``ratchet run`` resumes the round at the stage that was running (the round's owner process is gone). A
+    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
+    name = signal.Signals(signum).name
+    err.print(
+        f"ratchet run: {name} received, stopped; run the same command again to resume the round", highlight=False, soft_wrap=True
+    )
+    from ratchet.common.procs import stop_descendants
+
+    stop_descendants(grace_s=STOP_GRACE_S)
+    console.show_cursor(True)  # the progress display hid it
+    os._exit(128 + signum)
+
+
+def print_rounds(db: str, campaign: str) -> None:
+    """The campaign's held-out pass@1 per round (base first), the lower confidence bound of each round's change the
+    gate decided on, each gate decision and, in plain words, why."""
+    from ratchet.store.db import connect
+    from ratchet.store.reports import campaign_table
+
+    with connect(db, read_only=True) as con:
+        base, rows = campaign_table(con, campaign)
+    f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
+    t = plain_table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
+    for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "Δ lower bound", "trained on", "gate", "why"]:
+        t.add_column(cell(c), justify="right" if c not in ("candidate", "gate", "why") else "left")
+    t.add_row(*map(cell, ["base", "", f(base), "", "", "", "", ""]))
+    for r in rows:
+        values = [
+            r["round_index"],
+            (r["candidate_checkpoint_id"] or "—")[:12],
+            f(r["candidate_pass1"]),
+            f(r["delta"], "+.3f"),
+            f(r.get("lower_bound"), "+.3f"),
+            r["training_examples"],
+            r["decision"] or r["status"],
+            why(r),
+        ]
+        t.add_row(*map(cell, values))
+    console.print(t)
+    for r in rows:
+        if r["decision"]:
+            console.print(f"round {r['round_index']} {r['decision']}: {r['reason']}", highlight=False)
+
+
+def why(r: dict) -> str:
+    """A round's gate decision in a few plain words (the full reason is printed under the table)."""
+    if not r.get("decision"):
+        return ""
+    if r.get("rule") != "noninferiority" or r.get("lower_bound") is None:
+        return (r.get("reason") or "")[:40]
+    lb, margin = r["lower_bound"], r.get("tolerance") or 0.0
+    if r["decision"] == "promote":
+        return "better, shown" if lb > 0 else f"shown at most {max(-lb, 0):.3f} worse"
+    if "guard" in (r.get("reason") or ""):
+        return "halted by a guard"
+    return f"could be {-lb:.3f} worse" if lb < -margin else "worse than best promoted"
+
+
+def demo(
+    db: Path = typer.Option(Path("ratchet.duckdb"), "--db", help=DB_HELP),
+    campaign: Optional[str] = typer.Option(
+        None, help="Campaign name (a new name starts fresh); default 'demo', or 'demo-code' / 'demo-mixed' with --tasks."
+    ),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", min=1, help="Run at most N more rounds now (default: up to the campaign's 3); rerun to continue."
+    ),
+    algorithm: str = typer.Option(
+        "rft", help="Training algorithm: rft (rejection-sampling fine-tuning) or grpo (GRPO-family RL, settings in [grpo])."
+    ),
+    tasks: str = typer.Option(
+        "arithmetic",
+        "--tasks",
+        help="arithmetic, code (the shipped code task set), or mixed (60% arithmetic, 40% code).",
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
+) -> None:
+    """Run 3 real improvement rounds of SmolLM2-135M-Instruct on arithmetic (or code, or both), on CPU."""
+    configure_prefect(quiet_console=not verbose)
+    from ratchet.loop.config import ConfigError, load_config
+    from ratchet.loop.tasks.demo import DemoTasksError, demo_overrides
+
+    try:
+        name = campaign or ("demo" if tasks == "arithmetic" else f"demo-{tasks}")
+        cfg = load_config(None, db=str(db), campaign=name, algorithm=algorithm, max_rounds=3, **demo_overrides(tasks))
+    except (ConfigError, DemoTasksError) as e:
+        fail(str(e))
+    _run(cfg, rounds)
+
+
+def run(
+    config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", min=1, help="Run at most N more rounds now; max_rounds stays the campaign's total."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Run every preflight check and stop: nothing is written to the store or the run dir."
+    ),
+    reset: bool = typer.Option(
+        False,
+        "--reset",
+        help="Drop the campaign's start in the store first if it never completed a round (e.g. an interrupted trial), "
+        "so an edited config starts it afresh; refused once a round completed.",
+    ),
+) -> None:
+    """Run the campaign a config file describes (resumes where it stopped)."""
+    configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), rounds, dry_run=dry_run, reset=reset)
+
+
+def check(
+    config: Path = typer.Option(Path("ratchet.toml"), "--config", "-c", help="Campaign config (TOML)."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP + " Overrides the config's db."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="Which campaign, when the config declares several [[campaigns]]."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Check a campaign config without starting a round: the same as `ratchet run --dry-run` (nothing is written)."""
+    configure_prefect(quiet_console=not verbose)
+    _run(_load_run_config(config, db, campaign), dry_run=True)
+
+
+def _load_run_config(config: Path, db: Path | None, campaign: str | None):
+    """The campaign config ``ratchet run`` and ``ratchet check`` take (exit 2 with the config's errors)."""
+    from ratchet.loop.config import ConfigError, load_config
+
+    try:
+        return load_config(config, db=str(db) if db else None, campaign=campaign)
+    except ConfigError as e:
+        fail(str(e))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``demo``, ``run`` and ``check`` to the main CLI."""
+    app.command("demo")(demo)
+    app.command("run")(run)
+    app.command("check")(check)
