@@ -118,6 +118,27 @@ def test_processed_logprobs_match_the_trainers_on_the_samplers_support(vllm_back
     assert float(gap.abs().mean()) < 1e-2 and float(gap.exp().mean()) == pytest.approx(1.0, abs=2e-2)
 
 
+def test_a_stop_string_ends_sampling_where_the_transformers_backend_ends_it(vllm_backend, smollm2_dir):
+    """``generation.stop`` on vLLM: the completion ends at the stop string (``stop_string``), its text before it and
+    its ids through it; where both backends decode the same greedy tokens, the same completion as transformers'."""
+    msgs = arithmetic_chats(6)
+    plain_params = SamplingParams(n=1, temperature=0.0, max_new_tokens=24)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=24, stop=("Answer",))
+    plain, got = vllm_backend.generate(msgs, plain_params), vllm_backend.generate(msgs, params)
+    hf = TransformersBackend(smollm2_dir, batch_size=8)
+    hf_plain, want = hf.generate(msgs, plain_params), hf.generate(msgs, params)
+    for p, g in zip(plain, got):
+        if "Answer" in p.text:
+            assert g.finish_reason == "stop_string" and g.text == p.text[: p.text.find("Answer")]
+            assert tuple(g.token_ids) == tuple(p.token_ids[: len(g.token_ids)])
+        else:
+            assert (g.text, g.finish_reason) == (p.text, p.finish_reason)
+    for p, hp, g, w in zip(plain, hf_plain, got, want):
+        if p.token_ids == hp.token_ids:
+            assert (g.text, g.finish_reason, g.token_ids) == (w.text, w.finish_reason, w.token_ids)
+    assert any(g.finish_reason == "stop_string" for g in got)
+
+
 def test_update_weights_in_place_gives_the_saved_policys_greedy_tokens(vllm_backend, smollm2_dir, tmp_path):
     """A learner's new weights (a state dict with SmolLM2's tied embeddings) loaded into the running engine give the
     greedy tokens of the saved policy: vLLM repacks its CPU weights after loading, so this goes through its in-place
@@ -151,20 +172,3 @@ def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     assert vllm_backend.llm is None
     _, alive = psutil.wait_procs(engine_procs, timeout=10)
     assert not alive, f"engine processes still running after close(): {alive}"
-
-
-def test_a_stop_string_ends_sampling_where_the_transformers_backend_ends_it(vllm_backend, smollm2_dir):
-    """``generation.stop`` on vLLM: the completion ends at the stop string (``stop_string``), its text before it and
-    its ids through it, the same completion as the transformers backend's (greedy)."""
-    msgs = arithmetic_chats(4)
-    plain = vllm_backend.generate(msgs, SamplingParams(n=1, temperature=0.0, max_new_tokens=24))
-    stop = "Answer"
-    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=24, stop=(stop,))
-    got = vllm_backend.generate(msgs, params)
-    want = TransformersBackend(smollm2_dir, batch_size=4).generate(msgs, params)
-    for p, g, w in zip(plain, got, want):
-        if stop in p.text:
-            assert g.finish_reason == "stop_string" and g.text == p.text[: p.text.find(stop)]
-            assert tuple(g.token_ids) == tuple(p.token_ids[: len(g.token_ids)])
-        assert (g.text, g.finish_reason) == (w.text, w.finish_reason)
-    assert any(g.finish_reason == "stop_string" for g in got)
