@@ -19,21 +19,21 @@ class ChatExample:
     read_chars: int | None = None  # leading characters of ``completion`` the verifier read (None: all); see below
 
 
-def read_token_count(tokenizer, ids, text: str, read_chars: int | None) -> int | None:
+def read_token_count(tokenizer, ids, read_chars: int | None) -> int | None:
     """How many leading sampled ids cover what the verifier read, or None when they all do.
 
-    The read span is ``read_chars`` characters of the completion's text (``verdicts.read_chars``), or the whole text
-    when None; ids past it (an invented next exercise the verifier never graded, a ``generation.stop`` string's own
-    tokens) are never trained on. Returns the fewest ids whose decoded text reaches the span (binary search, ~log2(n)
-    decodes), None when the decoded ids do not run past it (the usual case: they decode to the text).
+    ``read_chars``: the leading characters of the completion's text the verifier read (``verdicts.read_chars``; the
+    verify stage sets it to the text's length for a completion a ``generation.stop`` string ended, whose ids run
+    through the string); None means all of it. Ids past the span (an invented next exercise the verifier never
+    graded, a stop string's own tokens) are never trained on. Returns the fewest ids whose decoded text reaches the
+    span (binary search, ~log2(n) decodes), or None when the decoded ids do not run past it.
     """
-    span = len(text) if read_chars is None else min(read_chars, len(text))
-    if len(tokenizer.decode(list(ids), skip_special_tokens=True)) <= span:
+    if read_chars is None or len(tokenizer.decode(list(ids), skip_special_tokens=True)) <= read_chars:
         return None
     lo, hi = 0, len(ids)
     while lo < hi:
         mid = (lo + hi) // 2
-        if len(tokenizer.decode(list(ids[:mid]), skip_special_tokens=True)) >= span:
+        if len(tokenizer.decode(list(ids[:mid]), skip_special_tokens=True)) >= read_chars:
             hi = mid
         else:
             lo = mid + 1
@@ -51,7 +51,7 @@ def completion_token_ids(tokenizer, ex: ChatExample) -> list[int]:
     appended, so the model learns to stop where the graded answer ended."""
     if ex.completion_ids is not None:
         ids = list(ex.completion_ids)
-        k = read_token_count(tokenizer, ids, ex.completion, ex.read_chars)
+        k = read_token_count(tokenizer, ids, ex.read_chars)
         if k is not None:
             return ids[:k] + [tokenizer.eos_token_id]
         stopped = bool(ids) and (ids[-1] == tokenizer.eos_token_id or ids[-1] in tokenizer.all_special_ids)

@@ -105,11 +105,17 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     """Score trajectories with their prompt's outcome verifier (math or code) inside the composite reward.
 
     ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
-    ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite.
+    ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite; ``read_chars``
+    the verifier's read span (for a completion a ``generation.stop`` string ended: its whole text, as its sampled ids
+    run through the string).
     """
     scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward)
     ts = now()
-    return [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
+    rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
+    for t, row in zip(trajs, rows):  # a stop string ended it: its ids run past the text, which is all that was read
+        if t.get("finish_reason") == "stop_string" and row["read_chars"] is None:
+            row["read_chars"] = len(t["completion"])
+    return rows
 
 
 def per_source_metrics(ctx: Ctx, outcomes: list[PromptOutcome]) -> dict[str, tuple[float, int]]:

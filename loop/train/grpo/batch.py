@@ -118,7 +118,7 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
             ids = list(s.example.completion_ids)
             # past the verifier's read span the tokens carry no credit: masked (a causal model's kept log-probs
             # do not depend on the tokens after them, so the tail is dropped); the sampler's log-probs likewise
-            k = read_token_count(tok, ids, s.example.completion, s.example.read_chars)
+            k = read_token_count(tok, ids, s.example.read_chars)
             sampled += len(ids)
             unread += 0 if k is None else len(ids) - k
             comps.append(ids if k is None else ids[:k])

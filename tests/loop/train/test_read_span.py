@@ -43,7 +43,7 @@ def test_rft_trains_on_the_read_prefix_ended_with_eos(tok):
 def test_grpo_masks_the_sampled_tokens_past_the_read_span_and_counts_them(tok):
     read = score(INVENTED, "7").read_chars
     ids = tuple(tok(INVENTED, add_special_tokens=False)["input_ids"])
-    k = read_token_count(tok, ids, INVENTED, read)
+    k = read_token_count(tok, ids, read)
     assert k is not None and 0 < k < len(ids)
     samples = [
         GRPOSample(0, ChatExample(CHAT, INVENTED, ids, read), 1.0, False, sampler_logprobs=(-0.1,) * len(ids)),
@@ -58,8 +58,8 @@ def test_grpo_masks_the_sampled_tokens_past_the_read_span_and_counts_them(tok):
 
 def test_a_stop_string_s_own_tokens_are_not_trained_on(tok):
     """A completion stopped by a generation.stop string: its text ends before the string, its ids run through it;
-    training takes the ids up to the text's end (NULL read_chars: the whole text), then EOS."""
+    the verify stage records the text's length as the read span, and training takes the ids up to it, then EOS."""
     text = "Answer: 7"
     ids = tuple(tok(text + "\nQ:", add_special_tokens=False)["input_ids"])
-    trained = completion_token_ids(tok, ChatExample(CHAT, text, ids, None))
+    trained = completion_token_ids(tok, ChatExample(CHAT, text, ids, len(text)))
     assert tok.decode(trained[:-1]).startswith(text) and "Q" not in tok.decode(trained[:-1]) and trained[-1] == tok.eos_token_id

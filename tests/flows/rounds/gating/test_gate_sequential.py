@@ -85,6 +85,7 @@ def test_sequential_evaluation_computes_each_prompt_once(prefect_harness, tmp_pa
     and a second round with the same incumbent evaluates it on nothing new."""
     from ratchet.flows.rounds.campaign import gate, start_round
     from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially
+    from ratchet.flows.rounds.stages.round_engine import round_engine
 
     tasks = write_tasks(tmp_path, "sums", 1, 4)
     seq = {"gate.sequential": True, "gate.sequential_batch_prompts": 4, "gate.max_eval_prompts": 8}
@@ -97,7 +98,8 @@ def test_sequential_evaluation_computes_each_prompt_once(prefect_harness, tmp_pa
     for r in (1, 2):
         inc = start_round.fn(str(path), r)
         evaluate_as(path, r, f"cand{r}", lambda i, p: True)  # the candidate's outcomes on every prompt, stored
-        seq_gate = evaluate_sequentially(str(path), r, inc, f"cand{r}")
+        with round_engine(load_ctx(path, r), inc) as engine:  # the round's engine, on the incumbent
+            seq_gate = evaluate_sequentially(str(path), r, inc, f"cand{r}", engine)
         assert (seq_gate.prompts_used, seq_gate.looks, seq_gate.stop) == (8, 2, "max_prompts")  # 8 prompts decide nothing
         assert query(ctx.db, greedy, [base])[1][0][0] == 8  # 4 + 4 prompts, once
         assert gate.fn(str(path), r, inc, f"cand{r}")["decision"] == "reject"
