@@ -201,16 +201,10 @@ class RankProcess:
             route_line(self.name, line.rstrip("\n"), self.log, self.tail, done, 0, self.progress)
 
 
-class LocalEngine:
-    """A round engine whose ranks are child processes on this machine: one per device group of the placement.
-
-    One group: one process holds the engine (and the learner). N groups: N processes started together, each a rank of
-    one ``torch.distributed`` group, so their learners are DDP (FSDP with ``compute.fsdp``) replicas; ``generate``
-    splits the jobs into N shards on batch boundaries (the transformers backend seeds each batch by its index, so the
-    rollouts are those one rank would sample) and each rank samples its shard from its own replica. Learner work
-    (``start``'s learner, ``train_step``, ``save``) goes to every rank at once (collectives; rank 0 writes) and returns
-    rank 0's answer. Leaving the ``with`` block stops every rank.
-    """
+class EngineBase:
+    """The verbs every placement shares, on top of its one primitive, ``_all`` (send ``reqs[k]`` to rank k and wait for
+    every reply within the request's limit; rank 0's reply, or all of them with ``every``). ``LocalEngine`` and
+    ``ratchet.flows.compute.ray_engine.RayEngine`` differ only in where the ranks run and how a request reaches them."""
 
     def __init__(
         self,
@@ -223,19 +217,84 @@ class LocalEngine:
         holds: str | None = None,
     ) -> None:
         self.spec, self.placement, self.gen, self.compute, self.log = spec, placement, gen, compute, log
-        self.holds, self.shared = holds, False
-        self.ranks = len(placement.groups)
-        self._rendezvous: str | None = None
-        self._procs = [RankProcess(f"engine rank {k} [{','.join(g)}]", {}, log) for k, g in enumerate(placement.groups)]
-        self._stack = contextlib.ExitStack()
+        self.holds, self.shared, self.ranks = holds, False, len(placement.groups)
 
-    # --- lifecycle -------------------------------------------------------------------------------------
-
-    def __enter__(self) -> LocalEngine:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _all(self, reqs: list, what: str, every: bool = False, generate: bool = False):
+        raise NotImplementedError
+
+    def _limit(self, generate: bool) -> tuple[float, str]:
+        """A request's wall-clock limit and the config key that sets it."""
+        if generate:
+            return self.compute.generate_timeout_s, "compute.generate_timeout_s"
+        return self.compute.train_timeout_s, "compute.train_timeout_s"
+
+    def generate(self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
+        """``params.n`` completions per chat, sharded over the ranks on batch boundaries; in (prompt_index,
+        sample_index) order.
+
+        Raises:
+            StageTimeout: past ``compute.generate_timeout_s`` (the rank is killed). WorkerFailed: a rank died or failed.
+        """
+        if self.ranks == 1:
+            reqs = [Generate(messages, params, name)]
+        else:
+            align = job_alignment(self.gen.backend, params, self.gen.batch_size)
+            shards = shard_jobs(len(messages), params.n, self.ranks, align)
+            reqs = [Generate(messages, params, name, (j.start, j.stop)) for j in shards]
+        replies = self._all(reqs, f"generating {name}", every=True, generate=True)
+        return sorted((c for r in replies for c in r.value), key=lambda c: (c.prompt_index, c.sample_index))
+
+    def train_step(self, step: GRPOStep | SFTStep) -> dict:
+        """One learner pass on every rank (each on its slice of every mini-batch); rank 0's answer. A GRPO pass's
+        weights reach the engines in place; an RFT pass writes its checkpoint (``{"saved", "metrics"}``).
+
+        Raises:
+            StageTimeout: past ``compute.train_timeout_s``. WorkerFailed: the pass failed or a rank died.
+        """
+        what = "a GRPO pass" if isinstance(step, GRPOStep) else "an RFT pass"
+        if isinstance(step, GRPOStep):
+            self.holds = None  # an unsaved policy of the round's learner
+        return self._all([step] * self.ranks, what).value
+
+    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
+        """Write the learner's policy to ``out_dir`` (rank 0 writes; every rank takes part)."""
+        msg = Save(str(out_dir), str(optimizer_state) if optimizer_state else None)
+        self._all([msg] * self.ranks, "saving the policy")
+
+    def sync(self, checkpoint_dir: str | Path, checkpoint_id: str | None = None) -> float:
+        """Load a checkpoint's weights into every rank's engine in place; returns the slowest rank's seconds."""
+        replies = self._all([Sync(str(checkpoint_dir), checkpoint_id)] * self.ranks, "loading weights", every=True, generate=True)
+        self.holds = checkpoint_id
+        return max(r.seconds for r in replies)
+
+
+class LocalEngine(EngineBase):
+    """A round engine whose ranks are child processes on this machine: one per device group of the placement.
+
+    One group: one process holds the engine (and the learner). N groups: N processes started together, each a rank of
+    one ``torch.distributed`` group, so their learners are DDP (FSDP with ``compute.fsdp``) replicas; ``generate``
+    splits the jobs into N shards on batch boundaries (the transformers backend seeds each batch by its index, so the
+    rollouts are those one rank would sample) and each rank samples its shard from its own replica. Learner work
+    (``start``'s learner, ``train_step``, ``save``) goes to every rank at once (collectives; rank 0 writes) and returns
+    rank 0's answer. Leaving the ``with`` block stops every rank.
+    """
+
+    def __init__(self, spec: EngineSpec, placement: Placement, **kw) -> None:
+        super().__init__(spec, placement, **kw)
+        self._rendezvous: str | None = None
+        self._procs = [RankProcess(f"engine rank {k} [{','.join(g)}]", {}, self.log) for k, g in enumerate(placement.groups)]
+        self._stack = contextlib.ExitStack()
+
+    # --- lifecycle -------------------------------------------------------------------------------------
 
     def start(self, learner: StartLearner | None = None) -> bool:
         """Start every rank and load its engine (all at once), then the learner when given.
@@ -259,10 +318,10 @@ class LocalEngine:
                 proc.env = self._rank_env(k, group)
                 self._stack.callback(proc.stop, min(60.0, self.compute.generate_timeout_s))
                 proc.start()
-            self._all([Start(self.spec)] * self.ranks, "loading the model", self.compute.generate_timeout_s, generate=True)
+            self._all([Start(self.spec)] * self.ranks, "loading the model", generate=True)
             if learner is None:
                 return False
-            replies = self._all([learner] * self.ranks, "loading the learner", self.compute.train_timeout_s, every=True)
+            replies = self._all([learner] * self.ranks, "loading the learner", every=True)
         except BaseException:
             self._stack.close()
             raise
@@ -314,57 +373,12 @@ class LocalEngine:
         for k, p in enumerate(self._procs):
             p.progress = rank_cb(k)
 
-    def generate(self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
-        """``params.n`` completions per chat, sharded over the ranks; in (prompt_index, sample_index) order.
-
-        Raises:
-            StageTimeout: past ``compute.generate_timeout_s`` (the rank is killed). WorkerFailed: a rank died or failed.
-        """
-        if self.ranks == 1:
-            reqs = [Generate(messages, params, name)]
-        else:
-            align = job_alignment(self.gen.backend, params, self.gen.batch_size)
-            shards = shard_jobs(len(messages), params.n, self.ranks, align)
-            reqs = [Generate(messages, params, name, (j.start, j.stop)) for j in shards]
-        replies = self._all(reqs, f"generating {name}", self.compute.generate_timeout_s, every=True, generate=True)
-        comps = [c for r in replies for c in r.value]
-        return sorted(comps, key=lambda c: (c.prompt_index, c.sample_index))
-
-    def train_step(self, step: GRPOStep | SFTStep) -> dict:
-        """One learner pass on every rank (each on its slice of every mini-batch); rank 0's answer. A GRPO pass's
-        weights reach the engines in place; an RFT pass writes its checkpoint (``{"saved", "metrics"}``).
-
-        Raises:
-            StageTimeout: past ``compute.train_timeout_s``. WorkerFailed: the pass failed or a rank died.
-        """
-        what = "a GRPO pass" if isinstance(step, GRPOStep) else "an RFT pass"
-        if isinstance(step, GRPOStep):
-            self.holds = None  # an unsaved policy of the round's learner
-        return self._all([step] * self.ranks, what, self.compute.train_timeout_s).value
-
-    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
-        """Write the learner's policy to ``out_dir`` (rank 0 writes; every rank takes part)."""
-        msg = Save(str(out_dir), str(optimizer_state) if optimizer_state else None)
-        self._all([msg] * self.ranks, "saving the policy", self.compute.train_timeout_s)
-
-    def sync(self, checkpoint_dir: str | Path, checkpoint_id: str | None = None) -> float:
-        """Load a checkpoint's weights into every rank's engine in place; returns the slowest rank's seconds."""
-        replies = self._all(
-            [Sync(str(checkpoint_dir), checkpoint_id)] * self.ranks,
-            "loading weights",
-            self.compute.generate_timeout_s,
-            every=True,
-            generate=True,
-        )
-        self.holds = checkpoint_id
-        return max(r.seconds for r in replies)
-
-    def _all(self, reqs: list, what: str, timeout_s: float, every: bool = False, generate: bool = False):
+    def _all(self, reqs: list, what: str, every: bool = False, generate: bool = False):
         """Send ``reqs[k]`` to rank k, then wait for every reply; rank 0's (``every``: the list of all)."""
-        key = "compute.generate_timeout_s" if generate else "compute.train_timeout_s"
+        limit, key = self._limit(generate)
         for p, r in zip(self._procs, reqs):
             p.send(r)
-        replies = [p.receive(what, timeout_s, key, others=tuple(x for x in self._procs if x is not p)) for p in self._procs]
+        replies = [p.receive(what, limit, key, others=tuple(x for x in self._procs if x is not p)) for p in self._procs]
         return replies if every else replies[0]
 
 

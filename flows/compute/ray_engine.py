@@ -23,12 +23,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ratchet.flows.compute.engine import Placement
-from ratchet.flows.compute.messages import EngineSpec, Generate, GRPOStep, Save, SFTStep, Start, StartLearner, Sync
+from ratchet.flows.compute.engine import EngineBase, Placement
+from ratchet.flows.compute.messages import EngineSpec, Start, StartLearner
 from ratchet.flows.compute.pool import device_env
 from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
-from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation.sampling import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.config import ComputeConfig
 from ratchet.loop.train.data_parallel import fsdp_env
 
 
@@ -72,30 +71,15 @@ class RankActor:
         return socket.gethostname()
 
 
-class RayEngine:
+class RayEngine(EngineBase):
     """The round engine on Ray actors (see the module docstring); the same verbs as ``LocalEngine``."""
 
-    def __init__(
-        self,
-        spec: EngineSpec,
-        placement: Placement,
-        *,
-        gen: GenerationConfig,
-        compute: ComputeConfig,
-        log: logging.Logger | logging.LoggerAdapter,
-        holds: str | None = None,
-    ) -> None:
-        self.spec, self.placement, self.gen, self.compute, self.log = spec, placement, gen, compute, log
-        self.holds, self.ranks, self.progress, self.shared = holds, len(placement.groups), None, False
+    def __init__(self, spec: EngineSpec, placement: Placement, **kw) -> None:
+        super().__init__(spec, placement, **kw)
+        self.progress = None  # Ray forwards the actors' output to the driver's log; no bars
         self._actors: list = []
         self._pg = None
         self._folder: str | None = None
-
-    def __enter__(self) -> RayEngine:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def start(self, learner: StartLearner | None = None) -> bool:
         """Place one actor per device group, load every engine (and the learner); see ``LocalEngine.start``."""
@@ -134,28 +118,6 @@ class RayEngine:
         self.shared = all(bool(r.value) for r in replies)
         return self.shared
 
-    def generate(self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
-        """As ``LocalEngine.generate``: the jobs sharded over the actors on batch boundaries, merged in job order."""
-        align = job_alignment(self.gen.backend, params, self.gen.batch_size)
-        shards = shard_jobs(len(messages), params.n, self.ranks, align)
-        reqs = [Generate(messages, params, name, (j.start, j.stop)) for j in shards]
-        replies = self._all(reqs, f"generating {name}", every=True, generate=True)
-        return sorted((c for r in replies for c in r.value), key=lambda c: (c.prompt_index, c.sample_index))
-
-    def train_step(self, step: GRPOStep | SFTStep) -> dict:
-        if isinstance(step, GRPOStep):
-            self.holds = None
-        return self._all([step] * self.ranks, "a learner pass").value
-
-    def save(self, out_dir: str | Path, optimizer_state: str | Path | None = None) -> None:
-        msg = Save(str(out_dir), str(optimizer_state) if optimizer_state else None)
-        self._all([msg] * self.ranks, "saving the policy")
-
-    def sync(self, checkpoint_dir: str | Path, checkpoint_id: str | None = None) -> float:
-        replies = self._all([Sync(str(checkpoint_dir), checkpoint_id)] * self.ranks, "loading weights", every=True, generate=True)
-        self.holds = checkpoint_id
-        return max(r.seconds for r in replies)
-
     def close(self) -> None:
         """Kill the actors and remove the placement group (their engines go with their processes)."""
         import ray
@@ -172,8 +134,7 @@ class RayEngine:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     def _all(self, reqs: list, what: str, every: bool = False, generate: bool = False):
-        key = "compute.generate_timeout_s" if generate else "compute.train_timeout_s"
-        limit = self.compute.generate_timeout_s if generate else self.compute.train_timeout_s
+        limit, key = self._limit(generate)
         refs = [a.handle.remote(r) for a, r in zip(self._actors, reqs)]
         replies = self._wait(refs, what, limit, key)
         for k, r in enumerate(replies):
