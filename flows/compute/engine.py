@@ -181,7 +181,11 @@ class RankProcess:
         )
 
     def stop(self, timeout_s: float) -> None:
-        """Ask the rank to stop (its engine shuts down cleanly), then kill whatever is left of its group."""
+        """Ask the rank to stop (its engine shuts down cleanly), then kill whatever is left of its group.
+
+        Its last lines go to this module's logger, not the run's: a round that is stopping (Ctrl-C, an error) may already
+        have shut the run logger's service down."""
+        self.log, self.progress = logging.getLogger(__name__), None
         try:
             if self.proc is not None and self.proc.poll() is None:
                 self.send(Stop())
