@@ -118,4 +118,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ratchet.flows.daemon.run_server import run_api
+
+    configure_prefect()
+    with run_api():  # a locked Prefect server for this run (Prefect's ephemeral one is off)
+        main()

@@ -139,7 +139,7 @@ rounds_per_run = 1
     proc = _up(cfg, env, log, _free_port())
     try:
         while True:
-            time.sleep(3)
+            time.sleep(1)  # a rejected candidate lives only until its round's gate: sample often enough to see it
             peak = max(peak, folder_bytes(ckpts))
             # one checkpoint's size, seen while it exists (retention may delete every one: a gate that never promotes)
             ckpt_size = max([ckpt_size, *(folder_bytes(p) for p in (ckpts.iterdir() if ckpts.is_dir() else ()))])

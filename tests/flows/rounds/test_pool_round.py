@@ -63,7 +63,8 @@ def _kill_after_step(config, step: int) -> None:
     ctx = load_ctx(config, 1)
     code = (
         "from ratchet.flows.settings import configure_prefect; configure_prefect(); "
-        f"from ratchet.flows.rounds.campaign import run_campaign; run_campaign({str(config)!r})"
+        "from ratchet.flows.daemon.run_server import run_api; from ratchet.flows.rounds.campaign import run_campaign\n"
+        f"with run_api(): run_campaign({str(config)!r})"
     )
     p = subprocess.Popen(
         [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
