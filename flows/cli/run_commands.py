@@ -56,6 +56,10 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # A run that is stopping (Ctrl-C, an error) may stop Prefect's log service before the engine's ranks print their
+    # last lines: such a line is dropped, never printed as a logging traceback (the setting Python's docs give for
+    # production use).
+    logging.raiseExceptions = False
     # Prefect's flow engine takes SIGTERM first (its handler raises in the flow, logs the crash of every run on the
     # stack, then calls ours): those lines repeat what ours says, so they are dropped.
     for name in ("prefect.flow_runs", "prefect.task_runs"):
