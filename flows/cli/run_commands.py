@@ -130,9 +130,6 @@ def _stop_run(signum, frame=None) -> None:
     """
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
-    # the engine's ranks print their last lines while they stop; the run's Prefect log service may already be gone:
-    # a line that cannot reach it is dropped, never printed as a logging traceback
-    logging.raiseExceptions = False
     name = signal.Signals(signum).name
     err.print(
         f"ratchet run: {name} received, stopped; run the same command again to resume the round", highlight=False, soft_wrap=True
