@@ -10,7 +10,6 @@ loaded once, for its evaluation.
 
 from __future__ import annotations
 
-import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,9 +107,7 @@ def sample(
         engine.progress = None
 
 
-def check_weight_sync(
-    cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/dev/shm"), log: logging.Logger | None = None
-) -> None:
+def check_weight_sync(cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/dev/shm")) -> None:
     """Refuse in one line a vLLM round whose weight push cannot fit in ``shm``: after each GRPO pass each rank writes the
     policy as one safetensors file there (``VLLMBackend.update_weights``), every tensor in ``model.dtype`` (tied
     embeddings written twice), so N ranks need N times the policy's bytes at once.
