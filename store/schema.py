@@ -77,6 +77,9 @@ class PromptRow(SQLModel, table=True):
     entry_point: str | None = Field(None, description="Function under test (humaneval)")
     solution: str | None = Field(None, description="Reference solution (a whole program for code tasks)")
     question_key: str | None = Field(None, description="sha256 of the whitespace/case-normalized question: decontamination key")
+    record_json: str | None = Field(
+        None, description="records format: the whole task record as JSON (what the source's verifier is given); else NULL"
+    )
 
 
 class EvalSetPrompt(SQLModel, table=True):
@@ -142,6 +145,20 @@ class Trajectory(SQLModel, table=True):
         None,
         description="The exact chat the engine was given (JSON list of {role, content}: system, few-shot turns, user): "
         "export and training read it, never re-render it from settings. NULL only for rows written before it was stored",
+    )
+    turns: int | None = Field(
+        None, description="Assistant turns of the episode (1: a single-turn completion; NULL: stored before episodes)"
+    )
+    messages: str | None = Field(
+        None,
+        description="A multi-turn episode after prompt_messages: JSON list of {role, content} (assistant turns and the "
+        "environment's user/tool messages); NULL for single-turn rows",
+    )
+    completion_mask: list[int] | None = Field(
+        None,
+        sa_type=ARRAY(Integer),
+        description="Per completion_token_ids entry: 1 if the model sampled it, 0 for an environment's tokens between "
+        "turns (never trained on); NULL: every token is the model's",
     )
 
 

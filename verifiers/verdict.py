@@ -17,6 +17,7 @@ Reason = Literal[
     "format_error",  # the completion breaks the required structure
     "runtime_error",  # a program crashed or a test failed with an exception
     "bad_gold",  # the gold answer itself could not be parsed: a task-data problem, not the model's
+    "verifier_error",  # a user's verifier raised, hung or returned a result of the wrong type (reward 0, not trained on)
 ]
 
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 from ratchet.loop.config.frozen import _Frozen, identity
 from ratchet.verifiers.math import AnswerFormat
 
-TaskFormat = Literal["math", "humaneval", "mbpp", "stdio"]
+TaskFormat = Literal["math", "humaneval", "mbpp", "stdio", "records"]
 LEGACY_SOURCE_NAME = "jsonl"  # the name `tasks.source = "jsonl"` gave its file; kept by the fold (metrics, [[evals]] source)
 _log = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ class RecordFields(_Frozen):
         None,
         description="math (question + answer; GSM8K '#### 42' or a worked solution ending in \\boxed{}), humaneval (prompt, "
         "test with check(candidate), entry_point), mbpp (text, test_list, test_setup_code), stdio (statement + inputs/"
-        "outputs lists). Unset: detected from the first record's fields.",
+        "outputs lists), records (a `prompt` string or chat-message list and any other fields, judged by the source's own "
+        "`verifier`). Unset: detected from the first record's fields.",
     )
     split: str | None = Field(None, description="Split of a `save_to_disk` DatasetDict folder (e.g. 'test').")
     question_field: str | None = Field(None, description="Field holding the question/statement, when not the format's usual one.")
@@ -62,6 +63,50 @@ class TaskSourceConfig(RecordFields):
         ge=1,
         description="G for this source's prompts (rft only; common practice 4-8 for math, 8-16 for code); unset: generation.group_size.",
     )
+
+    verifier: str | None = Field(
+        None,
+        description="records: the verifier, 'package.module:function' (imported from the installed packages, the "
+        "PYTHONPATH or the config file's folder) or an entry point of group 'ratchet.verifiers'; called as "
+        "verify(completion, record) -> bool | float | ratchet.verifiers.Verdict (docs/own-task.md).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    environment: str | None = Field(
+        None,
+        description="A multi-turn environment, 'package.module:Class' or an entry point of group "
+        "'ratchet.environments' (built in: 'python', a tool that runs the model's fenced code in the sandbox): "
+        "reset(record) -> messages, step(messages) -> message | None (docs/own-task.md).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    max_turns: int = Field(
+        1,
+        ge=1,
+        le=32,
+        description="Assistant turns per episode at most (environment).",
+        json_schema_extra=identity("neutral_default"),
+    )
+    sandbox: bool = Field(
+        False,
+        description="Run the source's verifier inside the kernel sandbox (no network, read-only view) instead of a "
+        "plain worker process.",
+        json_schema_extra=identity("neutral_default"),
+    )
+
+    @model_validator(mode="after")
+    def _check_plugins(self) -> TaskSourceConfig:
+        if self.format == "records" and self.verifier is None and self.environment is None:
+            raise ValueError(
+                f"tasks source {self.source_name()!r} has format = 'records' but no verifier: set "
+                "verifier = 'package.module:function' (or an environment whose score() judges episodes)"
+            )
+        if self.verifier is not None and self.format not in ("records", None):
+            raise ValueError(
+                f"tasks source {self.source_name()!r}: verifier = {self.verifier!r} needs format = 'records' (the "
+                f"{self.format} format has its own verifier)"
+            )
+        if self.max_turns > 1 and self.environment is None:
+            raise ValueError(f"tasks source {self.source_name()!r}: max_turns = {self.max_turns} needs an environment")
+        return self
 
     @model_serializer(mode="wrap")
     def _unset_format_left_out(self, handler: SerializerFunctionWrapHandler) -> dict:

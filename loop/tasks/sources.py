@@ -41,6 +41,8 @@ class Prompt:
         entry_point: function under test (humaneval), else None.
         solution: reference solution (a whole program for code), else None.
         question_key: sha256 of the normalized question (16 hex digits): decontamination joins on it.
+        record_json: the whole task record as JSON (``records`` format: what the source's verifier and environment
+            are given; its ``prompt`` may be a chat-message list), else None.
     """
 
     prompt_id: str
@@ -54,6 +56,7 @@ class Prompt:
     entry_point: str | None = None
     solution: str | None = None
     question_key: str | None = None
+    record_json: str | None = None
 
     @property
     def verifier(self) -> Literal["math", "code"]:

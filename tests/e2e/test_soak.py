@@ -94,9 +94,11 @@ def _kill_tree(proc):
 
 def test_soak_nightly(tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(
-        "\n".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) for a in range(1, 9) for b in range(1, 9))
-    )
+    # The tiny model answers 7 to everything: a third of the golds are 7, so every round has verified-correct
+    # rollouts to train on and writes a candidate (which prompts a round draws is fixed by the seed, not by chance).
+    sums = [(f"What is {a} + {b}?", a + b) for a in range(1, 9) for b in range(1, 9)]
+    sevens = [(f"What is {a} - {a - 7}?", 7) for a in range(10, 40)]
+    tasks.write_text("\n".join(json.dumps({"question": q, "answer": str(g)}) for q, g in sums + sevens))
     db = tmp_path / "store" / "r.duckdb"
     cfg = tmp_path / "ratchet.toml"
     cfg.write_text(f"""

@@ -102,9 +102,13 @@ def sample(
     progress = bar(f"{ctx.round_id}-{desc}", desc)
     engine.progress = lambda _name, done, total: progress(done, total)
     try:
-        return engine.generate(chats, params)
+        out = engine.generate(chats, params)
     finally:
         engine.progress = None
+    # Ranks report progress on their stdout, which the parent reads on another thread: the last line may still be in
+    # flight when the reply arrives (and is then dropped), so the finished count is reported here.
+    progress(len(out), len(out))
+    return out
 
 
 def check_weight_sync(cfg: RatchetConfig, model_dir: Path, shm: Path = Path("/dev/shm")) -> None:

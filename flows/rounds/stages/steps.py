@@ -107,6 +107,7 @@ def _rft_pass(s: StageRun, policy: str, engine: RoundEngine) -> str | None:
         res = engine.train_step(sft_step(ctx, checkpoint_path(ctx, init_id), examples, tmp)) if examples else {}
         ckpt_id = write_checkpoint_manifest(tmp) if res.get("saved") else None
     engine.progress = None
+    progress(1, 1)  # finished: the ranks' last progress line may still be in flight on their stdout (round_engine.sample)
     metrics = res.get("metrics", {})
     if ckpt_id is None:
         log.warning("nothing to train on this round (%d rows from the filter stage)", len(examples))
