@@ -53,7 +53,7 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
         return json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.writer(buf)
+        w = csv.writer(buf, lineterminator="\n")  # LF, as shells and other Unix tools read lines (RFC 4180 says CRLF)
         w.writerow(cols)
         w.writerows([_csv_value(v) for v in r] for r in rows)
         return buf.getvalue()

@@ -44,7 +44,7 @@ def test_sql_formats(db):
     r = runner.invoke(app, ["sql", "--db", str(db), "--format", "json", q])
     assert r.exit_code == 0 and json.loads(r.stdout) == [{"split": "heldout", "n": 1}, {"split": "train", "n": 1}]
     r = runner.invoke(app, ["sql", "--db", str(db), "--format", "csv", q])
-    assert r.stdout.splitlines() == ["split,n", "heldout,1", "train,1"]
+    assert r.stdout == "split,n\nheldout,1\ntrain,1\n"  # LF line ends: `id=$(ratchet sql ...)` must not keep a \r
     r = runner.invoke(app, ["sql", "--db", str(db), q])
     assert "heldout" in r.stdout and "2 row(s)" in r.stdout
 
