@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -18,7 +19,7 @@ from ratchet.flows.cli.reporters import cli_reporter
 from ratchet.flows.settings import configure_prefect
 
 
-def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False) -> None:
+def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool = False, command: str = "ratchet run") -> None:
     """Run a campaign (at most ``rounds`` more rounds when given) with progress bars, then print the per-round table;
     ``dry_run``: every preflight check, then stop (nothing written to the store or the run dir); ``reset``: first
     retire the campaign's start in the store if it never completed a round (``ratchet.flows.rounds.reset``)."""
@@ -39,7 +40,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
             cfg = with_campaign_epoch(cfg)
         with console.status("checking the store, the model and the tasks…"):
             warnings = preflight(cfg, dry_run=dry_run)
-        warnings += _pilot(cfg)
+        warnings += _pilot(cfg, f"{command}: interrupted; nothing was written" if dry_run else None)
     except known_errors() as e:
         fail(str(e))
     for w in warnings:
@@ -92,15 +93,17 @@ def campaign_api() -> Iterator[str]:
             yield url
 
 
-def _pilot(cfg) -> list[str]:
+def _pilot(cfg, interrupted: str | None = None) -> list[str]:
     """Before a campaign's first round (``[preflight] pilot``; not again once a round started, e.g. to resume it):
-    sample a few train prompts, print what was found, and return a warning line per problem that would waste the round."""
+    sample a few train prompts, print what was found, and return a warning line per problem that would waste the round.
+    ``interrupted``: the line a signal prints meanwhile (a dry run has no round to resume)."""
     from ratchet.flows.rounds.campaign import stored_rounds
     from ratchet.flows.rounds.pilot import run_pilot
 
     if not cfg.preflight.pilot or stored_rounds(cfg, completed=False):
         return []
-    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}  # stops its worker too
+    handler = functools.partial(_stop_run, line=interrupted) if interrupted else _stop_run
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}  # stops its worker too
     try:
         with console.status(f"pilot: sampling {cfg.preflight.pilot_prompts} train prompt(s) with the base model…"):
             res = run_pilot(cfg)
@@ -121,19 +124,19 @@ def _quiet_termination(record: logging.LogRecord) -> bool:
     return "termination signal" not in record.getMessage()
 
 
-def _stop_run(signum, frame=None) -> None:
+def _stop_run(signum, frame=None, line: str | None = None) -> None:
     """SIGINT/SIGTERM during ``ratchet run``: stop its worker processes and exit at once (130 / 143) with one line.
 
     Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction, so the
     next ``ratchet run`` resumes the round at the stage that was running (the round's owner process is gone). A
-    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first.
+    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first. ``line``: what to
+    say instead (a dry run's pilot: nothing to resume).
     """
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
     name = signal.Signals(signum).name
-    err.print(
-        f"ratchet run: {name} received, stopped; run the same command again to resume the round", highlight=False, soft_wrap=True
-    )
+    line = line or f"ratchet run: {name} received, stopped; run the same command again to resume the round"
+    err.print(line, highlight=False, soft_wrap=True)
     from ratchet.common.procs import stop_descendants
 
     stop_descendants(grace_s=STOP_GRACE_S)
@@ -252,7 +255,7 @@ def check(
 ) -> None:
     """Check a campaign config without starting a round: the same as `ratchet run --dry-run` (nothing is written)."""
     configure_prefect(quiet_console=not verbose)
-    _run(_load_run_config(config, db, campaign), dry_run=True)
+    _run(_load_run_config(config, db, campaign), dry_run=True, command="ratchet check")
 
 
 def _load_run_config(config: Path, db: Path | None, campaign: str | None):

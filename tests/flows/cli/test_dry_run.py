@@ -55,3 +55,41 @@ def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
     assert "RFT will have nothing to train on: raise group_size, add easier prompts, or use a teacher" in r.stderr
     assert "completions are cut" not in r.stderr and "parseable" not in r.stderr  # 'Answer: 7' fits and is read
     assert not (tmp_path / "r.duckdb").exists()  # the pilot writes nothing either
+
+
+def test_ctrl_c_during_the_pilot_of_a_check_says_nothing_was_written(tmp_path, tiny_model_dir):
+    """Issue 42, finding 2: a dry run has no round to resume, so its Ctrl-C says so (not 'resume the round')."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(
+        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
+        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
+        "train_prompts_per_round = 8\n[generation]\nmax_new_tokens = 12\ngroup_size = 2\n[preflight]\npilot_prompts = 2\n"
+    )
+    ratchet = str(Path(sys.executable).with_name("ratchet"))
+    env = {**os.environ, "RATCHET_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(
+        [ratchet, "check", "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # the pilot's engine rank is up: the pilot is running
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        if any("ratchet.flows.compute.worker" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, errs = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, errs)
+    assert "ratchet check: interrupted; nothing was written" in errs and "resume the round" not in errs, errs
+    assert not (tmp_path / "r.duckdb").exists()
