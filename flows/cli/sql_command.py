@@ -69,5 +69,11 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
         t.add_row(*map(cell, r))
     buf = PlainConsole(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
     buf.print(t)
-    buf.print(f"{len(rows)} row(s)")
+    # rich cuts cells to fit the width: then say where the whole values are (a cell's widest line, 3 per border/pad)
+    widest = [max([len(c), *(max(map(len, str(r[k]).splitlines() or [""])) for r in rows)]) for k, c in enumerate(cols)]
+    squeezed = 1 + sum(3 + w for w in widest) > buf.width
+    hint = (
+        f"; {len(cols)} columns do not fit in {buf.width} characters: --format line shows every value whole" if squeezed else ""
+    )
+    buf.print(f"{len(rows)} row(s){hint}", highlight=False, soft_wrap=True)
     return buf.file.getvalue()

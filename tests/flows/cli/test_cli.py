@@ -46,7 +46,10 @@ def test_sql_formats(db):
     r = runner.invoke(app, ["sql", "--db", str(db), "--format", "csv", q])
     assert r.stdout == "split,n\nheldout,1\ntrain,1\n"  # LF line ends: `id=$(ratchet sql ...)` must not keep a \r
     r = runner.invoke(app, ["sql", "--db", str(db), q])
-    assert "heldout" in r.stdout and "2 row(s)" in r.stdout
+    assert "heldout" in r.stdout and "2 row(s)" in r.stdout and "--format line" not in r.stdout
+    wide = "SELECT " + ", ".join(f"question AS question_{k}" for k in range(12)) + " FROM prompts"
+    r = runner.invoke(app, ["sql", "--db", str(db), wide])  # issue 42, finding 12: cut cells point at the line mode
+    assert r.exit_code == 0 and "12 columns do not fit" in r.stdout and "--format line shows every value whole" in r.stdout
 
 
 def test_sql_keeps_duckdbs_whole_message(db):
