@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import signal
@@ -258,6 +259,61 @@ def check(
     _run(_load_run_config(config, db, campaign), dry_run=True, command="ratchet check")
 
 
+def eval_model(
+    model: str = typer.Option(
+        "smollm2-135m-instruct", "--model", help="A local checkpoint folder or the smollm2-135m-instruct alias."
+    ),
+    tasks: Path = typer.Option(..., "--tasks", help="A task file in any format `ratchet init --tasks` reads (format detected)."),
+    prompts: Optional[int] = typer.Option(None, "--prompts", min=1, help="Evaluate the file's first N prompts (default: all)."),
+    samples: int = typer.Option(0, "--samples", min=0, max=256, help="Also sample K completions per prompt: unbiased pass@k."),
+    fewshot: int = typer.Option(
+        2, "--fewshot", min=0, max=8, help="Worked examples before each question, as `init` writes them."
+    ),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, help="Generation cap (default: the config's)."),
+    system_prompt: Optional[str] = typer.Option(None, "--system-prompt", help="The system message (default: the format's)."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="A campaign config whose generation, verifier and compute settings to use."
+    ),
+    format: str = typer.Option("table", "--format", help="table | json (one line: pass@1, ci95, prompts, ...)"),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Evaluate a model on a task file without a campaign: greedy pass@1 with its 95% interval (and pass@k with --samples).
+
+    Nothing is written. The prompts are rendered and verified as a round of a campaign over that file would."""
+    from ratchet.flows.rounds.model_eval import evaluate_model
+
+    if format not in ("table", "json"):
+        fail(f"--format {format!r} is not one of table, json")
+    configure_prefect(quiet_console=not verbose)
+    base = _load_run_config(config, None, None) if config is not None else None
+    try:
+        with console.status(f"evaluating {model} on {tasks}…"):
+            res = evaluate_model(
+                model,
+                tasks,
+                base=base,
+                prompts=prompts,
+                samples=samples,
+                fewshot=fewshot,
+                max_new_tokens=max_new_tokens,
+                system_prompt=system_prompt,
+            )
+    except known_errors() as e:
+        fail(str(e))
+    if format == "json":
+        print(json.dumps(res.to_json()))
+        return
+    t = plain_table(title=f"{res.model} on {res.tasks} ({res.format}, {res.prompts} prompts)")
+    for c in ("metric", "value", "95% interval"):
+        t.add_column(cell(c))
+    t.add_row("pass@1 (greedy)", f"{res.pass1:.3f} ({res.correct}/{res.prompts})", f"[{res.ci95[0]:.3f}, {res.ci95[1]:.3f}]")
+    for k, v in res.pass_at_k.items():
+        t.add_row(f"pass@{k} ({res.samples} samples, unbiased)", f"{v:.3f}", "")
+    t.add_row("greedy verdicts", ", ".join(f"{r} {n}" for r, n in res.reasons.items()), "")
+    t.add_row("time", f"{res.seconds:.0f} s, {res.completion_tokens} tokens generated", "")
+    console.print(t)
+
+
 def _load_run_config(config: Path, db: Path | None, campaign: str | None):
     """The campaign config ``ratchet run`` and ``ratchet check`` take (exit 2 with the config's errors)."""
     from ratchet.loop.config import ConfigError, load_config
@@ -269,7 +325,8 @@ def _load_run_config(config: Path, db: Path | None, campaign: str | None):
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``demo``, ``run`` and ``check`` to the main CLI."""
+    """Add ``demo``, ``run``, ``check`` and ``eval`` to the main CLI."""
     app.command("demo")(demo)
     app.command("run")(run)
     app.command("check")(check)
+    app.command("eval")(eval_model)

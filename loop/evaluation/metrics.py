@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,23 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         prod *= 1.0 - k / i
     return 1.0 - prod
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (E. B. Wilson 1927, "Probable inference, the law of
+    succession, and statistical inference", JASA 22): ``(p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``, with
+    ``p = successes / n``; ``z`` defaults to the two-sided 95 % normal quantile. Unlike ``p ± z sqrt(p(1-p)/n)`` it
+    stays inside [0, 1] and does not collapse to a point at 0/n or n/n.
+
+    Raises:
+        ValueError: ``n < 1`` or ``successes`` not in [0, n].
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"successes ({successes}) must be in [0, n] and n ({n}) >= 1")
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)

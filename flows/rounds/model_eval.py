@@ -1,0 +1,192 @@
+"""``ratchet eval``: how good is a model on a task file, without a campaign.
+
+The file is read as ``ratchet init --tasks`` reads it (format and fields detected, ``loop.tasks.starter.read_source``),
+its prompts are rendered as a campaign's source would render them (the format's system prompt and, with ``fewshot``,
+the worked examples ``init`` would write), generated on an engine placed as a round's, and verified by the verifier a
+round would use, with the settings of a campaign config when one is given. Greedy pass@1 comes with its Wilson score
+interval; with ``samples = K``, the unbiased pass@k for k = 1, 2, 4, ... K. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ratchet.flows.compute.engine import Placement, open_engine
+from ratchet.flows.compute.messages import engine_spec
+from ratchet.flows.rounds.stages.pipeline import prompt_rows
+from ratchet.flows.rounds.stages.round_engine import rank_groups
+from ratchet.loop.campaign.round_context import Ctx
+from ratchet.loop.checkpoints import resolve_model
+from ratchet.loop.config import RatchetConfig
+from ratchet.loop.evaluation.metrics import pass_at_k, wilson_interval
+from ratchet.loop.evaluation.scoring import score_items
+from ratchet.loop.generation.sampling import SamplingParams
+from ratchet.loop.tasks.sources import Prompt, chat_messages
+from ratchet.loop.tasks.starter import read_source
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelEval:
+    """The outcome of one ``evaluate_model``.
+
+    Attributes:
+        model: the model reference as given; ``model_dir`` the folder it resolved to.
+        tasks: the task file; ``format`` its detected format.
+        prompts: prompts evaluated; ``correct`` of them right at greedy decoding.
+        pass1: ``correct / prompts``; ``ci95`` its 95 % Wilson score interval.
+        samples: sampled completions per prompt (0: greedy only); ``pass_at_k`` the unbiased estimate per k.
+        reasons: greedy verdict reasons and their counts (``ok``, ``wrong``, ``no_answer``, ...).
+        seconds: wall seconds (engine start included); ``completion_tokens`` generated in all.
+    """
+
+    model: str
+    model_dir: str
+    tasks: str
+    format: str
+    prompts: int
+    correct: int
+    pass1: float
+    ci95: tuple[float, float]
+    samples: int
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    completion_tokens: int = 0
+
+    def to_json(self) -> dict:
+        """The one-line JSON of ``ratchet eval --format json``: ``pass@1``, ``ci95``, ``prompts`` and the rest."""
+        return {
+            "pass@1": round(self.pass1, 4),
+            "ci95": [round(self.ci95[0], 4), round(self.ci95[1], 4)],
+            "prompts": self.prompts,
+            "correct": self.correct,
+            **{f"pass@{k}": round(v, 4) for k, v in self.pass_at_k.items() if k > 1},
+            "samples": self.samples,
+            "reasons": self.reasons,
+            "model": self.model,
+            "tasks": self.tasks,
+            "format": self.format,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def sample_ks(samples: int) -> list[int]:
+    """1, 2, 4, ... up to ``samples``, and ``samples`` itself."""
+    ks = [k for k in (2**i for i in range(12)) if k <= samples]
+    return ks + ([samples] if samples and samples not in ks else [])
+
+
+def eval_config(
+    model: str, tasks: Path, base: RatchetConfig | None, fewshot: int, system_prompt: str | None = None
+) -> tuple[RatchetConfig, list[tuple[str, str]]]:
+    """The config a round of ``base`` (defaults without one) would have with ``tasks`` as its only source and ``model``
+    as its model, and the worked examples to show. A source of ``base`` reading the same file lends its settings
+    (fields, system prompt); ``system_prompt`` overrides the system prompt.
+
+    Raises:
+        TaskDataError: the file cannot be read (``read_source``'s message).
+        pydantic.ValidationError: the resulting config is invalid.
+    """
+    src = read_source(tasks, 0.2, fewshot)
+    data = base.model_dump(mode="json") if base is not None else {}
+    data.pop("phases", None)
+    data.pop("evals", None)
+    data["model"] = {**data.get("model", {}), "name_or_path": model}
+    same = [s for s in data.get("tasks", {}).get("sources", []) if Path(s["path"]).resolve() == Path(tasks).resolve()]
+    source = {**src.fields, **(same[0] if same else {}), "path": str(tasks), "name": src.name, "fewshot": 0}
+    if system_prompt is not None:
+        source["system_prompt"] = system_prompt
+    data["tasks"] = {**data.get("tasks", {}), "sources": [source]}
+    cfg = RatchetConfig.model_validate(data)
+    return cfg, src.shots[:fewshot]
+
+
+def evaluate_model(
+    model: str,
+    tasks: Path,
+    *,
+    base: RatchetConfig | None = None,
+    prompts: int | None = None,
+    samples: int = 0,
+    fewshot: int = 0,
+    max_new_tokens: int | None = None,
+    system_prompt: str | None = None,
+) -> ModelEval:
+    """Greedy pass@1 (and pass@k with ``samples``) of ``model`` on the first ``prompts`` prompts of ``tasks``.
+
+    Args:
+        model: a local checkpoint folder or the ``smollm2-135m-instruct`` alias (``resolve_model``).
+        tasks: a task file of any format ``ratchet init --tasks`` reads.
+        base: a campaign config whose generation, verifier and compute settings to use (None: the defaults).
+        prompts: at most this many prompts, in file order (None: all of them).
+        samples: sampled completions per prompt at ``eval.temperature`` for pass@k (0: greedy only).
+        fewshot: worked examples before each question (math: as ``init`` writes them; code: reference solutions).
+        max_new_tokens: the generation cap (None: the config's largest, ``generation.max_new_tokens_cap``).
+        system_prompt: the system message (None: the format's default, or that of ``base``'s source of the file).
+
+    Raises:
+        ModelError: the model cannot be resolved. TaskDataError: the file cannot be read, or holds no prompt.
+        StageTimeout, WorkerFailed: generation failed (``ratchet.flows.compute.engine``).
+    """
+    from ratchet.loop.tasks.formats import TaskDataError
+
+    t0 = time.monotonic()
+    cfg, shots = eval_config(model, tasks, base, fewshot, system_prompt)
+    ctx = Ctx(cfg)
+    member = ctx.tasks.members[0]
+    shown = {q for q, _ in shots}
+    todo: list[Prompt] = [p for p in member.source.prompts if p.question not in shown][:prompts]
+    if not todo:
+        raise TaskDataError(f"{tasks} holds no prompt to evaluate (after {len(shots)} few-shot example(s))")
+    chats = [chat_messages(member.system_prompt, shots or member.source.fewshot(fewshot), p.question) for p in todo]
+    g = cfg.generation
+    cap = max_new_tokens or g.max_new_tokens_cap
+    model_dir = resolve_model(model)
+    rows = prompt_rows(todo)
+    with open_engine(
+        engine_spec(model_dir, g, cfg.model.dtype), Placement(tuple(rank_groups(cfg))), gen=g, compute=cfg.compute, log=logger
+    ) as engine:
+        greedy = engine.generate(chats, SamplingParams(n=1, temperature=0.0, max_new_tokens=cap, stop=g.stop), "eval")
+        sampled = (
+            engine.generate(
+                chats,
+                SamplingParams(
+                    n=samples, temperature=cfg.eval.temperature, top_p=g.top_p, max_new_tokens=cap, seed=g.seed, stop=g.stop
+                ),
+                "eval samples",
+            )
+            if samples
+            else []
+        )
+    verdicts = [vd for _, vd in score_items([c.text for c in greedy], [rows[c.prompt_index] for c in greedy], ctx.reward)]
+    correct = sum(v.correct for v in verdicts)
+    reasons: dict[str, int] = {}
+    for v in verdicts:
+        reasons[v.reason] = reasons.get(v.reason, 0) + 1
+    per_prompt = [0] * len(todo)
+    if sampled:
+        scored = score_items([c.text for c in sampled], [rows[c.prompt_index] for c in sampled], ctx.reward)
+        for c, (_, v) in zip(sampled, scored):
+            per_prompt[c.prompt_index] += int(v.correct)
+    at_k = {k: sum(pass_at_k(samples, c, k) for c in per_prompt) / len(todo) for k in sample_ks(samples)}
+    return ModelEval(
+        model=model,
+        model_dir=str(model_dir),
+        tasks=str(tasks),
+        format=str(member.source.format),
+        prompts=len(todo),
+        correct=correct,
+        pass1=correct / len(todo),
+        ci95=wilson_interval(correct, len(todo)),
+        samples=samples,
+        pass_at_k=at_k,
+        reasons=dict(sorted(reasons.items())),
+        seconds=time.monotonic() - t0,
+        completion_tokens=sum(len(c.token_ids) for c in [*greedy, *sampled]),
+    )

@@ -1,0 +1,51 @@
+"""`ratchet eval`: a model on a task file without a campaign (issue 42, item 4)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from ratchet.flows.cli import app
+from ratchet.loop.evaluation.metrics import pass_at_k, wilson_interval
+
+runner = CliRunner()
+
+
+def _sums(path, n=12):
+    """Sums whose gold is 7 on every third line: the tiny model answers 'Answer: 7' to everything."""
+    rows = [
+        {"question": f"What is {a} + {7 - a if k % 3 == 0 else 8 - a}?", "answer": str(7 if k % 3 == 0 else 8)}
+        for k, a in enumerate(range(1, n + 1))
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_eval_reports_greedy_pass1_with_its_interval_and_pass_at_k(tmp_path, tiny_model_dir):
+    tasks = _sums(tmp_path / "sums.jsonl")
+    args = ["eval", "--model", str(tiny_model_dir), "--tasks", str(tasks), "--fewshot", "0", "--max-new-tokens", "8"]
+    args += ["--system-prompt", "sys"]  # the tiny model's training prompt
+    r = runner.invoke(app, [*args, "--samples", "2", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["prompts"] == 12 and got["correct"] == 4 and got["pass@1"] == round(4 / 12, 4)  # the 7s, exactly
+    assert got["ci95"] == [round(x, 4) for x in wilson_interval(4, 12)]
+    assert got["reasons"] == {"ok": 4, "wrong": 8} and got["format"] == "math" and got["samples"] == 2
+    assert 0.0 <= got["pass@2"] <= 1.0 and got["completion_tokens"] > 0
+    r = runner.invoke(app, [*args, "--prompts", "3"])  # the table: the first 3 prompts, one of them a 7
+    assert r.exit_code == 0 and "0.333 (1/3)" in r.stdout and "95% interval" in r.stdout, r.output
+    assert not list(tmp_path.glob("*.duckdb"))  # nothing written
+
+
+def test_eval_refuses_a_missing_file_and_a_bad_format_in_one_line(tmp_path):
+    r = runner.invoke(app, ["eval", "--tasks", str(tmp_path / "nope.jsonl")])
+    assert r.exit_code == 2 and "nope.jsonl" in r.stderr and "Traceback" not in r.output
+    r = runner.invoke(app, ["eval", "--tasks", str(tmp_path / "nope.jsonl"), "--format", "xml"])
+    assert r.exit_code == 2 and "--format 'xml'" in r.stderr
+
+
+def test_unbiased_pass_at_k_and_wilson_agree_with_known_values():
+    assert pass_at_k(4, 1, 2) == 0.5 and pass_at_k(4, 0, 4) == 0.0
+    lo, hi = wilson_interval(0, 16)
+    assert lo == 0.0 and abs(hi - 0.1936) < 1e-4  # the 'rule of three'-like upper bound at 0/16
+    lo, hi = wilson_interval(8, 16)
+    assert abs(lo - 0.2800) < 1e-4 and abs(hi - 0.7200) < 1e-4
