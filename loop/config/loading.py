@@ -218,8 +218,9 @@ def _validate(model: type[BaseModel], data: dict, prefix: str = ""):
 
 def _resolve_task_paths(table: dict, folder: Path) -> dict:
     """A campaign table with its relative task-file paths made absolute against the config file's ``folder``
-    (``tasks.path``, each ``[[tasks.sources]]`` ``path``/``fewshot_path``, each ``[[evals]]`` ``file.path``), so a
-    config means the same files whatever the working directory."""
+    (``tasks.path``, each ``[[tasks.sources]]`` ``path``/``fewshot_path``/``plugin_dir``, each ``[[evals]]``
+    ``file.path``), so a config means the same files whatever the working directory; a source with a ``verifier`` or an
+    ``environment`` gets the folder as its ``plugin_dir`` unless it sets one."""
 
     def fix(d: Any, key: str) -> None:
         if isinstance(d, dict) and isinstance(d.get(key), str) and d[key] and not Path(d[key]).expanduser().is_absolute():
@@ -234,6 +235,9 @@ def _resolve_task_paths(table: dict, folder: Path) -> dict:
             for src in tasks["sources"]:
                 fix(src, "path")
                 fix(src, "fewshot_path")
+                fix(src, "plugin_dir")
+                if isinstance(src, dict) and (src.get("verifier") or src.get("environment")):
+                    src.setdefault("plugin_dir", str(folder))  # a 'module:function' plugin next to the config
     if isinstance(table.get("evals"), list):
         table["evals"] = [dict(e) if isinstance(e, dict) else e for e in table["evals"]]
         for e in table["evals"]:

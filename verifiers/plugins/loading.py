@@ -22,6 +22,14 @@ from typing import Any
 
 VERIFIER_GROUP = "ratchet.verifiers"
 ENVIRONMENT_GROUP = "ratchet.environments"
+# Ratchet's own entry points (as pyproject.toml declares them), found even when the installed metadata predates them
+# (an editable install made before they were added); an installed entry point of the same name wins.
+BUILTINS: dict[str, dict[str, str]] = {
+    VERIFIER_GROUP: {
+        "math": "ratchet.verifiers.plugins.builtins:math_answer",
+        "exact": "ratchet.verifiers.plugins.builtins:exact_answer",
+    },
+}
 
 
 class PluginError(ValueError):
@@ -74,8 +82,10 @@ def _import_target(target: str, base_dir: Path | None, ref: str) -> Any:
 
 def _entry_point(name: str, group: str) -> str:
     found = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    if not found and name in BUILTINS.get(group, {}):
+        return BUILTINS[group][name]
     if not found:
-        names = sorted({ep.name for ep in importlib.metadata.entry_points(group=group)})
+        names = sorted({ep.name for ep in importlib.metadata.entry_points(group=group)} | set(BUILTINS.get(group, {})))
         raise PluginError(
             f"plugin {name!r}: no entry point of that name in group {group!r} (installed: {', '.join(names) or 'none'}); "
             "write 'package.module:function' to import one directly"
