@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,11 +62,13 @@ def _import_target(target: str, base_dir: Path | None, ref: str) -> Any:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr or not all(p.isidentifier() for p in module_name.split(".") + attr.split(".")):
         raise PluginError(f"plugin {ref!r}: write it as 'package.module:function' (or name an entry point without a colon)")
+    _forget_if_stale(module_name, base_dir)
     added = base_dir is not None and str(base_dir) not in sys.path
     if added:
         sys.path.insert(0, str(base_dir))
     try:
         module = importlib.import_module(module_name)
+        _loaded[module_name] = file_mtime(getattr(module, "__file__", None))
     except ImportError as e:
         where = f" (searched {base_dir}, the PYTHONPATH and the installed packages)" if base_dir else ""
         raise PluginError(f"plugin {ref!r}: cannot import module {module_name!r}{where}: {e}") from e
@@ -78,6 +81,35 @@ def _import_target(target: str, base_dir: Path | None, ref: str) -> Any:
             raise PluginError(f"plugin {ref!r}: module {module_name!r} ({getattr(module, '__file__', '?')}) has no {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+_loaded: dict[str, int | None] = {}  # module name -> its file's mtime (ns) when this process imported it
+
+
+def file_mtime(path: str | None) -> int | None:
+    """A file's modification time, ns (None: no file)."""
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None
+
+
+def _forget_if_stale(module_name: str, base_dir: Path | None) -> None:
+    """Drop an imported plugin module (and its package's modules) when its file was edited since this process imported
+    it, or when ``base_dir`` holds a module of that name other than the imported one (two campaigns' folders), so the
+    next import reads the file the reference means now."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None) if module is not None else None
+    if path is None:
+        return
+    top = module_name.split(".")[0]
+    own = base_dir is not None and ((base_dir / f"{top}.py").is_file() or (base_dir / top / "__init__.py").is_file())
+    elsewhere = own and base_dir not in Path(path).resolve().parents
+    if not elsewhere and _loaded.get(module_name, file_mtime(path)) == file_mtime(path):
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
 
 
 def _entry_point(name: str, group: str) -> str:

@@ -98,8 +98,8 @@ def _sandboxed(argv: list[str]) -> list[str]:
             binds += ["--ro-bind", d, d]
     return [
         found[0], "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        *runtime_binds(python), *binds, *_extra_binds(),
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",  # first: the binds below may lie under /tmp
+        *runtime_binds(python), *binds, *_extra_binds(), "--chdir", "/tmp",
         "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--", sys.executable, *argv[1:],
     ]  # fmt: skip

@@ -17,7 +17,7 @@ import resource
 import sys
 from typing import Any
 
-from ratchet.verifiers.plugins.loading import VERIFIER_GROUP, load_plugin
+from ratchet.verifiers.plugins.loading import VERIFIER_GROUP, file_mtime, load_plugin
 from ratchet.verifiers.verdict import Verdict
 
 MAX_TEXT_CHARS = 4096  # a verdict's parsed answer / reason text, at most (the store keeps small rows)
@@ -59,14 +59,15 @@ def encode(result: Any) -> dict[str, Any]:
     )
 
 
-def judge(req: dict[str, Any], cache: dict[tuple[str, str | None], Any]) -> dict[str, Any]:
+def judge(req: dict[str, Any], cache: dict[tuple[str, str | None], tuple[Any, str | None, int | None]]) -> dict[str, Any]:
     """One request's reply (never raises for what the verifier does)."""
     key = (str(req["ref"]), req.get("base_dir"))
     try:
-        if key not in cache:
-            cache[key] = load_plugin(key[0], VERIFIER_GROUP, base_dir=key[1]).obj
+        if key not in cache or file_mtime(cache[key][1]) != cache[key][2]:  # new, or its file was edited: import again
+            plugin = load_plugin(key[0], VERIFIER_GROUP, base_dir=key[1])
+            cache[key] = (plugin.obj, plugin.source_file, file_mtime(plugin.source_file))
         record = json.loads(req["record"]) if req.get("record") else {}
-        return encode(cache[key](str(req["completion"]), record))
+        return encode(cache[key][0](str(req["completion"]), record))
     except Exception as e:  # the verifier's failure is the reply: it becomes a verifier_error verdict, counted
         return _error(e)
 
@@ -78,7 +79,7 @@ def main() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # a verifier that reads stdin cannot eat the requests
     os.dup2(2, 1)  # nor its prints (and its C libraries') corrupt the replies
     sys.stdin, sys.stdout = open(os.devnull), sys.stderr
-    cache: dict[tuple[str, str | None], Any] = {}
+    cache: dict[tuple[str, str | None], tuple[Any, str | None, int | None]] = {}
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     for line in requests:
