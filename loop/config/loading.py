@@ -14,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from ratchet.loop.config.frozen import _Frozen, _merged
 from ratchet.loop.config.ratchet_config import RatchetConfig
 from ratchet.loop.config.service_config import PrefectConfig
+from ratchet.verifiers.plugins import PluginError
+from ratchet.verifiers.plugins.runner import resolve_verifier
 
 
 class ConfigError(ValueError):
@@ -288,7 +290,24 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    return _validate(RatchetConfig, data)
+    return check_plugins(_validate(RatchetConfig, data))
+
+
+def check_plugins(cfg: RatchetConfig) -> RatchetConfig:
+    """``cfg``, once every source's own verifier imports (``ratchet.verifiers.plugins``), so a bad reference fails
+    when the config is loaded, not mid-round.
+
+    Raises:
+        ConfigError: a verifier cannot be imported; the message names the source, the reference and why.
+    """
+    for s in cfg.tasks.sources:
+        if s.verifier is None:
+            continue
+        try:
+            resolve_verifier(s.verifier, base_dir=s.plugin_dir, sandbox=s.sandbox)
+        except PluginError as e:
+            raise ConfigError(f"config value tasks.sources[{s.source_name()!r}].verifier: {e}") from None
+    return cfg
 
 
 class DaemonConfig(_Frozen):
@@ -314,5 +333,5 @@ def load_daemon_config(path: str | Path | None = None, *, interval_s: float | No
         table = _resolve_task_paths(table, Path(path).resolve().parent) if path is not None else table
         if interval_s is not None:
             table = _merged(table, {"schedule": {"interval_s": interval_s}})
-        campaigns.append(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else ""))
+        campaigns.append(check_plugins(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else "")))
     return DaemonConfig(prefect=_validate(PrefectConfig, data.get("prefect", {}), "prefect"), campaigns=tuple(campaigns))

@@ -36,7 +36,7 @@ def record_prompt(rec: dict, where: str, field: str | None) -> tuple[str, list[d
             raise TaskDataError(f'{where}: "{key}" is empty; give every record a prompt')
         return value, None
     if not isinstance(value, list) or not value:
-        got = "missing" if value is None else f"a {type(value).__name__}" if value != [] else "an empty list"
+        got = "missing" if value is None else "an empty list" if value == [] else f"of type {type(value).__name__}"
         raise TaskDataError(
             f'{where}: "{key}" is {got}; a records prompt is a string or a list of {{"role", "content"}} messages'
             + ("" if field else " (or set question_field to the field that holds it)")

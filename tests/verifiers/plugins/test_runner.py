@@ -13,7 +13,7 @@ from ratchet.verifiers.plugins import PluginError
 from ratchet.verifiers.plugins.runner import resolve_verifier, shutdown_pools, to_verdict, verify_plugin_batch
 from ratchet.verifiers.verdict import Verdict
 
-CHECKS = '''
+CHECKS = """
 import sys, time
 from ratchet.verifiers import Verdict
 __version__ = "1.2"
@@ -48,7 +48,7 @@ def write_home(completion, record):
     import pathlib
     pathlib.Path(__file__).with_name("written.txt").write_text("x")
     return True
-'''
+"""
 
 
 @pytest.fixture()
