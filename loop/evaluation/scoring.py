@@ -12,6 +12,7 @@ any verifier change.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -21,6 +22,8 @@ from ratchet.loop.config.tasks import TaskSourceConfig
 from ratchet.verifiers.plugins.runner import PluginVerifier, resolve_verifier, verify_plugin_batch
 from ratchet.verifiers.reward import VERSION, VERSIONS, RewardSpec, score_batch
 from ratchet.verifiers.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 
 def outcome_verifier(task_format: str | None) -> str:
@@ -169,7 +172,14 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
             )
         v = plugins[source]
         items = [(completions[i], prompts[i].get("record_json")) for i in idx]
-        for i, vd in zip(idx, verify_plugin_batch(v, items, timeout_s=spec.code_budget_s)):
+        verdicts = verify_plugin_batch(v, items, timeout_s=spec.code_budget_s)
+        errors = [vd for vd in verdicts if vd.reason == "verifier_error"]
+        if errors:  # the store keeps the reason; the message is logged (first of the batch)
+            log.warning(
+                "verifier %s of source %r failed on %d/%d completions (verifier_error; first: %s)",
+                v.name, source, len(errors), len(verdicts), str(errors[0].details.get("error"))[:200],
+            )  # fmt: skip
+        for i, vd in zip(idx, verdicts):
             out[i] = (v.name, replace(vd, verifier_version=version))
     return [o for o in out if o is not None]
 
