@@ -175,7 +175,7 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
         verdicts = verify_plugin_batch(v, items, timeout_s=spec.code_budget_s)
         errors = [vd for vd in verdicts if vd.reason == "verifier_error"]
         if errors:  # the store keeps the reason; the message is logged (first of the batch)
-            log.warning(
+            log.info(
                 "verifier %s of source %r failed on %d/%d completions (verifier_error; first: %s)",
                 v.name, source, len(errors), len(verdicts), str(errors[0].details.get("error"))[:200],
             )  # fmt: skip
