@@ -70,5 +70,6 @@ def test_a_round_with_a_records_source_and_its_own_verifier(prefect_harness, tmp
     trained = query(db, """SELECT count(*) FROM training_examples JOIN verdicts v USING (trajectory_id)
                            WHERE v.reason = 'verifier_error'""")[1][0][0]  # fmt: skip
     assert trained == 0
+    assert query(db, "SELECT count(*) FROM prompts WHERE source = 'own' AND record_json IS NULL")[1][0][0] == 0
     manifest = json.loads(query(db, "SELECT verifier_versions_json FROM round_manifests")[1][0][0])
     assert manifest["campaign"] == ctx.verifier_version and manifest["plugin:own_checks:verify"].startswith("0+")
