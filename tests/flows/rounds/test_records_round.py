@@ -3,6 +3,8 @@ by the user's own verifier, some of whose calls fail. The tiny model answers eve
 
 import json
 
+import pytest
+
 from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query
@@ -16,6 +18,7 @@ def verify(completion, record):
 """
 
 
+@pytest.mark.slow  # ~26 s on 2 cores (plus the Prefect harness): kept out of the default suite's budget
 def test_a_round_with_a_records_source_and_its_own_verifier(prefect_harness, tmp_path, tiny_model_dir):
     from ratchet.flows.rounds.campaign import run_campaign
 
