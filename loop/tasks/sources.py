@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 import sympy
 
 from ratchet.loop.tasks.formats import TaskDataError
+from ratchet.loop.tasks.record_prompts import chat_of
 
 Split = Literal["train", "heldout"]
 
@@ -334,7 +335,8 @@ class FileTasks:
         return rng.sample(pool, min(n, len(pool)))
 
     def fewshot(self, k: int) -> list[tuple[str, str]]:
-        """The first ``k`` train-split tasks with a known answer (code: its reference solution) as worked examples."""
+        """The first ``k`` train-split tasks with a known answer (code: its reference solution; records: a string prompt
+        and its ``reference``, shown verbatim) as worked examples."""
         if k <= 0:
             return []
         shots = []
@@ -343,6 +345,9 @@ class FileTasks:
                 continue
             if p.task_format == "math":
                 shots.append((p.question, f"Answer: {p.answer}"))
+            elif p.task_format == "records":
+                if p.answer and not chat_of(p.record_json, getattr(self.spec, "question_field", None)):
+                    shots.append((p.question, p.answer))
             elif p.solution:
                 shots.append((p.question, f"```python\n{p.solution.strip()}\n```"))
             if len(shots) == k:
