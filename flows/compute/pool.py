@@ -70,7 +70,10 @@ def route_line(name: str, line: str, log, tail: list[str], done: dict, k: int, p
         done[(k, msg["bar"])] = (msg["done"], msg["total"])
         if progress:
             mine = [v for (_, bar), v in done.items() if bar == msg["bar"]]
-            progress(msg["bar"], sum(d for d, _ in mine), sum(t for _, t in mine))
+            try:
+                progress(msg["bar"], sum(d for d, _ in mine), sum(t for _, t in mine))
+            except Exception as e:  # noqa: BLE001 - a watcher's failure must never stop the reader of a rank's output
+                log.warning("[%s] progress callback failed (%s: %s); the work goes on", name, type(e).__name__, e)
         return
     tail.append(line)
     if len(tail) > 2 * TAIL_LINES:

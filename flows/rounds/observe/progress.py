@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Protocol
 from uuid import UUID
 
-import httpx
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
@@ -98,11 +97,16 @@ class RunProgress:
                 else:
                     from prefect.artifacts import update_progress_artifact
 
-                    update_progress_artifact(self.artifact_id, pct)
-            except httpx.HTTPError as e:  # PrefectHTTPStatusError included
+                    # in the captured context too: the API's URL may be a context setting (a run's own locked server),
+                    # and the callback may come from another thread (an engine rank's output reader)
+                    self._context.run(update_progress_artifact, self.artifact_id, pct)
+            except Exception as e:  # noqa: BLE001 - httpx/PrefectHTTPStatusError, or no API: the UI is never worth the stage
                 self._broken = True
                 logger.warning(
-                    "progress artifact %r: the Prefect API refused an update (%s); not updating it again", self.description, e
+                    "progress artifact %r: the Prefect API refused an update (%s: %s); not updating it again",
+                    self.description,
+                    type(e).__name__,
+                    e,
                 )
                 return
             self.calls += 1

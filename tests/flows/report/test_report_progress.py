@@ -85,3 +85,43 @@ def test_bar_called_from_another_thread_lands_on_its_run(prefect_harness):
 
     run_id = stage()
     assert [(a.description, a.data) for a in _progress_artifacts(run_id)] == [("round 2: eval samples", 100.0)]
+
+
+RUN_API_THREAD = r"""
+import threading
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterType
+from ratchet.flows.daemon.run_server import run_api
+from ratchet.flows.rounds.observe.progress import bar
+
+@flow
+def stage():
+    cb = bar("k", "round 1: rollouts")
+    cb(0, 4)  # created here, in the run
+    t = threading.Thread(target=lambda: [cb(i, 4) for i in range(1, 5)])  # updated from a reader thread, as ranks' lines are
+    t.start()
+    t.join()
+
+with run_api():
+    stage()
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"])))
+    print("DATA", [(a.description, a.data) for a in arts])
+"""
+
+
+def test_updates_from_another_thread_reach_a_runs_own_locked_server(tmp_path):
+    """A run without a server gets its own locked one, whose URL is a Prefect setting of the run's context: an update
+    from a thread without that context (an engine rank's output reader) once raised 'No Prefect API URL provided' and
+    killed the reader (seen in a real `ratchet run`)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
+    p = subprocess.run([sys.executable, "-c", RUN_API_THREAD], capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "DATA [('round 1: rollouts', 100" in p.stdout, p.stdout + p.stderr[-3000:]
+    assert "not updating it again" not in p.stderr, p.stderr[-3000:]
