@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation.sampling import SamplingParams
+from ratchet.loop.generation.sampling import PromptInput, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,9 @@ class Start:
 
 @dataclass(frozen=True)
 class Generate:
-    """``params.n`` completions per chat of ``messages`` (or the ``jobs`` shard ``(start, stop)`` of those jobs)."""
+    """``params.n`` completions per prompt of ``messages`` (a chat, or a ``TokenPrompt``: an episode's next turn) (or the ``jobs`` shard ``(start, stop)`` of those jobs)."""
 
-    messages: list[list[dict[str, str]]]
+    messages: list[PromptInput]
     params: SamplingParams
     name: str = "rollouts"
     jobs: tuple[int, int] | None = None

@@ -1,0 +1,26 @@
+"""Multi-turn environments: the protocol, loading one by name, the episode runner and the built-in python tool."""
+
+from ratchet.loop.environments.episodes import EpisodeSpec, env_segment, run_episodes, turn_seed
+from ratchet.loop.environments.protocol import (
+    MAX_MESSAGE_CHARS,
+    Environment,
+    EnvironmentMessageError,
+    EnvironmentRef,
+    check_message,
+    load_environment,
+    prompt_record,
+)
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "Environment",
+    "EnvironmentMessageError",
+    "EnvironmentRef",
+    "EpisodeSpec",
+    "check_message",
+    "env_segment",
+    "load_environment",
+    "prompt_record",
+    "run_episodes",
+    "turn_seed",
+]
