@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ratchet.loop.environments.protocol import Message
+from ratchet.verifiers.code._harness import VIOLATION_EXIT
 from ratchet.verifiers.code.program import extract_code
 from ratchet.verifiers.code.sandbox import Limits, RunResult, run_job
 
@@ -36,6 +37,8 @@ def tool_output(res: RunResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         text += "\n[memory limit exceeded]"
     elif res.output_exceeded or res.disk_exceeded:
         text += "\n[output limit exceeded]"
+    elif res.returncode == VIOLATION_EXIT:
+        text += "\n[stopped: the sandbox refused an operation]"
     elif res.returncode not in (0, None):
         text += f"\n[exit status {res.returncode}]"
     if len(text) > max_chars:
