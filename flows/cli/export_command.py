@@ -79,7 +79,10 @@ def export(
             require_store(con, db)
             table = export_table(con, campaign, what, round_index)
             config_json = campaign_config_json(con, campaign)
-        got = chats(config_json, table.select(["prompt_id", "source", "question", "completion", "prompt_messages", "episode_messages"]).to_pylist())
+        got = chats(
+            config_json,
+            table.select(["prompt_id", "source", "question", "completion", "prompt_messages", "episode_messages"]).to_pylist(),
+        )
     except (StoreError, ValueError, ModelError) as e:
         fail(str(e))
     if got.rerendered:

@@ -1,5 +1,7 @@
-"""The built-in ``python`` tool environment: the model's last fenced python block runs in the code sandbox, and what it
-printed comes back as a ``tool`` message; an assistant message without a fenced block ends the episode.
+"""The built-in ``python`` tool environment: the model's fenced code runs in the code sandbox, its output comes back.
+
+The last fenced python block of each assistant message runs; what it printed is the ``tool`` message; an assistant
+message without a fenced block ends the episode.
 
 The program runs under the code verifier's walls (``ratchet.verifiers.code.sandbox.run_job``: bubblewrap namespaces
 with no network, a read-only runtime, a tmpfs work dir with a quota, rlimits, seccomp, a cgroup where one can be

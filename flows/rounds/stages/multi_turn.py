@@ -1,0 +1,88 @@
+"""Sampling a stage's prompts on the round's engine: single-turn prompts in one call, environment sources as episodes.
+
+Prompts of a source with an ``environment`` run as multi-turn episodes (``ratchet.loop.environments.run_episodes``: one engine call per turn across
+episodes). Rollouts (RFT and GRPO) and the held-out evaluation both sample here, so the gate evaluates episodes with
+the same environment the round trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from pathlib import Path
+
+from ratchet.flows.compute.engine import RoundEngine
+from ratchet.flows.compute.resolve import checkpoint_path
+from ratchet.flows.rounds.stages.round_engine import sample
+from ratchet.loop.campaign.round_context import Ctx
+from ratchet.loop.config.tasks import TaskSourceConfig
+from ratchet.loop.environments import EnvironmentRef, EpisodeSpec, load_environment, prompt_record, run_episodes
+from ratchet.loop.generation.sampling import Completion, SamplingParams
+from ratchet.loop.tasks.sources import Prompt
+from ratchet.store.db import connect
+from ratchet.store.queries import campaign_state
+
+
+def environment_sources(ctx: Ctx) -> dict[str, TaskSourceConfig]:
+    """The task sources (the round's and the campaign's evaluation sources) that name an ``environment``, by name."""
+    out: dict[str, TaskSourceConfig] = {}
+    for cfg in (ctx.eval_cfg, ctx.cfg):
+        out |= {s.source_name(): s for s in cfg.tasks.sources if s.environment}
+    return out
+
+
+@lru_cache(maxsize=8)
+def _environment(ref: str, base_dir: str | None) -> EnvironmentRef:
+    return load_environment(ref, base_dir)
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(model_dir: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+def _model_dir(ctx: Ctx, checkpoint_id: str) -> Path:
+    """A saved folder holding the tokenizer of ``checkpoint_id``: its own, or (a GRPO step's policy, never saved) the
+    campaign's base checkpoint's, whose tokenizer every policy of the campaign keeps."""
+    try:
+        return checkpoint_path(ctx, checkpoint_id)
+    except LookupError:
+        with connect(ctx.db, read_only=True) as con:
+            base = campaign_state(con, ctx.campaign_id, ctx.eval_set_id()).base_checkpoint_id
+        return checkpoint_path(ctx, base)
+
+
+def sample_prompts(
+    ctx: Ctx, engine: RoundEngine, checkpoint_id: str, prompts: list[Prompt], params: SamplingParams, desc: str
+) -> list[Completion]:
+    """``params.n`` completions (or episodes) per prompt from ``checkpoint_id``, in (prompt index, sample index) order.
+
+    A prompt whose source names an ``environment`` runs as episodes of at most the source's ``max_turns`` assistant
+    turns (its environment loaded from the installed packages, the ``PYTHONPATH`` or the task file's folder); the
+    others are sampled as ``round_engine.sample`` does.
+
+    Raises:
+        PluginError: a source's environment cannot be loaded. EnvironmentMessageError: an environment returned a
+            malformed message.
+    """
+    envs = environment_sources(ctx)
+    multi = [i for i, p in enumerate(prompts) if p.source in envs]
+    if not multi:
+        return sample(ctx, engine, checkpoint_id, [ctx.messages(p) for p in prompts], params, desc)
+    single = [i for i, p in enumerate(prompts) if p.source not in envs]
+    out: list[Completion] = []
+    if single:
+        got = sample(ctx, engine, checkpoint_id, [ctx.messages(prompts[i]) for i in single], params, desc)
+        out += [dataclasses.replace(c, prompt_index=single[c.prompt_index]) for c in got]
+    specs = []
+    for i in multi:
+        src = envs[prompts[i].source]
+        ref = _environment(src.environment, str(Path(src.path).parent) if src.path else None)
+        specs.append(EpisodeSpec(ref.make, prompt_record(prompts[i]), ctx.messages(prompts[i]), src.max_turns, ref.name))
+    turn = iter(range(1, 1 + max(s.max_turns for s in specs)))
+    tok = _tokenizer(str(_model_dir(ctx, checkpoint_id)))
+    gen = lambda chats, p: sample(ctx, engine, checkpoint_id, chats, p, f"{desc}, turn {next(turn)}")
+    out += [dataclasses.replace(c, prompt_index=multi[c.prompt_index]) for c in run_episodes(gen, tok, specs, params)]
+    return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
