@@ -111,7 +111,8 @@ ROLLOUT_SOURCE_SQL = f"""
 WITH {_VERDICT_CTE}
 SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
        count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
-       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons
+       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons,
+       count(*) FILTER (WHERE v.reason = 'verifier_error') AS verifier_errors
 FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
 WHERE t.round_id = $round_id AND t.purpose = 'rollout'
 GROUP BY ALL ORDER BY p.source
@@ -120,7 +121,9 @@ GROUP BY ALL ORDER BY p.source
 
 def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
     """Per task source of a round's rollouts: ``source``, ``task_format``, ``verifier`` (outcome verifier of its
-    verdicts), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``, ``reasons``; verdicts as in ``rollout_metrics``."""
+    verdicts: ``plugin:<ref>`` for a records source's own), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``,
+    ``reasons``, ``verifier_errors`` (rollouts whose verifier raised, hung or returned garbage); verdicts as in
+    ``rollout_metrics``."""
     return _rows(con.execute(ROLLOUT_SOURCE_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
 
 

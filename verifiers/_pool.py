@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,11 @@ STARTUP_TIMEOUT_S = 60.0  # importing sympy + ANTLR on a busy 2-core machine can
 class _Worker:
     """One worker process and its line buffer."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, launcher: Callable[[list[str]], list[str]] | None = None) -> None:
         code = f"import sys; sys.path.insert(0, {_ROOT!r}); from {module} import main; main()"
+        argv = [sys.executable, "-c", code]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            launcher(argv) if launcher is not None else argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -78,11 +80,13 @@ class _Worker:
 class WorkerPool:
     """Runs ``main()`` of ``module`` in up to ``size`` processes; see ``run``.
 
-    Thread-safe: concurrent callers are serialized by a lock (each call already uses every worker).
+    ``launcher`` (optional) rewrites each worker's command line, e.g. to start it inside a sandbox
+    (``ratchet.verifiers.plugins.runner``). Thread-safe: concurrent callers are serialized by a lock (each call
+    already uses every worker).
     """
 
-    def __init__(self, module: str, size: int) -> None:
-        self.module, self.size = module, max(1, size)
+    def __init__(self, module: str, size: int, launcher: Callable[[list[str]], list[str]] | None = None) -> None:
+        self.module, self.size, self.launcher = module, max(1, size), launcher
         self.workers: list[_Worker] = []
         self.lock = threading.Lock()
 
@@ -90,14 +94,14 @@ class WorkerPool:
         """Ensure ``n`` live, ready workers (started in parallel, startup not charged to items)."""
         self.workers = [w for w in self.workers if w.proc.poll() is None]
         while len(self.workers) < n:
-            self.workers.append(_Worker(self.module))
+            self.workers.append(_Worker(self.module, self.launcher))
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         for w in self.workers:
             while not w.ready:
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"math worker did not start within {STARTUP_TIMEOUT_S} s; check that "
-                        f"sympy and latex2sympy2_extended import in {sys.executable}"
+                        f"worker {self.module} did not start within {STARTUP_TIMEOUT_S} s; check that "
+                        f"`python -c 'import {self.module}'` works in {sys.executable}"
                     )
                 sel = selectors.DefaultSelector()
                 sel.register(w.fd, selectors.EVENT_READ)
@@ -107,7 +111,7 @@ class WorkerPool:
                     msgs = w.pump()
                 except EOFError:
                     raise RuntimeError(
-                        f"math worker died at startup (python {sys.executable}); run "
+                        f"worker {self.module} died at startup (python {sys.executable}); run "
                         f"`python -c 'import {self.module}'` to see why"
                     ) from None
                 w.ready = any(m.get("ready") for m in msgs) or w.ready
@@ -161,7 +165,7 @@ class WorkerPool:
                         sel.unregister(w.fd)
                         del busy[i]
                         w.kill()
-                        log.info("math worker killed after %.2f s on item %d", timeout_s, i)
+                        log.info("%s worker killed after %.2f s on item %d", self.module, timeout_s, i)
                         self.workers.remove(w)
                         if todo:
                             self._start(len(self.workers) + 1)

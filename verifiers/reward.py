@@ -110,6 +110,8 @@ class RewardSpec:
         answer_format: the math verifier's final-answer marker (``verifiers.math.ANSWER_FORMATS``; ``"auto"``: every
             marker in the policy's precedence).
         source_formats: ``(task source name, answer format)`` pairs: a source's own marker (``format_for``).
+        source_verifiers: ``(task source name, verifier reference, plugin folder or None, sandbox)`` per source with its
+            own verifier (``records`` format; run by ``ratchet.verifiers.plugins``, under ``code_budget_s`` per call).
 
     Raises:
         ValueError: (at construction) a weight out of range, an unknown template, language or answer format.
@@ -126,6 +128,7 @@ class RewardSpec:
     code_isolation: str | None = None
     answer_format: str = "auto"
     source_formats: tuple[tuple[str, str], ...] = ()
+    source_verifiers: tuple[tuple[str, str, str | None, bool], ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.format_weight, "math", self.format_template, self.language_weight, self.target_language)

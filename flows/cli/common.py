@@ -73,6 +73,7 @@ def known_errors() -> tuple[type[BaseException], ...]:
     from ratchet.loop.tasks.sources import TaskDataError
     from ratchet.store.db import StoreError
     from ratchet.store.retention import DiskSpaceError
+    from ratchet.verifiers.plugins import PluginError
 
     return (
         ConfigError,
@@ -84,4 +85,5 @@ def known_errors() -> tuple[type[BaseException], ...]:
         StageTimeout,
         DiskSpaceError,
         ServerError,
+        PluginError,  # a source's own verifier cannot be imported, or fails on most pilot samples
     )

@@ -100,6 +100,13 @@ def init(
         "follow: --tasks a.jsonl b.jsonl.",
     ),
     more: Optional[list[Path]] = typer.Argument(None, hidden=True, help="More task files after --tasks FILE."),
+    verifier: Optional[str] = typer.Option(
+        None,
+        "--verifier",
+        help="Your own verifier for a records file (a prompt and any fields): 'package.module:function' next to the "
+        "config, or an entry point of ratchet.verifiers (docs/own-task.md). With several --tasks files it judges "
+        "those whose fields match no built-in format.",
+    ),
 ) -> None:
     """Write a complete, commented ratchet.toml: every key with its default (the demo campaign), a recipe, or a
     campaign over your own task files (--tasks)."""
@@ -107,6 +114,7 @@ def init(
     from ratchet.loop.config.template import RECIPES, render_default_toml, render_recipe
     from ratchet.loop.tasks.formats import TaskDataError
     from ratchet.loop.tasks.starter import starter_config
+    from ratchet.verifiers.plugins import PluginError
 
     files = [*(tasks or []), *(more or [])]
     if more and not tasks:
@@ -115,6 +123,8 @@ def init(
         fail(f"--recipe {recipe!r} is unknown; recipes: {', '.join(RECIPES)}")
     if recipe is not None and files:
         fail("--recipe and --tasks are exclusive; pass one of them")
+    if verifier is not None and not files:
+        fail("--verifier judges your task files; pass them too: ratchet init --tasks FILE --verifier module:function")
     if path.is_dir():
         fail(f"{path} is a directory; pass --path FILE.toml")
     if path.exists() and not force:
@@ -123,13 +133,13 @@ def init(
     try:
         check_output(path, force=force, option="--path")
         if files:
-            text, extra = starter_config(files, path)
+            text, extra = starter_config(files, path, verifier=verifier)
         else:
             text = render_recipe(recipe) if recipe else render_default_toml()
         for p, content in extra.items():
             write_output(p, content, force=True, option="the few-shot file")  # named after the config: replaced with it
         write_output(path, text, force=force, option="--path")  # a crash or full disk never leaves half a config behind
-    except (TaskDataError, OutputRefused) as e:
+    except (TaskDataError, OutputRefused, PluginError) as e:
         fail(str(e))
     except OSError as e:
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")

@@ -45,6 +45,8 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     for w in warnings:
         err.print(f"warning: {w}", highlight=False, soft_wrap=True)
     if dry_run:
+        for line in _verifier_lines(cfg):
+            console.print(line, highlight=False, soft_wrap=True)
         console.print(
             f"dry run: campaign {cfg.campaign!r} passed every preflight check (store, model, tasks, lengths, disk, gate"
             f"{', pilot' if cfg.preflight.pilot else ''}); "
@@ -90,6 +92,18 @@ def campaign_api() -> Iterator[str]:
         with run_api() as url:
             spinner.stop()
             yield url
+
+
+def _verifier_lines(cfg) -> list[str]:
+    """One line per task source with its own verifier: its name in the store, its version, where it runs."""
+    from ratchet.loop.campaign.round_context import Ctx
+    from ratchet.loop.evaluation.scoring import source_verifiers
+
+    return [
+        f"tasks source {source!r}: verifier {v.name} version {v.version} "
+        f"({'kernel sandbox' if v.sandbox else 'worker process'}; from {v.base_dir or 'the installed packages'})"
+        for source, v in source_verifiers(Ctx(cfg).reward).items()
+    ]
 
 
 def _pilot(cfg) -> list[str]:

@@ -19,7 +19,8 @@ def tasks_check(
     format: Optional[str] = typer.Option(
         None,
         "--format",
-        help="Task format: math | humaneval | mbpp | stdio (default: detected from the fields). 'table' or 'json' here "
+        help="Task format: math | humaneval | mbpp | stdio | records (default: detected from the fields; records with "
+        "--verifier). 'table' or 'json' here "
         "choose the output, as --output does (older spelling).",
     ),
     task_format: Optional[str] = typer.Option(None, "--task-format", help="Same as --format math|humaneval|mbpp|stdio."),
@@ -37,13 +38,23 @@ def tasks_check(
     max_records: Optional[int] = typer.Option(
         None, "--max-records", min=1, help="Records one task file may hold (default 1,000,000; env RATCHET_MAX_TASK_RECORDS)."
     ),
+    verifier: Optional[str] = typer.Option(
+        None,
+        "--verifier",
+        help="A records file's verifier: 'package.module:function' (imported from the current folder first) or an entry "
+        "point of ratchet.verifiers (e.g. math); run on each record's reference.",
+    ),
+    sandbox: bool = typer.Option(False, "--sandbox", help="Run --verifier inside the kernel sandbox, as sandbox = true does."),
 ) -> None:
     """Load a task file as a campaign would and run every reference solution (or sample) through the verifier.
 
-    Exits 1 when any task failed or could not be loaded, 0 when all passed, 2 when the file cannot be read."""
+    Exits 1 when any task failed or could not be loaded (a records file: only when a record could not be loaded or its
+    verifier failed on it; a record without a reference is only loaded), 0 otherwise, 2 when the file or the verifier
+    cannot be read."""
     from ratchet.loop.config import RecordFields
     from ratchet.loop.tasks.check import check_task_file
     from ratchet.loop.tasks.formats import FORMATS, TaskDataError
+    from ratchet.verifiers.plugins import PluginError
 
     if max_records is not None:  # the bound every reader of this process applies (ratchet.loop.tasks.readers)
         import os
@@ -70,11 +81,12 @@ def tasks_check(
     try:
         with console.status(f"verifying the tasks of {file}…"):
             results, summary = check_task_file(
-                file, task_format=task_format, samples=solutions, timeout_s=timeout_s, fields=fields
-            )
-    except TaskDataError as e:
+                file, task_format=task_format, samples=solutions, timeout_s=timeout_s, fields=fields,
+                verifier=verifier, plugin_dir=Path.cwd() if verifier else None, sandbox=sandbox,
+            )  # fmt: skip
+    except (TaskDataError, PluginError) as e:
         fail(str(e))
-    bad = [r for r in results if r.status != "passed"]
+    bad = [r for r in results if r.status not in ("passed", "loaded")]
     if output == "json":
         for r in bad:
             print(json.dumps({"task_id": r.task_id, "status": r.status, "detail": r.detail}))
@@ -88,13 +100,15 @@ def tasks_check(
             t.add_row(*map(cell, [f"{g['count']}: {ids}", g["status"], g["detail"][:300]]))
         if bad:
             console.print(t)
+        loaded = f", {summary['loaded']} loaded only (no reference)" if summary["loaded"] else ""
         console.print(
-            f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors; "
-            f"pass@1 {summary['pass_at_1']:.3f}",
+            f"{summary['passed']}/{summary['total']} passed, {summary['failed']} failed, {summary['errors']} errors"
+            f"{loaded}; pass@1 {summary['pass_at_1']:.3f}",
             highlight=False,
             markup=False,
         )
-    if bad:
+    records = verifier is not None or task_format == "records"
+    if summary["errors"] if records else bad:
         raise typer.Exit(1)
 
 

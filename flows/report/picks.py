@@ -7,10 +7,10 @@ rates (``round_prompts.estimate``, ``tasks.selection``).
 
 from __future__ import annotations
 
+from ratchet.loop.evaluation.scoring import config_version
 from ratchet.loop.tasks.picking import histogram
 from ratchet.store.prompt_history import round_selection
 from ratchet.store.queries import campaign_by_name
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 BINS = 5  # pass-rate bins of width 0.2
 
@@ -23,7 +23,7 @@ def selection_rows(con, campaign: str) -> list[dict]:
     if stored is None:
         return []
     out = []
-    for r in round_selection(con, stored["campaign_id"], VERIFIER_VERSION):
+    for r in round_selection(con, stored["campaign_id"], config_version(stored["config"])):
         share = r["zero_variance_groups"] / r["groups"] if r["groups"] else None
         tshare = r["zero_variance_tokens"] / r["tokens"] if r["tokens"] else None
         hist = histogram(r["estimates"], BINS) if r["estimates"] else []

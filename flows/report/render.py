@@ -92,6 +92,8 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
             add("rollout/pass@1", scope, r["pass_at_1"])
             add("rollout/reward_mean", scope, r["reward_mean"])
             add("rollout/reasons", scope, _reasons(r["reasons"]))
+            if r["task_format"] == "records":  # a user's own verifier: how often it failed (not trained on)
+                add("rollout/verifier_errors", scope, r["verifier_errors"])
     if (t := round_training(con, round_id)) is not None:
         steps = f", last of {t['steps']} steps" if t["steps"] > 1 else ""
         scope = f"training ({t['algorithm']}, {t['num_examples']} examples{steps})"

@@ -26,6 +26,7 @@ from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_pro
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
+from ratchet.loop.evaluation.scoring import verifier_versions
 from ratchet.loop.gate import error_rates as gate_plan
 from ratchet.loop.gate.eval_sets import pooled
 from ratchet.loop.tasks.sources import Prompt
@@ -44,8 +45,6 @@ from ratchet.store.queries import (
 )
 from ratchet.store.reports import training_metrics
 from ratchet.store.retention import check_free_disk, round_write_bytes
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
-from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS
 
 
 def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
@@ -239,7 +238,7 @@ def start_round(config_path: str, round_index: int) -> str:
 def _manifest(ctx: Ctx) -> dict:
     """The round's manifest row: versions, git commit, devices, seeds, config and prompt-template hashes."""
     template = chat_template_of(resolve_model(ctx.cfg.model.name_or_path))
-    return {**round_manifest(ctx.cfg, ctx.round_id, VERIFIER_VERSIONS, template), "created_at": now()}
+    return {**round_manifest(ctx.cfg, ctx.round_id, verifier_versions(ctx.reward), template), "created_at": now()}
 
 
 def _training_guards(con, ctx: Ctx) -> list[str]:
@@ -264,7 +263,7 @@ def _decide_candidate(
     (stamped ``created_at``, the decision's own time)."""
     g, es = ctx.cfg.gate, ctx.eval_set_id()
     d = decide_stored(
-        con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
+        con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, ctx.verifier_version, g,
         consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx),
         pinned=len(ctx.heldout()),
     )  # fmt: skip
@@ -348,8 +347,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
     with transaction(ctx.db) as con:
         state = campaign_state(con, ctx.campaign_id, es)
         for c in carry_over_promoted(con, ctx, round_index):  # evaluated under an older verifier: re-verified first
-            log.info("gate: re-verified the stored evaluation of %s under verifier %s", c, VERIFIER_VERSION)
-        inc_scores = scores(eval_outcomes(con, incumbent, es, VERIFIER_VERSION), g.samples_per_prompt)
+            log.info("gate: re-verified the stored evaluation of %s under verifier %s", c, ctx.verifier_version)
+        inc_scores = scores(eval_outcomes(con, incumbent, es, ctx.verifier_version), g.samples_per_prompt)
         inc_pass1 = sum(inc_scores) / len(inc_scores)
         best = state.best_promoted_pass1 if state.best_promoted_pass1 is not None else inc_pass1
         row = dict(
@@ -364,7 +363,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             created_at=now(),
             rule=g.rule,
             settings_json=g.model_dump_json(),
-            verifier_version=VERIFIER_VERSION,
+            verifier_version=ctx.verifier_version,
             eval_set_id=es,
         )
         set_rows: list[dict] = []

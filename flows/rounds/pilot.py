@@ -4,7 +4,9 @@ A few of round 1's train prompts, ``group_size`` samples each, from the model th
 ``generation.teacher``), on an engine placed as a round's (``ratchet.flows.compute.engine``) and at its sampling settings and
 cap, verified as the round would. Only when many are cut at the cap does it sample them once more with a longer cap
 (``ratchet.loop.train.pilot_checks.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
-small generate. Nothing is written to the store or the run dir.
+small generate. Nothing is written to the store or the run dir. A source's own verifier whose calls end in
+``verifier_error`` on most of the source's pilot samples stops the run before the first round (``PluginError``, one
+line: the source, the verifier and the first error); one that merely judges them wrong is a normal verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.lengths import round_max_new_tokens
 from ratchet.loop.train.pilot_checks import TRUNCATED_SHARE, PilotResult, probe_cap
+from ratchet.verifiers.plugins import PluginError
+from ratchet.verifiers.verdict import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
 
     Raises:
         StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.engine``).
+        PluginError: a source's own verifier failed (``verifier_error``) on most of its samples (``broken_verifier``).
     """
     ctx = phase_contexts(cfg)[0]
     if ctx.cfg.algorithm == "sft":
@@ -51,7 +56,11 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
         if comps and cut / len(comps) >= TRUNCATED_SHARE and probe_cap(cap) > cap:
             probe = probe_cap(cap)
             longer, _ = _sample(ctx, engine, prompts, probe)  # how long they wanted to be
-    verdicts = [vd for _, vd in score_items([c.text for c in comps], rows, ctx.reward)]
+    scored = score_items([c.text for c in comps], rows, ctx.reward)
+    problem = broken_verifier(rows, scored)
+    if problem is not None:
+        raise PluginError(problem)
+    verdicts = [vd for _, vd in scored]
     return PilotResult(
         prompts=len(prompts),
         completions=comps,
@@ -84,3 +93,24 @@ def _sample(ctx: Ctx, engine: RoundEngine, prompts: list[Prompt], cap: int) -> t
         comps += got
         rows += [prompt_rows([subset[c.prompt_index]])[0] for c in got]
     return comps, rows
+
+
+def broken_verifier(rows: list[dict], scored: list[tuple[str, Verdict]], share: float = 0.5) -> str | None:
+    """One line naming a source whose own verifier ended in ``verifier_error`` on more than ``share`` of its samples
+    (the source, the verifier, the count and the first error, and how to check it), or None."""
+    by_source: dict[str, list[Verdict]] = {}
+    names: dict[str, str] = {}
+    for row, (name, vd) in zip(rows, scored):
+        if name.startswith("plugin:"):
+            by_source.setdefault(str(row.get("source")), []).append(vd)
+            names[str(row.get("source"))] = name
+    for source, vds in by_source.items():
+        errors = [v for v in vds if v.reason == "verifier_error"]
+        if len(errors) > share * len(vds):
+            ref = names[source].removeprefix("plugin:")
+            return (
+                f"pilot: the verifier {ref!r} of tasks source {source!r} failed on {len(errors)}/{len(vds)} samples "
+                f"(first: {errors[0].details.get('error', '?')}); fix it, then check it with `ratchet tasks check "
+                f"FILE --format records --verifier {ref}`"
+            )
+    return None

@@ -23,11 +23,10 @@ from ratchet.common.seeds import derive_seed
 from ratchet.loop.campaign.curriculum import phase_of
 from ratchet.loop.config import GRPOConfig, RatchetConfig, SFTConfig
 from ratchet.loop.evaluation.metrics import eval_set_id
-from ratchet.loop.evaluation.scoring import reward_spec
+from ratchet.loop.evaluation.scoring import reward_spec, reward_version
 from ratchet.loop.tasks.picking import History, Slot, round_slots
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.tasks.task_sets import TaskSet
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import RewardSpec
 
 PINNED_EVAL_FILE = "eval_set.json"
@@ -67,6 +66,16 @@ class Ctx:
     def reward(self) -> RewardSpec:
         """The round's ``RewardSpec``, built once from its ``[verifier]`` section; every scorer of the round takes it."""
         return reward_spec(self.cfg.verifier.model_dump(), [s.model_dump() for s in self.cfg.tasks.sources])
+
+    @cached_property
+    def verifier_version(self) -> str:
+        """The campaign's verifier version (``ratchet.loop.evaluation.scoring.reward_version``: the composite
+        verifier's, plus its sources' own verifiers' identities): what the round's verdicts carry and its queries select.
+
+        Raises:
+            PluginError: a source's verifier cannot be imported.
+        """
+        return reward_version(self.reward)
 
     @property
     def eval_cfg(self) -> RatchetConfig:
@@ -193,7 +202,7 @@ class Ctx:
             reserve=self.refill_reserve,
         )
 
-    def eval_set_id(self, verifier: str = VERIFIER_VERSION) -> str:
+    def eval_set_id(self, verifier: str | None = None) -> str:
         """Identity of the campaign's evaluation (prompts and decoding settings); ``verifier``: the id it had under
         another verifier version (``ratchet.flows.rounds.state.reverify.carry_over``)."""
         cfg = self.eval_cfg
@@ -205,7 +214,7 @@ class Ctx:
             "system_prompt": t.system_prompt,
             "fewshot": t.fewshot,
             **({"sources": [(s.source_name(), s.system_prompt, s.fewshot) for s in t.sources]} if t.sources else {}),
-            "verifier": verifier,
+            "verifier": verifier or self.verifier_version,
             "format_template": cfg.verifier.format_template,
         }
         return eval_set_id([p.prompt_id for p in self.heldout()], settings)

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from ratchet.loop.config.frozen import _Frozen, _merged
 from ratchet.loop.config.ratchet_config import RatchetConfig
 from ratchet.loop.config.service_config import PrefectConfig
+from ratchet.verifiers.plugins import PluginError
+from ratchet.verifiers.plugins.runner import resolve_verifier
 
 
 class ConfigError(ValueError):
@@ -218,8 +220,9 @@ def _validate(model: type[BaseModel], data: dict, prefix: str = ""):
 
 def _resolve_task_paths(table: dict, folder: Path) -> dict:
     """A campaign table with its relative task-file paths made absolute against the config file's ``folder``
-    (``tasks.path``, each ``[[tasks.sources]]`` ``path``/``fewshot_path``, each ``[[evals]]`` ``file.path``), so a
-    config means the same files whatever the working directory."""
+    (``tasks.path``, each ``[[tasks.sources]]`` ``path``/``fewshot_path``/``plugin_dir``, each ``[[evals]]``
+    ``file.path``), so a config means the same files whatever the working directory; a source with a ``verifier`` or an
+    ``environment`` gets the folder as its ``plugin_dir`` unless it sets one."""
 
     def fix(d: Any, key: str) -> None:
         if isinstance(d, dict) and isinstance(d.get(key), str) and d[key] and not Path(d[key]).expanduser().is_absolute():
@@ -234,6 +237,9 @@ def _resolve_task_paths(table: dict, folder: Path) -> dict:
             for src in tasks["sources"]:
                 fix(src, "path")
                 fix(src, "fewshot_path")
+                fix(src, "plugin_dir")
+                if isinstance(src, dict) and (src.get("verifier") or src.get("environment")):
+                    src.setdefault("plugin_dir", str(folder))  # a 'module:function' plugin next to the config
     if isinstance(table.get("evals"), list):
         table["evals"] = [dict(e) if isinstance(e, dict) else e for e in table["evals"]]
         for e in table["evals"]:
@@ -284,7 +290,24 @@ def load_config(path: str | Path | None = None, **overrides: object) -> RatchetC
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    return _validate(RatchetConfig, data)
+    return check_plugins(_validate(RatchetConfig, data))
+
+
+def check_plugins(cfg: RatchetConfig) -> RatchetConfig:
+    """``cfg``, once every source's own verifier imports (``ratchet.verifiers.plugins``), so a bad reference fails
+    when the config is loaded, not mid-round.
+
+    Raises:
+        ConfigError: a verifier cannot be imported; the message names the source, the reference and why.
+    """
+    for s in cfg.tasks.sources:
+        if s.verifier is None:
+            continue
+        try:
+            resolve_verifier(s.verifier, base_dir=s.plugin_dir, sandbox=s.sandbox)
+        except PluginError as e:
+            raise ConfigError(f"config value tasks.sources[{s.source_name()!r}].verifier: {e}") from None
+    return cfg
 
 
 class DaemonConfig(_Frozen):
@@ -310,5 +333,5 @@ def load_daemon_config(path: str | Path | None = None, *, interval_s: float | No
         table = _resolve_task_paths(table, Path(path).resolve().parent) if path is not None else table
         if interval_s is not None:
             table = _merged(table, {"schedule": {"interval_s": interval_s}})
-        campaigns.append(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else ""))
+        campaigns.append(check_plugins(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else "")))
     return DaemonConfig(prefect=_validate(PrefectConfig, data.get("prefect", {}), "prefect"), campaigns=tuple(campaigns))

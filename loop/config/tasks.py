@@ -85,6 +85,12 @@ class TaskSourceConfig(RecordFields):
         description="Assistant turns per episode at most (environment).",
         json_schema_extra=identity("neutral_default"),
     )
+    plugin_dir: str | None = Field(
+        None,
+        description="The folder a 'module:function' verifier or environment is imported from first; unset: the config "
+        "file's folder (filled in when the file is loaded).",
+        json_schema_extra=identity("run"),
+    )
     sandbox: bool = Field(
         False,
         description="Run the source's verifier inside the kernel sandbox (no network, read-only view) instead of a "

@@ -15,6 +15,9 @@ folder; each within bounds). Formats:
   tests need, MBPP sanitized), optional ``code``.
 * ``stdio``: a statement (``question``/``problem``/``description``) and ``inputs``/``outputs`` lists
   (APPS/CodeContests style; APPS' ``input_output`` JSON string is read too).
+* ``records``: a ``prompt`` (a string or a chat-message list) and any other fields, judged by the source's own
+  verifier (``ratchet.loop.tasks.record_prompts``). Never detected from the fields: a source that names a
+  ``verifier`` (or an ``environment``) is read as records.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from dataclasses import dataclass
 
 from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.loop.tasks.readers import TaskDataError, read_records
+from ratchet.loop.tasks.record_prompts import record_json, record_prompt, record_reference
 from ratchet.verifiers.math.extract import find_boxed
 from ratchet.verifiers.math.golds import choice_gold
 from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
 
-FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio")
+FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio", "records")
 
 # System prompts per format: small models follow an output format only when told exactly which.
 DEFAULT_SYSTEM_PROMPTS = {
@@ -38,6 +42,7 @@ DEFAULT_SYSTEM_PROMPTS = {
     "humaneval": "Complete the Python function. Reply with the whole function (signature included) in one ```python block.",
     "mbpp": "Write the Python function the task asks for. Reply with the code in one ```python block.",
     "stdio": "Write a Python program that reads the input from stdin and prints the answer. Reply with it in one ```python block.",
+    "records": "",  # a record's own prompt says what to answer and how (its verifier decides what it reads)
 }
 
 
@@ -53,6 +58,7 @@ class TaskRecord:
         solution: a reference solution (a whole program for code), else None.
         task: task family for per-task metrics (a ``task`` field, else the source name).
         task_id: the record's own id (``task_id`` field) or ``<line>``, to report failures.
+        record_json: the whole record as JSON (``records`` format: what its verifier is given), else None.
     """
 
     question: str
@@ -62,6 +68,7 @@ class TaskRecord:
     solution: str | None
     task: str
     task_id: str
+    record_json: str | None = None
 
 
 def detect_format(rec: dict, where: str, spec: RecordFields | None = None) -> TaskFormat:
@@ -316,6 +323,10 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
     """
     task = str(rec.get("task", default_task))
     task_id = str(rec.get("task_id", where.rsplit(":", 1)[-1]))
+    if fmt == "records":
+        question, _ = record_prompt(rec, where, spec.question_field)
+        gold = record_reference(rec, spec.answer_field)
+        return TaskRecord(question, gold, None, None, None, task, task_id, record_json(rec, where))
     if fmt == "math":
         q = _text(rec, where, spec.question_field, ("question", "problem", "prompt"), "question")
         worked = rec.get(spec.solution_field or "solution")  # a worked solution: what a cold-start sft phase trains on
@@ -356,12 +367,14 @@ def to_record(rec: dict, where: str, fmt: TaskFormat, spec: RecordFields, defaul
 
 
 def load_records(spec: RecordFields, default_task: str) -> tuple[TaskFormat, list[TaskRecord]]:
-    """Every record of a task file, converted; the format is ``spec.format`` or detected from the first record.
+    """Every record of a task file, converted; the format is ``spec.format``, ``records`` for a source with a verifier
+    or an environment, or detected from the first record.
 
     Raises:
         TaskDataError: an unreadable file or record (first one found), or an empty file.
     """
-    fmt: TaskFormat | None = spec.format
+    plugged = getattr(spec, "verifier", None) or getattr(spec, "environment", None)
+    fmt: TaskFormat | None = spec.format or ("records" if plugged else None)
     out = []
     for where, rec in read_records(spec):
         fmt = fmt or detect_format(rec, where, spec)

@@ -36,7 +36,7 @@ class Prompt:
         question: the user-facing text.
         answer: the math gold as text (checked by ``verifiers.math``); ``""`` for code tasks.
         split: ``train`` or ``heldout``, a function of the normalized question only (``split_of``).
-        task_format: ``math``, ``humaneval``, ``mbpp`` or ``stdio``; decides the outcome verifier.
+        task_format: ``math``, ``humaneval``, ``mbpp``, ``stdio`` or ``records``; decides the outcome verifier.
         tests_json: code tests as JSON (a list the code verifier reads), None for math.
         entry_point: function under test (humaneval), else None.
         solution: reference solution (a whole program for code), else None.
@@ -59,9 +59,9 @@ class Prompt:
     record_json: str | None = None
 
     @property
-    def verifier(self) -> Literal["math", "code"]:
+    def verifier(self) -> Literal["math", "code", "plugin"]:
         """The outcome verifier of this prompt's format."""
-        return "math" if self.task_format == "math" else "code"
+        return "math" if self.task_format == "math" else "plugin" if self.task_format == "records" else "code"
 
     @property
     def tests(self) -> list | None:
@@ -103,10 +103,12 @@ def make_prompt(
     entry_point: str | None = None,
     solution: str | None = None,
     split: Split | None = None,
+    record_json: str | None = None,
 ) -> Prompt:
-    """A Prompt with its id, split (by question unless given) and question key."""
+    """A Prompt with its id (``record_json`` is part of it), split (by question unless given) and question key."""
     tests_json = None if tests is None else json.dumps(list(tests))
-    pid = make_prompt_id(source, question, answer if tests_json is None else f"{answer}\x1e{tests_json}")
+    content = answer if tests_json is None else f"{answer}\x1e{tests_json}"
+    pid = make_prompt_id(source, question, content if record_json is None else f"{content}\x1d{record_json}")
     return Prompt(
         pid,
         source,
@@ -119,6 +121,7 @@ def make_prompt(
         entry_point,
         solution,
         question_key(question),
+        record_json,
     )
 
 
@@ -286,7 +289,8 @@ def _check_golds(prompts: list[Prompt], where: str) -> None:
 
 
 class FileTasks:
-    """Prompts from a task file of any format (``ratchet.loop.tasks.formats``), one per normalized question.
+    """Prompts from a task file of any format (``ratchet.loop.tasks.formats``), one per normalized question
+    (``records``: one per distinct record).
 
     Records that repeat a question (same gold by the math verifier) are kept once, the first; a
     repeated question with a different gold raises ``TaskDataError``.
@@ -312,13 +316,14 @@ class FileTasks:
                 entry_point=r.entry_point,
                 solution=r.solution,
                 split=split,
+                record_json=r.record_json,
             )
             all_prompts.append(p)
             self.task_ids.setdefault(p.prompt_id, r.task_id)
         _check_golds(all_prompts, str(spec.path))
         seen: dict[str, Prompt] = {}
-        for p in all_prompts:
-            seen.setdefault(p.question_key or "", p)
+        for p in all_prompts:  # a records prompt is one per record (two chats may end in the same user turn)
+            seen.setdefault(p.prompt_id if p.record_json is not None else p.question_key or "", p)
         self.prompts = list(seen.values())
 
     def draw(self, n: int, split: Split, seed: int) -> list[Prompt]:

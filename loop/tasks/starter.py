@@ -6,6 +6,10 @@ as MetaMathQA's ``query``/``response``), that format's system prompt and worked 
 file's train split. Math examples keep their reasoning (GSM8K's ``<<...>>`` calculator annotations removed) and end in
 the ``Answer: N`` line the prompt asks for, written to a JSONL beside the config (``fewshot_path``). Generation
 lengths are ``"auto"`` with a floor that fits the examples, and the held-out size is what every source can give.
+
+With ``verifier`` (``ratchet init --tasks FILE --verifier module:function``), a file is a ``records`` source judged by
+that verifier (imported here from the config's folder, so a bad reference fails now): the only file, or, among
+several, each whose fields match no built-in format (the others keep theirs: a mixed campaign).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ratchet.loop.config import GenerationConfig, RecordFields, TaskConfig
 from ratchet.loop.config.template import toml_value
 from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS, TaskDataError, detect_format, read_records, worked_solution
 from ratchet.loop.tasks.sources import FileTasks, split_of
+from ratchet.verifiers.plugins.runner import resolve_verifier
 
 # Where a file's question/gold live when not under the format's usual names (first match wins).
 QUESTION_ALIASES = ("query", "instruction", "input")
@@ -55,8 +60,22 @@ def guess_fields(first: dict) -> dict[str, str]:
     return out
 
 
-def read_source(path: Path, heldout_fraction: float, fewshot: int = FEWSHOT) -> StarterSource:
+def _records_source(path: Path, heldout_fraction: float, verifier: str) -> StarterSource:
+    """A records file judged by ``verifier``: no few-shot examples, the records' own prompts."""
+    name = _name(path)
+    tasks = FileTasks(RecordFields(path=str(path), format="records"), name, heldout_fraction)
+    longest = max((len(p.record_json or p.question) for p in tasks.prompts), default=0)
+    train, heldout = sum(p.split == "train" for p in tasks.prompts), sum(p.split == "heldout" for p in tasks.prompts)
+    return StarterSource(name, path, {"format": "records", "verifier": verifier}, "records", [], train, heldout, 0, longest)
+
+
+def read_source(
+    path: Path, heldout_fraction: float, fewshot: int = FEWSHOT, *, verifier: str | None = None, only: bool = True
+) -> StarterSource:
     """One task file as it will load in a campaign, with its worked examples.
+
+    ``verifier``: a records file's own verifier, for this file when it is the ``only`` one or its fields match no
+    built-in format.
 
     Raises:
         TaskDataError: the file cannot be read or a record cannot be converted (the loader's message: file, line, fix).
@@ -64,6 +83,13 @@ def read_source(path: Path, heldout_fraction: float, fewshot: int = FEWSHOT) -> 
     first = next(iter(read_records(RecordFields(path=str(path)))), None)
     if first is None:
         raise TaskDataError(f'{path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
+    if verifier is not None and only:
+        return _records_source(path, heldout_fraction, verifier)
+    if verifier is not None:
+        try:
+            detect_format(first[1], first[0], RecordFields(path=str(path), **guess_fields(first[1])))
+        except TaskDataError:
+            return _records_source(path, heldout_fraction, verifier)
     fields = guess_fields(first[1])
     spec = RecordFields(path=str(path), **fields)
     fmt = detect_format(first[1], first[0], spec)
@@ -119,15 +145,21 @@ def _math_shots(spec: RecordFields, heldout_fraction: float, k: int) -> list[tup
     return shots
 
 
-def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSHOT) -> tuple[str, dict[Path, str]]:
+def starter_config(
+    files: list[Path], config_path: Path, *, fewshot: int = FEWSHOT, verifier: str | None = None
+) -> tuple[str, dict[Path, str]]:
     """The TOML text of a campaign over ``files`` and the few-shot files it names (path -> JSONL text).
 
     Raises:
         TaskDataError: a file cannot be loaded, or the files leave no held-out prompt for some source.
+        PluginError: ``verifier`` cannot be imported from the config's folder (or the installed packages).
     """
     t = TaskConfig()
     config_dir = config_path.resolve().parent
-    sources = [read_source(f.resolve(), t.heldout_fraction, fewshot) for f in files]
+    if verifier is not None:
+        resolve_verifier(verifier, base_dir=config_dir)
+    only = len(files) == 1
+    sources = [read_source(f.resolve(), t.heldout_fraction, fewshot, verifier=verifier, only=only) for f in files]
     names = [s.name for s in sources]
     if len(set(names)) < len(names):
         sources = [StarterSource(**{**s.__dict__, "name": f"{s.name}-{i}"}) for i, s in enumerate(sources)]
@@ -189,6 +221,8 @@ def starter_config(files: list[Path], config_path: Path, *, fewshot: int = FEWSH
                 f"fewshot = {len(s.shots)}",
                 f"fewshot_path = {toml_value(str(shot_path))}  # worked examples from the file",
             ]
+        elif s.format == "records":
+            lines += ["fewshot = 0  # each record's prompt is the whole chat; the verifier decides what it reads"]
         elif s.format != "math":
             lines += [f"fewshot = {min(fewshot, 1)}  # the file's own reference solution as the example"]
         else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ratchet.loop.config import EvalSetConfig, RatchetConfig, TaskConfig
 from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS
+from ratchet.loop.tasks.record_prompts import chat_of, with_system
 from ratchet.loop.tasks.sources import (
     FileTasks,
     Prompt,
@@ -102,13 +103,19 @@ class TaskSet:
         """The chat of a prompt: its source's system prompt and few-shot turns, then the question.
 
         An ``[[evals]]`` file's prompt gets that entry's ``system_prompt`` (else its format's default) and no
-        examples; a prompt of an unknown source (a training row without one) that of the only source.
+        examples; a prompt of an unknown source (a training row without one) that of the only source. A ``records``
+        prompt given as a chat-message list is that chat, after the system prompt unless it has its own.
         """
         m = self._by_prompt_source.get(p.source)
         if m is None and p.source in self._eval_prompts:
-            return chat_messages(self._eval_prompts[p.source] or DEFAULT_SYSTEM_PROMPTS.get(p.task_format, ""), [], p.question)
+            system = self._eval_prompts[p.source] or DEFAULT_SYSTEM_PROMPTS.get(p.task_format, "")
+            chat = chat_of(p.record_json)
+            return with_system(system, chat) if chat else chat_messages(system, [], p.question)
         if m is None:
             m = self.members[0]
+        chat = chat_of(p.record_json, getattr(getattr(m.source, "spec", None), "question_field", None))
+        if chat:
+            return with_system(m.system_prompt, chat)
         return chat_messages(m.system_prompt, m.source.fewshot(m.fewshot), p.question)
 
     def eval_prompts(self, cfg: RatchetConfig) -> list[Prompt]:

@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,14 @@ from typing import Any
 
 VERIFIER_GROUP = "ratchet.verifiers"
 ENVIRONMENT_GROUP = "ratchet.environments"
+# Ratchet's own entry points (as pyproject.toml declares them), found even when the installed metadata predates them
+# (an editable install made before they were added); an installed entry point of the same name wins.
+BUILTINS: dict[str, dict[str, str]] = {
+    VERIFIER_GROUP: {
+        "math": "ratchet.verifiers.plugins.builtins:math_answer",
+        "exact": "ratchet.verifiers.plugins.builtins:exact_answer",
+    },
+}
 
 
 class PluginError(ValueError):
@@ -53,11 +62,13 @@ def _import_target(target: str, base_dir: Path | None, ref: str) -> Any:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr or not all(p.isidentifier() for p in module_name.split(".") + attr.split(".")):
         raise PluginError(f"plugin {ref!r}: write it as 'package.module:function' (or name an entry point without a colon)")
+    _forget_if_stale(module_name, base_dir)
     added = base_dir is not None and str(base_dir) not in sys.path
     if added:
         sys.path.insert(0, str(base_dir))
     try:
         module = importlib.import_module(module_name)
+        _loaded[module_name] = file_mtime(getattr(module, "__file__", None))
     except ImportError as e:
         where = f" (searched {base_dir}, the PYTHONPATH and the installed packages)" if base_dir else ""
         raise PluginError(f"plugin {ref!r}: cannot import module {module_name!r}{where}: {e}") from e
@@ -72,10 +83,41 @@ def _import_target(target: str, base_dir: Path | None, ref: str) -> Any:
     return obj
 
 
+_loaded: dict[str, int | None] = {}  # module name -> its file's mtime (ns) when this process imported it
+
+
+def file_mtime(path: str | None) -> int | None:
+    """A file's modification time, ns (None: no file)."""
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None
+
+
+def _forget_if_stale(module_name: str, base_dir: Path | None) -> None:
+    """Drop an imported plugin module (and its package's modules) when its file was edited since this process imported
+    it, or when ``base_dir`` holds a module of that name other than the imported one (two campaigns' folders), so the
+    next import reads the file the reference means now."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None) if module is not None else None
+    if path is None:
+        return
+    top = module_name.split(".")[0]
+    own = base_dir is not None and ((base_dir / f"{top}.py").is_file() or (base_dir / top / "__init__.py").is_file())
+    elsewhere = own and base_dir not in Path(path).resolve().parents
+    if not elsewhere and _loaded.get(module_name, file_mtime(path)) == file_mtime(path):
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
 def _entry_point(name: str, group: str) -> str:
     found = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    if not found and name in BUILTINS.get(group, {}):
+        return BUILTINS[group][name]
     if not found:
-        names = sorted({ep.name for ep in importlib.metadata.entry_points(group=group)})
+        names = sorted({ep.name for ep in importlib.metadata.entry_points(group=group)} | set(BUILTINS.get(group, {})))
         raise PluginError(
             f"plugin {name!r}: no entry point of that name in group {group!r} (installed: {', '.join(names) or 'none'}); "
             "write 'package.module:function' to import one directly"

@@ -17,7 +17,6 @@ from ratchet.loop.gate.sequential import SequentialGate, run_sequential
 from ratchet.store.db import connect
 from ratchet.store.queries import campaign_state
 from ratchet.store.reports import training_metrics
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
 def evaluate_sequentially(
@@ -42,7 +41,7 @@ def evaluate_sequentially(
         evaluate(config_path, round_index, incumbent, prompts=n, engine=engine)  # only prompts without a stored outcome
         evaluate(config_path, round_index, candidate, prompts=n, engine=engine)
         with connect(ctx.db, read_only=True) as con:
-            return build_sets(con, grouping, ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
+            return build_sets(con, grouping, ctx.campaign_id, round_index, es, incumbent, candidate, ctx.verifier_version, g,
                               prompts=n)[0]  # fmt: skip
 
     total = sequential_total(g, len(ctx.heldout()))

@@ -13,7 +13,6 @@ from ratchet.store.db import connect, transaction
 from ratchet.store.events import events_of
 from ratchet.store.reports import verifier_stats
 from ratchet.store.retention import apply_plan, retention_plan, stage_files
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
 def apply_retention(ctx: Ctx) -> dict:
@@ -57,7 +56,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
         plot = write_pass1_plot(con, ctx.cfg.campaign, ctx.campaign_dir / f"round-{ctx.round_index}" / "report" / PLOT_NAME)
         if not in_run_context():
             return
-        metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
+        metrics = metrics_rows(con, ctx.round_id, ctx.verifier_version)
         stats = verifier_stats(con, ctx.round_id)
         events = events_of(con, ctx.cfg.campaign)[-5:]
     create_table_artifact(

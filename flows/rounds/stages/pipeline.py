@@ -41,7 +41,6 @@ from ratchet.store.queries import (
     stored_metrics,
     training_set,
 )
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 # --- shared helpers -------------------------------------------------------------------------------
 
@@ -311,9 +310,9 @@ def filter_trajectories(config_path: str, round_index: int, step: int = 0) -> st
         if not s.done:
             with connect(s.ctx.db, read_only=True) as con:
                 if s.ctx.cfg.algorithm == "grpo":  # every group, right and wrong: the advantages need both
-                    rows = rollout_groups(con, s.ctx.round_id, VERIFIER_VERSION, step)
+                    rows = rollout_groups(con, s.ctx.round_id, s.ctx.verifier_version, step)
                 else:  # verified rollouts, and rationalizations under their unhinted prompt (sft.rationalization)
-                    rows = training_set(con, s.ctx.round_id, VERIFIER_VERSION, s.ctx.cfg.sft.max_per_prompt)
+                    rows = training_set(con, s.ctx.round_id, s.ctx.verifier_version, s.ctx.cfg.sft.max_per_prompt)
                     rows = [{**r, "origin": "rollout"} for r in rows] + rationalized_examples(con, s.ctx)
             write_parquet(rows or [], path)
             s.finish({"n": len(rows)})
@@ -337,7 +336,7 @@ def evaluate(
         with transaction(ctx.db) as con:  # evaluated under an older verifier: re-verify those completions, not regenerate
             if carry_over(con, ctx, checkpoint_id):
                 s.log.info(
-                    "re-verified the stored evaluation of %s under the current verifier %s", checkpoint_id, VERIFIER_VERSION
+                    "re-verified the stored evaluation of %s under the current verifier %s", checkpoint_id, ctx.verifier_version
                 )
                 _record_evaluation(con, ctx, checkpoint_id, replace=True)
         with connect(ctx.db, read_only=True) as con:
@@ -360,7 +359,7 @@ def evaluate(
 
 def _not_evaluated(con, ctx: Ctx, checkpoint_id: str, prompts: int) -> list[Prompt]:
     """The first ``prompts`` eval prompts in prompt-id order (the sequential gate's order) without a stored outcome."""
-    have = {o["prompt_id"] for o in eval_outcomes(con, checkpoint_id, ctx.eval_set_id(), VERIFIER_VERSION)}
+    have = {o["prompt_id"] for o in eval_outcomes(con, checkpoint_id, ctx.eval_set_id(), ctx.verifier_version)}
     return [p for p in sorted(ctx.heldout(), key=lambda p: p.prompt_id)[:prompts] if p.prompt_id not in have]
 
 
@@ -397,11 +396,11 @@ def _record_evaluation(con, ctx: Ctx, checkpoint_id: str, *, replace: bool = Fal
     metrics (``replace``: over every prompt evaluated so far, replacing a sequential gate's earlier, shorter rows)."""
     es = ctx.eval_set_id()
     # Per-prompt outcomes come from the same query the gate uses, so the two cannot disagree.
-    outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, VERIFIER_VERSION)]
+    outcomes = [PromptOutcome(**o) for o in eval_outcomes(con, checkpoint_id, es, ctx.verifier_version)]
     by_source = per_source_metrics(ctx, outcomes)
     metrics = summarize(outcomes, ctx.cfg.eval.ks) | {k: v for k, (v, _) in by_source.items()}
     if ctx.cfg.eval.num_samples:  # test-time compute: maj@k and best-of-n (by reward) over the same samples
-        metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, VERIFIER_VERSION), ctx.cfg.eval.ks)
+        metrics |= sampled_metrics(eval_sample_verdicts(con, checkpoint_id, es, ctx.verifier_version), ctx.cfg.eval.ks)
     insert_rows(
         con,
         "evaluations",

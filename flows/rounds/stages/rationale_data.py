@@ -7,7 +7,6 @@ import json
 from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.queries import training_set
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 PURPOSE = "rationalization"
 
@@ -22,7 +21,7 @@ def rationalized_examples(con, ctx: Ctx) -> list[dict]:
     prompt as the round renders it without the hint (never the stored hinted chat)."""
     if not uses_rationalization(ctx):
         return []
-    rows = training_set(con, ctx.round_id, VERIFIER_VERSION, ctx.cfg.sft.max_per_prompt, purpose=PURPOSE)
+    rows = training_set(con, ctx.round_id, ctx.verifier_version, ctx.cfg.sft.max_per_prompt, purpose=PURPOSE)
     out = []
     for r in rows:
         plain = Prompt(r["prompt_id"], r.get("source") or "", "", r["question"], "", "train")

@@ -21,7 +21,6 @@ from ratchet.loop.tasks.supervised import draw_general, general_count, general_e
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import insert_rows, write_parquet
 from ratchet.store.queries import training_set
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 EXAMPLE_COLUMNS = ("trajectory_id", "prompt_id", "source", "question", "completion", "origin", "messages_json", "prompt_messages")
 
@@ -58,7 +57,9 @@ def sft_rows(ctx: Ctx) -> list[dict]:
         rows = reference_rows(ctx)
     else:
         with connect(ctx.db, read_only=True) as con:
-            rows = [{**r, "origin": "rollout"} for r in training_set(con, ctx.round_id, VERIFIER_VERSION, cfg.sft.max_per_prompt)]
+            rows = [
+                {**r, "origin": "rollout"} for r in training_set(con, ctx.round_id, ctx.verifier_version, cfg.sft.max_per_prompt)
+            ]
             rows += rationalized_examples(con, ctx)
     if cfg.sft.general_data is not None:
         k = general_count(len(rows), cfg.sft.general_ratio)

@@ -12,13 +12,12 @@ from collections.abc import Callable
 from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.tasks.picking import Choice, History, Slot, refill
 from ratchet.store.prompt_history import prompt_history
-from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 
 
 def history(con, ctx: Ctx, incumbent: str) -> History:
     """The incumbent lineage's recent verdicts the round's choice reads (``tasks.selection_window`` rounds)."""
     prompts, groups = prompt_history(
-        con, ctx.campaign_id, ctx.round_index, incumbent, VERIFIER_VERSION, ctx.cfg.tasks.selection_window
+        con, ctx.campaign_id, ctx.round_index, incumbent, ctx.verifier_version, ctx.cfg.tasks.selection_window
     )
     return History(prompts, groups)
 
