@@ -7,6 +7,8 @@ from ratchet.loop.environments.protocol import (
     EnvironmentMessageError,
     EnvironmentRef,
     check_message,
+    episode_verdicts,
+    has_score,
     load_environment,
     prompt_record,
 )
@@ -18,6 +20,8 @@ __all__ = [
     "EnvironmentRef",
     "EpisodeSpec",
     "check_message",
+    "episode_verdicts",
+    "has_score",
     "env_segment",
     "load_environment",
     "prompt_record",

@@ -20,7 +20,7 @@ from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
-from ratchet.flows.rounds.stages.multi_turn import sample_prompts
+from ratchet.flows.rounds.stages.multi_turn import sample_prompts, score_episodes
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.flows.rounds.stages.round_engine import engine_for
 from ratchet.flows.rounds.state import round_prompts as selection
@@ -112,11 +112,14 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
     ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite; ``read_chars``
     the verifier's read span (for a completion a ``generation.stop`` string ended: its whole text, as its sampled ids
-    run through the string).
+    run through the string). A multi-turn episode is judged on its final assistant message (``completion``), or by its
+    environment's ``score(messages, record)`` when it has one (``multi_turn.score_episodes``).
     """
-    scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward)
+    by_env = score_episodes(ctx, trajs, prompt_by_id)  # episodes an environment's own score() judges
+    rest = [t for i, t in enumerate(trajs) if i not in by_env]
+    scored = iter(score_items([t["completion"] for t in rest], [prompt_by_id[t["prompt_id"]] for t in rest], ctx.reward))
     ts = now()
-    rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
+    rows = [by_env[i] if i in by_env else verdict_row(t["trajectory_id"], *next(scored), ts) for i, t in enumerate(trajs)]
     for t, row in zip(trajs, rows):  # a stop string ended it: its ids run past the text, which is all that was read
         if t.get("finish_reason") == "stop_string" and row["read_chars"] is None:
             row["read_chars"] = len(t["completion"])

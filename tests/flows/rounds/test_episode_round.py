@@ -1,6 +1,6 @@
 """A scripted 2-turn environment through one real round of the tiny model (``run_campaign``): every rollout and
-evaluation is a 2-turn episode, its stored token stream and mask agree with the tokenizer's chat template, RFT trained
-on episodes, lineage holds and ``ratchet export`` gives each episode as chat messages."""
+evaluation is a 2-turn episode, its stored token stream and mask agree with the tokenizer's chat template, its score()
+judged them, RFT trained on episodes, lineage holds and ``ratchet export`` gives each episode as chat messages."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ class Recheck:
 
     def step(self, messages):
         return {"role": "user", "content": "Check it and answer again."}
+
+    def score(self, messages, record):  # the whole episode judged: both turns must give the gold
+        said = [m["content"].strip() for m in messages if m["role"] == "assistant"]
+        return len(said) == 2 and all(s == "Answer: " + record["answer"] for s in said)
 '''
 
 
@@ -80,6 +84,8 @@ def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir,
         assert env_text.endswith("<|im_start|>user\nCheck it and answer again.<|im_end|>\n<|im_start|>assistant\n")
         full = tok.apply_chat_template([*opening, *episode], tokenize=False)
         assert full.startswith(tok.decode(prompt + ids))  # the stream is the template's rendering of the episode
+    verifiers = query(db, "SELECT DISTINCT verifier FROM verdicts")[1]
+    assert verifiers == [("plugin:recheck_env:Recheck",)]  # the environment's score() judged every episode
     trained = query(db, "SELECT count(*) FROM training_examples")[1][0][0]
     assert trained > 0  # the tiny model answers 7 on both turns: the sums of 7 are right and trained on
     assert_lineage(db)

@@ -155,3 +155,29 @@ def test_env_segment_after_a_stop_string_and_a_template_that_rewrites_history(ti
     tok.chat_template = "{% for m in messages[-1:] %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     with pytest.raises(ValueError, match="does not render a conversation as an extension of its prefix"):
         env_segment(tok, before, "Answer: 7", ids, reply)
+
+
+def test_an_environments_score_judges_episodes_and_its_failures_are_verifier_errors():
+    from ratchet.loop.environments import EnvironmentRef, episode_verdicts, has_score, prompt_record
+
+    class Scored(Nudge):
+        def score(self, messages, record):
+            said = messages[-1]["content"]
+            if said == "raise":
+                raise RuntimeError("boom")
+            return {"garbage": True} if said == "junk" else 0.5 if said == "half" else said == f"Answer: {record['answer']}"
+
+    env = EnvironmentRef(Scored, "plugin:t:Scored", "1+abc")
+    assert has_score(env) and not has_score(EnvironmentRef(Nudge, "n", "1"))
+    record = prompt_record({"prompt_id": "p", "question": "q", "answer": "7", "tests_json": None, "record_json": None})
+    said = ["Answer: 7", "Answer: 8", "half", "raise", "junk"]
+    got = episode_verdicts(env, [([{"role": "assistant", "content": s}], record) for s in said], "campaign-v")
+    assert [(v.correct, v.reward, v.reason) for v in got] == [
+        (True, 1.0, "ok"),
+        (False, 0.0, "wrong"),
+        (False, 0.5, "wrong"),
+        (False, 0.0, "verifier_error"),
+        (False, 0.0, "verifier_error"),
+    ]
+    assert {v.verifier for v in got} == {"plugin:t:Scored"} and {v.verifier_version for v in got} == {"campaign-v"}
+    assert "RuntimeError: boom" in got[3].details["error"]
