@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ratchet.store.db import query
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_round import assert_lineage  # noqa: E402
+from test_round import GRPO_LINEAGE, LINEAGE_CHECKS, assert_lineage  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -36,19 +36,20 @@ class Recheck:
 '''
 
 
-def _config(tmp: Path, model: Path) -> Path:
+def _config(tmp: Path, model: Path, algorithm: str) -> Path:
     tasks = tmp / "sums.jsonl"
     recs = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(1, 9) for b in range(1, 9)]
     tasks.write_text("".join(json.dumps(r) + "\n" for r in recs))
     (tmp / "recheck_env.py").write_text(ENV)  # imported from the task file's folder
     cfg = tmp / "ratchet.toml"
     lines = [
-        'campaign = "episodes"', "max_rounds = 1", f'db = "{tmp / "r.duckdb"}"', f'run_dir = "{tmp / "runs"}"',
+        'campaign = "episodes"', "max_rounds = 1", f'algorithm = "{algorithm}"', f'db = "{tmp / "r.duckdb"}"', f'run_dir = "{tmp / "runs"}"',
         "[model]", f'name_or_path = "{model}"',
         "[tasks]", "train_prompts_per_round = 8", "heldout_prompts = 6", "heldout_fraction = 0.3",
         "[generation]", "group_size = 2", "max_new_tokens = 6", "temperature = 0.7",
         "[eval]", "num_samples = 0",
         "[sft]", "epochs = 1", "lr = 1e-4",
+        "[grpo]", "dynamic_sampling = false", "steps_per_round = 1", "mini_batch_size = 16", "micro_batch_size = 8", "lr = 1e-4",
         "[[tasks.sources]]", 'name = "sums"', f'path = "{tasks}"', 'format = "math"', 'system_prompt = "sys"',
         'environment = "recheck_env:Recheck"', "max_turns = 2",
     ]  # fmt: skip
@@ -56,7 +57,8 @@ def _config(tmp: Path, model: Path) -> Path:
     return cfg
 
 
-def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("algorithm", ["rft", "grpo"])
+def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir, tmp_path, algorithm):
     from transformers import AutoTokenizer
 
     from ratchet.flows.cli import app
@@ -65,9 +67,9 @@ def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir,
     from ratchet.loop.config import load_config
 
     db = tmp_path / "r.duckdb"
-    run_campaign(save_config(load_config(_config(tmp_path, tiny_model_dir))), rounds=1)
+    run_campaign(save_config(load_config(_config(tmp_path, tiny_model_dir, algorithm))), rounds=1)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    cols = "purpose, turns, prompt_messages, messages, completion, completion_token_ids, completion_mask, prompt_tokens"
+    cols = "purpose, turns, prompt_messages, messages, completion, completion_token_ids, completion_mask, prompt_tokens, sampler_logprobs"
     rows = [dict(zip(cols.split(", "), r)) for r in query(db, f"SELECT {cols} FROM trajectories")[1]]
     assert {r["purpose"] for r in rows} == {"rollout", "eval_greedy"}
     for r in rows:
@@ -84,11 +86,20 @@ def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir,
         assert env_text.endswith("<|im_start|>user\nCheck it and answer again.<|im_end|>\n<|im_start|>assistant\n")
         full = tok.apply_chat_template([*opening, *episode], tokenize=False)
         assert full.startswith(tok.decode(prompt + ids))  # the stream is the template's rendering of the episode
+        if algorithm == "grpo" and r["purpose"] == "rollout":  # the sampler's log-probs: on the model's tokens only
+            lps = list(r["sampler_logprobs"])
+            assert len(lps) == len(ids) and all(lp == 0.0 for lp, m in zip(lps, mask) if not m)
+            assert all(lp <= 0.0 for lp in lps) and any(lp < 0.0 for lp, m in zip(lps, mask) if m)
     verifiers = query(db, "SELECT DISTINCT verifier FROM verdicts")[1]
     assert verifiers == [("plugin:recheck_env:Recheck",)]  # the environment's score() judged every episode
     trained = query(db, "SELECT count(*) FROM training_examples")[1][0][0]
-    assert trained > 0  # the tiny model answers 7 on both turns: the sums of 7 are right and trained on
-    assert_lineage(db)
+    assert trained > 0  # rft: the tiny model answers 7 on both turns, the sums of 7 are right; grpo: every group
+    if algorithm == "rft":
+        assert_lineage(db)
+    else:  # GRPO consumes wrong episodes too (negative advantages)
+        for what in GRPO_LINEAGE:
+            assert query(db, LINEAGE_CHECKS[what])[1][0][0] == 0, what
+        assert set(query(db, "SELECT algorithm FROM training_runs")[1]) == {("grpo",)}
     out = tmp_path / "rollouts.jsonl"
     r = CliRunner().invoke(app, ["export", "--db", str(db), "--campaign", "episodes", "--what", "rollouts", "--out", str(out)])
     assert r.exit_code == 0, r.output
