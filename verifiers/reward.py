@@ -111,7 +111,7 @@ class RewardSpec:
             marker in the policy's precedence).
         source_formats: ``(task source name, answer format)`` pairs: a source's own marker (``format_for``).
         source_verifiers: ``(task source name, verifier reference, plugin folder or None, sandbox)`` per source with its
-            own verifier (``records`` format; run by ``ratchet.verifiers.plugins``, under ``code_budget_s`` per call).
+            own verifier (``records`` format; run by ``ratchet.verifiers.plugins``, ``code_budget_s`` per call).
 
     Raises:
         ValueError: (at construction) a weight out of range, an unknown template, language or answer format.

@@ -57,7 +57,7 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
             probe = probe_cap(cap)
             longer, _ = _sample(ctx, engine, prompts, probe)  # how long they wanted to be
     scored = score_items([c.text for c in comps], rows, ctx.reward)
-    problem = broken_verifier(rows, scored)
+    problem = broken_verifier(rows, scored, {s.source_name(): s.path for s in ctx.cfg.tasks.sources})
     if problem is not None:
         raise PluginError(problem)
     verdicts = [vd for _, vd in scored]
@@ -95,9 +95,12 @@ def _sample(ctx: Ctx, engine: RoundEngine, prompts: list[Prompt], cap: int) -> t
     return comps, rows
 
 
-def broken_verifier(rows: list[dict], scored: list[tuple[str, Verdict]], share: float = 0.5) -> str | None:
+def broken_verifier(
+    rows: list[dict], scored: list[tuple[str, Verdict]], paths: dict[str, str] | None = None, share: float = 0.5
+) -> str | None:
     """One line naming a source whose own verifier ended in ``verifier_error`` on more than ``share`` of its samples
-    (the source, the verifier, the count and the first error, and how to check it), or None."""
+    (the source, the verifier, the count and the first error, and how to check it: ``paths`` gives each source's task
+    file), or None."""
     by_source: dict[str, list[Verdict]] = {}
     names: dict[str, str] = {}
     for row, (name, vd) in zip(rows, scored):
@@ -111,6 +114,6 @@ def broken_verifier(rows: list[dict], scored: list[tuple[str, Verdict]], share: 
             return (
                 f"pilot: the verifier {ref!r} of tasks source {source!r} failed on {len(errors)}/{len(vds)} samples "
                 f"(first: {errors[0].details.get('error', '?')}); fix it, then check it with `ratchet tasks check "
-                f"FILE --format records --verifier {ref}`"
+                f"{(paths or {}).get(source, 'FILE')} --verifier {ref}`"
             )
     return None

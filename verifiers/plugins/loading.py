@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import os
 import sys
@@ -103,12 +104,17 @@ def _forget_if_stale(module_name: str, base_dir: Path | None) -> None:
     if path is None:
         return
     top = module_name.split(".")[0]
+    if top == "ratchet":  # Ratchet's own modules (the built-ins) are never re-imported under a running process
+        return
     own = base_dir is not None and ((base_dir / f"{top}.py").is_file() or (base_dir / top / "__init__.py").is_file())
     elsewhere = own and base_dir not in Path(path).resolve().parents
     if not elsewhere and _loaded.get(module_name, file_mtime(path)) == file_mtime(path):
         return
-    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+    stem = top if elsewhere else module_name  # another folder's package: all of it; an edited module: itself
+    for name in [n for n in sys.modules if n == stem or n.startswith(stem + ".")]:
         del sys.modules[name]
+    if not elsewhere and path.endswith(".py"):  # bytecode is checked by whole seconds and size: an edit may hide
+        Path(importlib.util.cache_from_source(path)).unlink(missing_ok=True)
     importlib.invalidate_caches()
 
 

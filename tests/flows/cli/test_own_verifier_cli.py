@@ -78,3 +78,14 @@ def test_dry_run_names_the_verifier_and_the_pilot_stops_on_a_broken_one(own, tmp
     assert "the verifier 'own_checks:boom' of tasks source 'own' failed on 4/4 samples" in last
     assert "RuntimeError: my verifier is broken" in last
     assert not (tmp_path / "r.duckdb").exists()
+
+
+def test_init_with_several_files_gives_the_verifier_to_the_records_file_only(own, tmp_path):
+    from tests.loop.tasks.test_starter import gsm8k_file
+
+    gsm = gsm8k_file(tmp_path / "gsm.jsonl", n=80)
+    cfg = tmp_path / "mixed.toml"
+    r = runner.invoke(app, ["init", "--tasks", str(gsm), str(own), "--verifier", "own_checks:verify", "--path", str(cfg)])
+    assert r.exit_code == 0, r.output
+    got = {s.source_name(): (s.format, s.verifier) for s in load_config(cfg).tasks.sources}
+    assert got == {"gsm": ("math", None), "own": ("records", "own_checks:verify")}

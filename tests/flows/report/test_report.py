@@ -191,3 +191,26 @@ def test_report_reads_a_store_made_before_multi_step_rounds(db, tmp_path):
     r = runner.invoke(app, ["report", "--db", str(db), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "train/kl" in page_text(out.read_text())
+
+
+def test_report_counts_a_records_sources_verifier_errors(db, tmp_path):
+    from tests.store.test_store import traj
+
+    with transaction(db) as con:
+        insert_rows(con, "prompts", [dict(prompt_id="own1", source="own", task="own", question="Say 7.", answer="7",
+                                          split="train", task_format="records", record_json='{"prompt": "Say 7."}')])  # fmt: skip
+        insert_rows(con, "trajectories", [traj("o1", "own1", "7", round_id="c1-r1"),
+                                          traj("o2", "own1", "x", round_id="c1-r1", sample=1)])  # fmt: skip
+        insert_rows(con, "verdicts", [
+            dict(trajectory_id=t, verifier="plugin:own_checks:verify", verifier_version="v1", reward=float(ok), correct=ok,
+                 reason=why, parsed=None, format_ok=None, latency_s=0.0, created_at=T0, read_chars=None if ok else 0)
+            for t, ok, why in (("o1", True, "ok"), ("o2", False, "verifier_error"))
+        ])  # fmt: skip
+    with connect(db, read_only=True) as con:
+        rows = metrics_rows(con, "c1-r1", "v1")
+    value = {(m["metric"], m["scope"]): m["value"] for m in rows}
+    scope = "rollouts, source own (records, verifier plugin:own_checks:verify)"
+    assert value[("rollout/verifier_errors", scope)] == 1 and value[("rollout/reasons", scope)] == "ok: 1, verifier_error: 1"
+    out = tmp_path / "r.html"
+    assert runner.invoke(app, ["report", "--db", str(db), "--out", str(out)]).exit_code == 0
+    assert "rollout/verifier_errors" in page_text(out.read_text())

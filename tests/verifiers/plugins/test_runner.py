@@ -192,3 +192,10 @@ def test_verdict_type_is_the_public_one():
     from ratchet.verifiers import Verdict as Public
 
     assert Public is Verdict
+
+
+def test_a_same_size_edit_within_a_second_runs_the_new_code(plugin_dir):
+    _, (before,) = run("my_checks:exact", plugin_dir, [("7", {"reference": "7"})])
+    (plugin_dir / "my_checks.py").write_text(CHECKS.replace("== record", "!= record"))  # same size, same second
+    _, (after,) = run("my_checks:exact", plugin_dir, [("7", {"reference": "7"})])
+    assert before.correct and not after.correct and before.verifier_version != after.verifier_version
