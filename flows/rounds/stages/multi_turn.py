@@ -1,7 +1,7 @@
 """Sampling a stage's prompts on the round's engine: single-turn prompts in one call, environment sources as episodes.
 
-Prompts of a source with an ``environment`` run as multi-turn episodes (``ratchet.loop.environments.run_episodes``: one engine call per turn across
-episodes). Rollouts (RFT and GRPO) and the held-out evaluation both sample here, so the gate evaluates episodes with
+Prompts of a source with an ``environment`` run as multi-turn episodes (``ratchet.loop.environments.run_episodes``:
+one engine call per turn across episodes). Rollouts (RFT and GRPO) and the held-out evaluation both sample here, so the gate evaluates episodes with
 the same environment the round trained on.
 """
 
@@ -41,11 +41,6 @@ def environment_sources(ctx: Ctx) -> dict[str, TaskSourceConfig]:
     return out
 
 
-@lru_cache(maxsize=8)
-def _environment(ref: str, base_dir: str | None) -> EnvironmentRef:
-    return load_environment(ref, base_dir)
-
-
 @lru_cache(maxsize=4)
 def _tokenizer(model_dir: str):
     from transformers import AutoTokenizer
@@ -54,8 +49,9 @@ def _tokenizer(model_dir: str):
 
 
 def _source_environment(src: TaskSourceConfig) -> EnvironmentRef:
-    """A source's environment, imported from its ``plugin_dir`` (the config file's folder) or its task file's first."""
-    return _environment(src.environment, src.plugin_dir or (str(Path(src.path).parent) if src.path else None))
+    """A source's environment, imported from its ``plugin_dir`` (the config file's folder) or its task file's first
+    (loaded on each use, not cached: ``load_plugin`` imports an edited module again, and the identity follows it)."""
+    return load_environment(src.environment, src.plugin_dir or (str(Path(src.path).parent) if src.path else None))
 
 
 def score_episodes(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> dict[int, dict]:
@@ -97,7 +93,8 @@ def sample_prompts(
     """``params.n`` completions (or episodes) per prompt from ``checkpoint_id``, in (prompt index, sample index) order.
 
     A prompt whose source names an ``environment`` runs as episodes of at most the source's ``max_turns`` assistant
-    turns (its environment loaded from the installed packages, the ``PYTHONPATH`` or the task file's folder); the
+    turns (its environment imported from the source's ``plugin_dir`` or task file's folder first, then the ``PYTHONPATH``
+    and the installed packages); the
     others are sampled as ``round_engine.sample`` does.
 
     Raises:
@@ -113,10 +110,10 @@ def sample_prompts(
     if single:
         got = sample(ctx, engine, checkpoint_id, [ctx.messages(prompts[i]) for i in single], params, desc)
         out += [dataclasses.replace(c, prompt_index=single[c.prompt_index]) for c in got]
+    refs = {name: _source_environment(src) for name, src in envs.items() if any(prompts[i].source == name for i in multi)}
     specs = []
     for i in multi:
-        src = envs[prompts[i].source]
-        ref = _source_environment(src)
+        src, ref = envs[prompts[i].source], refs[prompts[i].source]
         specs.append(EpisodeSpec(ref.make, prompt_record(prompts[i]), ctx.messages(prompts[i]), src.max_turns, ref.name))
     turn = iter(range(1, 1 + max(s.max_turns for s in specs)))
     tok = _tokenizer(str(_model_dir(ctx, checkpoint_id)))
