@@ -94,8 +94,7 @@ def sample_prompts(
 
     A prompt whose source names an ``environment`` runs as episodes of at most the source's ``max_turns`` assistant
     turns (its environment imported from the source's ``plugin_dir`` or task file's folder first, then the ``PYTHONPATH``
-    and the installed packages); the
-    others are sampled as ``round_engine.sample`` does.
+    and the installed packages); the others are sampled as ``round_engine.sample`` does.
 
     Raises:
         PluginError: a source's environment cannot be loaded. EnvironmentMessageError: an environment returned a
