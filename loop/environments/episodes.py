@@ -66,9 +66,15 @@ def turn_seed(seed: int, turn: int) -> int:
     return seed if turn == 0 else seed * 1_000_037 + 7_919 * turn
 
 
-def run_episodes(generate: GenerateFn, tokenizer, specs: Sequence[EpisodeSpec], params: SamplingParams) -> list[Completion]:
+def run_episodes(
+    generate: GenerateFn, tokenizer, specs: Sequence[EpisodeSpec], params: SamplingParams, max_tokens: int | None = None
+) -> list[Completion]:
     """``params.n`` episodes of each spec, batched by turn (turn t: one ``generate`` call over every live episode, each
     one prompt with ``n = 1``, seeded ``turn_seed(params.seed, t)``), each at most its ``max_turns`` assistant turns.
+
+    ``max_tokens``: an episode also ends when its next turn could run past this many tokens, prompt included
+    (``params.max_new_tokens`` more; checked before the environment is asked, and again after its reply, which then
+    stays the episode's last message): the engine's context and the trainer's sequence bound.
 
     Returns:
         one ``Completion`` per (spec index, sample index), in that order: ``text`` the final assistant message,
@@ -82,6 +88,9 @@ def run_episodes(generate: GenerateFn, tokenizer, specs: Sequence[EpisodeSpec], 
     """
     eps = [_open(pi, si, spec, tokenizer) for pi, spec in enumerate(specs) for si in range(params.n)]
     for turn in range(max((s.max_turns for s in specs), default=0)):
+        if turn and max_tokens is not None:  # a next turn that could not fit: the episode ends with what it has
+            for e in eps:
+                e.done = e.done or _too_long(e, params, max_tokens)
         live = [e for e in eps if not e.done]
         if not live:
             break
@@ -89,7 +98,7 @@ def run_episodes(generate: GenerateFn, tokenizer, specs: Sequence[EpisodeSpec], 
         comps = generate([TokenPrompt(tuple(e.prompt_ids + e.ids)) for e in live], p)
         for e, c in zip(live, sorted(comps, key=lambda c: c.prompt_index), strict=True):
             _model_turn(e, c, turn)
-            if e.turns >= e.spec.max_turns:
+            if e.turns >= e.spec.max_turns or (max_tokens is not None and _too_long(e, params, max_tokens)):
                 e.done = True
                 continue
             reply = e.env.step([*e.opening, *e.messages])
@@ -98,6 +107,10 @@ def run_episodes(generate: GenerateFn, tokenizer, specs: Sequence[EpisodeSpec], 
             else:
                 _env_turn(e, check_message(reply, f"{e.spec.name}.step"), tokenizer)
     return [_completion(e) for e in eps]
+
+
+def _too_long(e: _Episode, params: SamplingParams, max_tokens: int) -> bool:
+    return len(e.prompt_ids) + len(e.ids) + params.max_new_tokens > max_tokens
 
 
 def _open(pi: int, si: int, spec: EpisodeSpec, tokenizer) -> _Episode:

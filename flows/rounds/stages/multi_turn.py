@@ -117,5 +117,8 @@ def sample_prompts(
     turn = iter(range(1, 1 + max(s.max_turns for s in specs)))
     tok = _tokenizer(str(_model_dir(ctx, checkpoint_id)))
     gen = lambda chats, p: sample(ctx, engine, checkpoint_id, chats, p, f"{desc}, turn {next(turn)}")
-    out += [dataclasses.replace(c, prompt_index=multi[c.prompt_index]) for c in run_episodes(gen, tok, specs, params)]
+    # an episode fits the trainer's sequence (sft.max_seq_len) and the engine's context (generation.max_model_len)
+    bound = min(ctx.cfg.sft.max_seq_len, ctx.cfg.generation.max_model_len or ctx.cfg.sft.max_seq_len)
+    got = run_episodes(gen, tok, specs, params, max_tokens=bound)
+    out += [dataclasses.replace(c, prompt_index=multi[c.prompt_index]) for c in got]
     return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))

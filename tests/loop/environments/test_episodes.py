@@ -117,6 +117,11 @@ def test_an_environment_ends_episodes_early_and_opens_them_its_way(tiny_model_di
         check_stream(b.tokenizer, ep)
     one = eps[2]
     assert one.mask == (1,) * len(one.token_ids) and len(one.messages) == 1
+    # a token bound: no turn starts that could run past it (the prompt, the stream so far, max_new_tokens more)
+    bound = len(prompt_token_ids(b.tokenizer, [list(eps[0].opening)])[0]) + 40
+    short = run_episodes(b.generate, b.tokenizer, _specs(StopsOnOdd, k=4, max_turns=3), PARAMS, max_tokens=bound)
+    assert max(ep.turns for ep in short) < 3
+    assert all(ep.prompt_tokens + len(ep.token_ids) <= bound for ep in short if ep.messages[-1]["role"] == "assistant")
 
 
 def test_malformed_and_oversized_environment_messages(tiny_model_dir):
