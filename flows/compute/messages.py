@@ -38,7 +38,8 @@ class Start:
 
 @dataclass(frozen=True)
 class Generate:
-    """``params.n`` completions per prompt of ``messages`` (a chat, or a ``TokenPrompt``: an episode's next turn) (or the ``jobs`` shard ``(start, stop)`` of those jobs)."""
+    """``params.n`` completions per prompt of ``messages`` (or the ``jobs`` shard ``(start, stop)`` of those jobs); a
+    prompt is a chat, or a ``TokenPrompt`` (a multi-turn episode's next turn, as token ids)."""
 
     messages: list[PromptInput]
     params: SamplingParams

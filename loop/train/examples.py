@@ -22,7 +22,7 @@ class ChatExample:
     # A multi-turn episode (``ratchet.loop.environments``): ``completion_ids`` is its whole token stream after the
     # opening prompt (every assistant turn's sampled ids, the environment's messages between them) and
     # ``completion_mask`` says which ids the model produced; only those carry loss. ``read_chars`` then does not
-    # apply (it measures the final message the verifier judged, not the stream): the whole stream trains.
+    # apply (it measures the final message the verifier judged, not the stream): the stream is kept whole.
 
 
 def read_token_count(tokenizer, ids, read_chars: int | None) -> int | None:
