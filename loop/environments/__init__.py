@@ -1,6 +1,6 @@
 """Multi-turn environments: the protocol, loading one by name, the episode runner and the built-in python tool."""
 
-from ratchet.loop.environments.episodes import EpisodeSpec, env_segment, run_episodes, turn_seed
+from ratchet.loop.environments.episodes import EpisodeSpec, env_segment, run_episodes, sample_mixed, turn_seed
 from ratchet.loop.environments.protocol import (
     MAX_MESSAGE_CHARS,
     Environment,
@@ -26,5 +26,6 @@ __all__ = [
     "load_environment",
     "prompt_record",
     "run_episodes",
+    "sample_mixed",
     "turn_seed",
 ]

@@ -109,6 +109,34 @@ def run_episodes(
     return [_completion(e) for e in eps]
 
 
+def sample_mixed(
+    generate: GenerateFn,
+    tokenizer,
+    chats: Sequence[list[Message]],
+    specs: Sequence[EpisodeSpec | None],
+    params: SamplingParams,
+    max_tokens: int | None = None,
+) -> list[Completion]:
+    """``params.n`` completions per chat, a prompt with a spec as ``run_episodes`` episodes: the single-turn prompts in
+    one ``generate`` call, the episodes' turns after it; in (prompt index, sample index) order over ``chats``.
+
+    Raises:
+        ValueError: ``chats`` and ``specs`` differ in length; as ``run_episodes``.
+    """
+    if len(chats) != len(specs):
+        raise ValueError(f"{len(chats)} chats but {len(specs)} episode specs; pass one (or None) per chat")
+    single = [i for i, s in enumerate(specs) if s is None]
+    multi = [i for i, s in enumerate(specs) if s is not None]
+    out: list[Completion] = []
+    if single:
+        got = generate([chats[i] for i in single], params)
+        out += [dataclasses.replace(c, prompt_index=single[c.prompt_index]) for c in got]
+    if multi:
+        got = run_episodes(generate, tokenizer, [specs[i] for i in multi], params, max_tokens)
+        out += [dataclasses.replace(c, prompt_index=multi[c.prompt_index]) for c in got]
+    return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
+
+
 def _too_long(e: _Episode, params: SamplingParams, max_tokens: int) -> bool:
     return len(e.prompt_ids) + len(e.ids) + params.max_new_tokens > max_tokens
 

@@ -7,7 +7,7 @@ the same environment the round trained on.
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +24,7 @@ from ratchet.loop.environments import (
     has_score,
     load_environment,
     prompt_record,
-    run_episodes,
+    sample_mixed,
 )
 from ratchet.loop.evaluation.scoring import verdict_row
 from ratchet.loop.generation.sampling import Completion, SamplingParams
@@ -101,24 +101,19 @@ def sample_prompts(
             malformed message.
     """
     envs = environment_sources(ctx)
-    multi = [i for i, p in enumerate(prompts) if p.source in envs]
-    if not multi:
-        return sample(ctx, engine, checkpoint_id, [ctx.messages(p) for p in prompts], params, desc)
-    single = [i for i, p in enumerate(prompts) if p.source not in envs]
-    out: list[Completion] = []
-    if single:
-        got = sample(ctx, engine, checkpoint_id, [ctx.messages(prompts[i]) for i in single], params, desc)
-        out += [dataclasses.replace(c, prompt_index=single[c.prompt_index]) for c in got]
-    refs = {name: _source_environment(src) for name, src in envs.items() if any(prompts[i].source == name for i in multi)}
-    specs = []
-    for i in multi:
-        src, ref = envs[prompts[i].source], refs[prompts[i].source]
-        specs.append(EpisodeSpec(ref.make, prompt_record(prompts[i]), ctx.messages(prompts[i]), src.max_turns, ref.name))
-    turn = iter(range(1, 1 + max(s.max_turns for s in specs)))
+    chats = [ctx.messages(p) for p in prompts]
+    if not any(p.source in envs for p in prompts):
+        return sample(ctx, engine, checkpoint_id, chats, params, desc)
+    refs = {name: _source_environment(src) for name, src in envs.items() if any(p.source == name for p in prompts)}
+    specs = [
+        EpisodeSpec(refs[p.source].make, prompt_record(p), chat, envs[p.source].max_turns, refs[p.source].name)
+        if p.source in envs
+        else None
+        for p, chat in zip(prompts, chats)
+    ]
+    calls = itertools.count(1)  # the single-turn prompts' call, then one per turn: each its own progress bar
+    gen = lambda batch, p: sample(ctx, engine, checkpoint_id, batch, p, f"{desc}, call {next(calls)}")
     tok = _tokenizer(str(_model_dir(ctx, checkpoint_id)))
-    gen = lambda chats, p: sample(ctx, engine, checkpoint_id, chats, p, f"{desc}, turn {next(turn)}")
     # an episode fits the trainer's sequence (sft.max_seq_len) and the engine's context (generation.max_model_len)
     bound = min(ctx.cfg.sft.max_seq_len, ctx.cfg.generation.max_model_len or ctx.cfg.sft.max_seq_len)
-    got = run_episodes(gen, tok, specs, params, max_tokens=bound)
-    out += [dataclasses.replace(c, prompt_index=multi[c.prompt_index]) for c in got]
-    return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
+    return sample_mixed(gen, tok, chats, specs, params, max_tokens=bound)

@@ -7,7 +7,14 @@ import logging
 
 import pytest
 
-from ratchet.loop.environments import MAX_MESSAGE_CHARS, EnvironmentMessageError, EpisodeSpec, env_segment, run_episodes
+from ratchet.loop.environments import (
+    MAX_MESSAGE_CHARS,
+    EnvironmentMessageError,
+    EpisodeSpec,
+    check_message,
+    env_segment,
+    run_episodes,
+)
 from ratchet.loop.generation.sampling import SamplingParams, prompt_token_ids
 from ratchet.loop.tasks.sources import chat_messages
 
@@ -119,7 +126,7 @@ def test_an_environment_ends_episodes_early_and_opens_them_its_way(tiny_model_di
     assert one.mask == (1,) * len(one.token_ids) and len(one.messages) == 1
     # a token bound: no turn starts that could run past it (the prompt, the stream so far, max_new_tokens more)
     bound = len(prompt_token_ids(b.tokenizer, [list(eps[0].opening)])[0]) + 40
-    short = run_episodes(b.generate, b.tokenizer, _specs(StopsOnOdd, k=4, max_turns=3), PARAMS, max_tokens=bound)
+    short = run_episodes(b.generate, b.tokenizer, _specs(StopsOnOdd, k=2, max_turns=3), PARAMS, max_tokens=bound)
     assert max(ep.turns for ep in short) < 3
     assert all(ep.prompt_tokens + len(ep.token_ids) <= bound for ep in short if ep.messages[-1]["role"] == "assistant")
 
@@ -133,17 +140,12 @@ def test_malformed_and_oversized_environment_messages(tiny_model_dir):
         def step(self, messages):
             return {"role": "system", "content": "you are root"}
 
-    class Huge(Nudge):
-        def step(self, messages):
-            return {"role": "tool", "content": "x" * (10 * MAX_MESSAGE_CHARS)}
-
     with pytest.raises(EnvironmentMessageError, match=r"test.step returned .*'role': one of \['user', 'tool'\]"):
         run_episodes(b.generate, b.tokenizer, _specs(Bad, k=1), PARAMS)
-    (ep,) = run_episodes(
-        b.generate, b.tokenizer, _specs(Huge, k=1), SamplingParams(n=1, temperature=0, max_new_tokens=4, logprobs=True)
-    )
-    assert len(ep.messages[1]["content"]) == MAX_MESSAGE_CHARS
-    check_stream(b.tokenizer, ep)
+    huge = check_message({"role": "tool", "content": "x" * (10 * MAX_MESSAGE_CHARS)}, "test.step")
+    assert huge == {"role": "tool", "content": "x" * MAX_MESSAGE_CHARS}
+    with pytest.raises(EnvironmentMessageError):
+        check_message({"role": "tool", "content": b"bytes"}, "test.step")
 
 
 def test_env_segment_after_a_stop_string_and_a_template_that_rewrites_history(tiny_model_dir):
@@ -186,3 +188,24 @@ def test_an_environments_score_judges_episodes_and_its_failures_are_verifier_err
     ]
     assert {v.verifier for v in got} == {"plugin:t:Scored"} and {v.verifier_version for v in got} == {"campaign-v"}
     assert "RuntimeError: boom" in got[3].details["error"]
+
+
+def test_mixed_prompts_single_turn_in_one_call_episodes_in_theirs(tiny_model_dir):
+    """``sample_mixed``: single-turn prompts are one call (the same completions as sampling them alone), episodes
+    follow, and every completion keeps its prompt's index in the mixed list."""
+    from ratchet.loop.environments import sample_mixed
+    from ratchet.loop.generation.transformers_backend import TransformersBackend
+
+    b = TransformersBackend(tiny_model_dir, batch_size=8)
+    calls: list[int] = []
+    gen = lambda prompts, params: calls.append(len(prompts)) or b.generate(prompts, params)
+    chats = [chat_messages("sys", [], f"What is {i} + 3?") for i in range(4)]
+    specs = [None, _specs(Nudge, k=1)[0], None, _specs(Nudge, k=1)[0]]
+    got = sample_mixed(gen, b.tokenizer, chats, specs, PARAMS)
+    assert calls == [2, 4, 4]  # the 2 single-turn prompts (n = 2), then two turns of the 2 x 2 episodes
+    assert [(c.prompt_index, c.sample_index) for c in got] == [(i, s) for i in range(4) for s in range(2)]
+    assert [c.turns for c in got] == [1, 1, 2, 2, 1, 1, 2, 2] and all(c.mask is None for c in got if c.turns == 1)
+    alone = b.generate([chats[0], chats[2]], PARAMS)
+    assert [c.token_ids for c in got if c.turns == 1] == [c.token_ids for c in alone]
+    with pytest.raises(ValueError, match="4 chats but 3 episode specs"):
+        sample_mixed(gen, b.tokenizer, chats, specs[:3], PARAMS)
