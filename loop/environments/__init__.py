@@ -7,11 +7,10 @@ from ratchet.loop.environments.protocol import (
     EnvironmentMessageError,
     EnvironmentRef,
     check_message,
-    episode_verdicts,
     has_score,
     load_environment,
-    prompt_record,
 )
+from ratchet.loop.evaluation.episode_scoring import episode_verdicts, prompt_record
 
 __all__ = [
     "MAX_MESSAGE_CHARS",

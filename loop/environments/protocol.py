@@ -13,17 +13,12 @@ before it reaches the model, the store or a tokenizer.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ratchet.verifiers.plugins.loading import ENVIRONMENT_GROUP, PluginError, load_plugin
-from ratchet.verifiers.plugins.runner import PluginVerifier, to_verdict
-from ratchet.verifiers.plugins.worker import encode
-from ratchet.verifiers.verdict import Verdict
 
 Message = dict[str, str]  # {"role": ..., "content": ...}
 
@@ -108,36 +103,3 @@ def check_opening(chat: Any, who: str) -> list[Message] | None:
 def has_score(env: EnvironmentRef) -> bool:
     """Whether the environment judges its episodes itself (a ``score(messages, record)`` method)."""
     return callable(getattr(env.make, "score", None))
-
-
-def episode_verdicts(env: EnvironmentRef, items: Sequence[tuple[list[Message], dict[str, Any]]], version: str) -> list[Verdict]:
-    """The environment's ``score(messages, record)`` of each episode as a verdict named ``env.name``, carrying
-    ``version`` (the campaign's verifier version, which the round's queries select).
-
-    A result is read like a user's verifier's (``ratchet.verifiers.plugins``): ``bool``, a finite number (correct when
-    >= 1) or a ``Verdict``; anything else, or an exception, is a ``verifier_error`` verdict (reward 0, nothing read).
-    ``score`` runs here, in the round's process (the environment is trusted code like its ``step``), on a fresh
-    instance per episode.
-    """
-    pv = PluginVerifier(env.name, None, False, env.name, version)
-    out = []
-    for messages, record in items:
-        t0 = time.perf_counter()
-        try:
-            reply = encode(env.make().score(messages, record))
-        except Exception as e:  # the user's code: any failure is that episode's verifier_error, counted by reason
-            reply = {"error": f"{type(e).__name__}: {e}"}
-        out.append(to_verdict(reply, pv, 0.0, time.perf_counter() - t0))
-    return out
-
-
-def prompt_record(prompt: Any) -> dict[str, Any]:
-    """What ``reset`` (and ``score``) get for a prompt (a ``Prompt`` or its store row): a ``records`` source's record as written in its file, else a
-    dict of the prompt's fields (``prompt_id``, ``source``, ``task``, ``question``, ``answer``, ``task_format``,
-    ``tests`` (parsed ``tests_json``), ``entry_point``)."""
-    get = prompt.get if isinstance(prompt, dict) else lambda k: getattr(prompt, k, None)
-    if get("record_json"):
-        return json.loads(get("record_json"))
-    keys = ("prompt_id", "source", "task", "question", "answer", "task_format", "entry_point")
-    tests = get("tests_json")
-    return {**{k: get(k) for k in keys}, "tests": json.loads(tests) if tests else None}

@@ -8,25 +8,21 @@ the same environment the round trained on.
 from __future__ import annotations
 
 import itertools
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import checkpoint_path
 from ratchet.flows.rounds.stages.round_engine import sample
-from ratchet.loop.campaign.round_context import Ctx, now
+from ratchet.loop.campaign.round_context import Ctx
 from ratchet.loop.config.tasks import TaskSourceConfig
 from ratchet.loop.environments import (
     EnvironmentRef,
     EpisodeSpec,
-    episode_verdicts,
-    has_score,
     load_environment,
     prompt_record,
     sample_mixed,
 )
-from ratchet.loop.evaluation.scoring import verdict_row
 from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect
@@ -52,28 +48,6 @@ def _source_environment(src: TaskSourceConfig) -> EnvironmentRef:
     """A source's environment, imported from its ``plugin_dir`` (the config file's folder) or its task file's first
     (loaded on each use, not cached: ``load_plugin`` imports an edited module again, and the identity follows it)."""
     return load_environment(src.environment, src.plugin_dir or (str(Path(src.path).parent) if src.path else None))
-
-
-def score_episodes(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> dict[int, dict]:
-    """The verdict rows, by index into ``trajs``, of the episodes of a source whose environment has
-    ``score(messages, record)``, judged by it (``loop.environments.episode_verdicts``) on the whole episode (opening
-    and turns) and the prompt's record; each names the environment and carries the campaign's verifier version. The
-    other trajectories are not in it (their source's verifier judges them)."""
-    out: dict[int, dict] = {}
-    for name, src in environment_sources(ctx).items():
-        idx = [i for i, t in enumerate(trajs) if t.get("messages") and prompt_by_id[t["prompt_id"]].get("source") == name]
-        env = _source_environment(src) if idx else None
-        if env is None or not has_score(env):
-            continue
-        items = [(_episode(trajs[i]), prompt_record(prompt_by_id[trajs[i]["prompt_id"]])) for i in idx]
-        ts = now()
-        for i, vd in zip(idx, episode_verdicts(env, items, ctx.verifier_version)):
-            out[i] = verdict_row(trajs[i]["trajectory_id"], env.name, vd, ts)
-    return out
-
-
-def _episode(t: dict) -> list[dict]:
-    return [*json.loads(t["prompt_messages"]), *json.loads(t["messages"])]
 
 
 def _model_dir(ctx: Ctx, checkpoint_id: str) -> Path:

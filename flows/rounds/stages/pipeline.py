@@ -20,12 +20,13 @@ from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
-from ratchet.flows.rounds.stages.multi_turn import sample_prompts, score_episodes
+from ratchet.flows.rounds.stages.multi_turn import sample_prompts
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
 from ratchet.flows.rounds.stages.round_engine import engine_for
 from ratchet.flows.rounds.state import round_prompts as selection
 from ratchet.flows.rounds.state.reverify import carry_over
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
+from ratchet.loop.evaluation.episode_scoring import stored_episode
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.sampling import Completion, SamplingParams
@@ -113,13 +114,12 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite; ``read_chars``
     the verifier's read span (for a completion a ``generation.stop`` string ended: its whole text, as its sampled ids
     run through the string). A multi-turn episode is judged on its final assistant message (``completion``), or by its
-    environment's ``score(messages, record)`` when it has one (``multi_turn.score_episodes``).
+    environment's ``score(messages, record)`` when it has one (``loop.evaluation.episode_scoring``).
     """
-    by_env = score_episodes(ctx, trajs, prompt_by_id)  # episodes an environment's own score() judges
-    rest = [t for i, t in enumerate(trajs) if i not in by_env]
-    scored = iter(score_items([t["completion"] for t in rest], [prompt_by_id[t["prompt_id"]] for t in rest], ctx.reward))
+    episodes = [stored_episode(t) for t in trajs]  # an environment's own score() judges these
+    scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward, episodes)
     ts = now()
-    rows = [by_env[i] if i in by_env else verdict_row(t["trajectory_id"], *next(scored), ts) for i, t in enumerate(trajs)]
+    rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
     for t, row in zip(trajs, rows):  # a stop string ended it: its ids run past the text, which is all that was read
         if t.get("finish_reason") == "stop_string" and row["read_chars"] is None:
             row["read_chars"] = len(t["completion"])

@@ -92,6 +92,8 @@ def test_two_turn_environment_through_one_round(prefect_harness, tiny_model_dir,
             assert all(lp <= 0.0 for lp in lps) and any(lp < 0.0 for lp, m in zip(lps, mask) if m)
     verifiers = query(db, "SELECT DISTINCT verifier FROM verdicts")[1]
     assert verifiers == [("plugin:recheck_env:Recheck",)]  # the environment's score() judged every episode
+    ((version,),) = query(db, "SELECT DISTINCT verifier_version FROM verdicts")[1]
+    assert "plugin:recheck_env:Recheck=1+" in version  # the environment's identity is the campaign's verifier version
     trained = query(db, "SELECT count(*) FROM training_examples")[1][0][0]
     assert trained > 0  # rft: the tiny model answers 7 on both turns, the sums of 7 are right; grpo: every group
     if algorithm == "rft":

@@ -178,7 +178,7 @@ def test_an_environments_score_judges_episodes_and_its_failures_are_verifier_err
     assert has_score(env) and not has_score(EnvironmentRef(Nudge, "n", "1"))
     record = prompt_record({"prompt_id": "p", "question": "q", "answer": "7", "tests_json": None, "record_json": None})
     said = ["Answer: 7", "Answer: 8", "half", "raise", "junk"]
-    got = episode_verdicts(env, [([{"role": "assistant", "content": s}], record) for s in said], "campaign-v")
+    got = episode_verdicts(env.make, env.name, [([{"role": "assistant", "content": s}], record) for s in said], "campaign-v")
     assert [(v.correct, v.reward, v.reason) for v in got] == [
         (True, 1.0, "ok"),
         (False, 0.0, "wrong"),
