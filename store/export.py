@@ -2,8 +2,9 @@
 
 Each query returns one row per trajectory with its prompt (question, gold answer, task, split), the newest verdict,
 the prompt's length in tokens as the engine counted it (``prompt_tokens``) and the exact chat the engine was given
-(``prompt_messages``, JSON; NULL in a store from before chats were stored); the caller turns that chat into the
-exported ``messages`` and rendered ``text`` (it needs the tokenizer).
+(``prompt_messages``, JSON; NULL in a store from before chats were stored) and, for a multi-turn episode, its
+``turns`` and ``episode_messages`` (the turns after that chat, JSON); the caller turns them into the exported
+``messages`` (the whole episode as chat messages) and rendered ``text`` (it needs the tokenizer).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ _NEWEST_VERDICT = """v AS (SELECT * FROM verdicts
 
 _COLUMNS = """r.round_index, t.round_id, t.trajectory_id, t.prompt_id, p.source, p.task, p.split, p.question, p.answer,
        t.prompt_messages, t.prompt_tokens, t.completion, t.checkpoint_id, t.purpose, t.sample_index, t.step, t.temperature, t.seed, t.finish_reason,
-       t.completion_tokens, v.correct, v.reward, v.reason AS verdict_reason, v.verifier_version"""
+       t.completion_tokens, coalesce(t.turns, 1) AS turns, t.messages AS episode_messages, v.correct, v.reward,
+       v.reason AS verdict_reason, v.verifier_version"""
 
 _SQL = {
     # What each round's training run consumed (training_examples), with the checkpoint it produced.

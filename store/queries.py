@@ -29,7 +29,7 @@ IS_EVAL_PROMPT = """EXISTS (SELECT 1 FROM eval_set_prompts e JOIN prompts ep ON 
 TRAINING_SET_SQL = """
 WITH ok AS (
     SELECT t.trajectory_id, t.prompt_id, t.sample_index, t.completion, t.completion_token_ids, t.prompt_ids_hash,
-           t.prompt_messages, p.question, p.source, v.read_chars,
+           t.prompt_messages, p.question, p.source, v.read_chars, t.completion_mask,
            row_number() OVER (PARTITION BY t.prompt_id, trim(t.completion) ORDER BY t.sample_index) AS dup
     FROM trajectories t
     JOIN prompts p USING (prompt_id)
@@ -41,7 +41,7 @@ WITH ok AS (
     SELECT *, row_number() OVER (PARTITION BY prompt_id ORDER BY sample_index) AS rank FROM ok WHERE dup = 1
 )
 SELECT trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash, prompt_messages,
-       read_chars
+       read_chars, completion_mask
 FROM kept
 WHERE rank <= $max_per_prompt ORDER BY prompt_id, sample_index
 """.replace("{NOT_EVAL}", IS_EVAL_PROMPT)
@@ -51,7 +51,8 @@ def training_set(
     con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str, max_per_prompt: int, purpose: str = "rollout"
 ) -> list[dict]:
     """Rows ``{trajectory_id, prompt_id, source, question, completion, completion_token_ids, prompt_ids_hash,
-    prompt_messages, read_chars}`` to fine-tune on this round (``read_chars``: the verifier's read span, NULL = all) (never an eval prompt); ``completion_token_ids`` and
+    prompt_messages, read_chars, completion_mask}`` to fine-tune on this round (``read_chars``: the verifier's read span,
+    NULL = all; ``completion_mask``: a multi-turn episode's 1 = model token, NULL = single-turn) (never an eval prompt); ``completion_token_ids`` and
     ``prompt_messages`` (the stored chat, JSON) are NULL for rows of an older store. ``purpose``: ``rollout``, or
     ``rationalization`` for the hinted rollouts of ``sft.rationalization`` (their stored chat carries the hint)."""
     params = {"round_id": round_id, "verifier_version": verifier_version, "max_per_prompt": max_per_prompt, "purpose": purpose}
@@ -63,13 +64,14 @@ def rollout_groups(con: duckdb.DuckDBPyConnection, round_id: str, verifier_versi
     """The train-split rollouts of one on-policy step of a round with their rewards, grouped by prompt (for GRPO).
 
     Rows ``{trajectory_id, prompt_id, source, question, completion, finish_reason, reward, completion_token_ids,
-    sampler_logprobs, prompt_ids_hash, prompt_messages, read_chars}`` ordered by (prompt_id, sample_index) (the last four NULL for
+    sampler_logprobs, prompt_ids_hash, prompt_messages, read_chars, completion_mask}`` ordered by (prompt_id, sample_index) (the last four NULL for
     rows an older store wrote, or sampler_logprobs when not requested). Held-out and evaluation prompts are excluded like in
     ``training_set``.
     """
     cur = con.execute(
         f"""SELECT t.trajectory_id, t.prompt_id, p.source, p.question, t.completion, t.finish_reason, v.reward,
-                  t.completion_token_ids, t.sampler_logprobs, t.prompt_ids_hash, t.prompt_messages, v.read_chars
+                  t.completion_token_ids, t.sampler_logprobs, t.prompt_ids_hash, t.prompt_messages, v.read_chars,
+                  t.completion_mask
            FROM trajectories t JOIN prompts p USING (prompt_id) JOIN verdicts v USING (trajectory_id)
            WHERE t.round_id = ? AND t.purpose = 'rollout' AND p.split = 'train' AND v.verifier_version = ?
              AND coalesce(t.step, 0) = ? AND NOT {IS_EVAL_PROMPT}

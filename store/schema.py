@@ -124,8 +124,10 @@ class Trajectory(SQLModel, table=True):
     completion_token_ids: list[int] | None = Field(
         None,
         sa_type=ARRAY(Integer),
-        description="The sampled completion's token ids (EOS included when it stopped): what training uses. NULL only "
-        "for rows written before they were stored (training re-tokenizes their text and says so)",
+        description="The sampled completion's token ids (EOS included when it stopped): what training uses; a multi-turn "
+        "episode's whole stream after prompt_messages (every assistant turn's sampled ids, the environment's messages "
+        "between them as the chat template renders them; completion_mask). NULL only for rows written before they were "
+        "stored (training re-tokenizes their text and says so)",
     )
     stop: list[str] | None = Field(
         None,
@@ -136,7 +138,8 @@ class Trajectory(SQLModel, table=True):
         None,
         sa_type=ARRAY(Double),
         description="log pi_sampler of each sampled token (nats) under the distribution it was drawn from (logits / "
-        "temperature, renormalised over the top-p nucleus); NULL when not requested (GRPO rollouts request them)",
+        "temperature, renormalised over the top-p nucleus; 0.0 on an episode's environment tokens, completion_mask 0); "
+        "NULL when not requested (GRPO rollouts request them)",
     )
     prompt_ids_hash: str | None = Field(
         None, description="sha256 of the prompt token ids the engine was given, 16 hex (loop.generation.base.prompt_ids_hash)"

@@ -112,6 +112,9 @@ class RewardSpec:
         source_formats: ``(task source name, answer format)`` pairs: a source's own marker (``format_for``).
         source_verifiers: ``(task source name, verifier reference, plugin folder or None, sandbox)`` per source with its
             own verifier (``records`` format; run by ``ratchet.verifiers.plugins``, ``code_budget_s`` per call).
+        source_environments: ``(task source name, environment reference, plugin folder or None)`` per source with a
+            multi-turn environment; one with ``score(messages, record)`` judges its episodes
+            (``ratchet.loop.evaluation.episode_scoring``).
 
     Raises:
         ValueError: (at construction) a weight out of range, an unknown template, language or answer format.
@@ -129,6 +132,7 @@ class RewardSpec:
     answer_format: str = "auto"
     source_formats: tuple[tuple[str, str], ...] = ()
     source_verifiers: tuple[tuple[str, str, str | None, bool], ...] = ()
+    source_environments: tuple[tuple[str, str, str | None], ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.format_weight, "math", self.format_template, self.language_weight, self.target_language)

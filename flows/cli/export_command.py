@@ -79,7 +79,10 @@ def export(
             require_store(con, db)
             table = export_table(con, campaign, what, round_index)
             config_json = campaign_config_json(con, campaign)
-        got = chats(config_json, table.select(["prompt_id", "source", "question", "completion", "prompt_messages"]).to_pylist())
+        got = chats(
+            config_json,
+            table.select(["prompt_id", "source", "question", "completion", "prompt_messages", "episode_messages"]).to_pylist(),
+        )
     except (StoreError, ValueError, ModelError) as e:
         fail(str(e))
     if got.rerendered:
@@ -88,7 +91,7 @@ def export(
             "stored): their messages were rebuilt from the campaign's settings and may differ from what the model saw",
             highlight=False,
         )
-    table = table.drop_columns(["prompt_messages"])
+    table = table.drop_columns(["prompt_messages", "episode_messages"])
     table = table.append_column("messages", pa.array(got.messages)).append_column("text", pa.array(got.texts, pa.string()))
     if format == "hf":
         try:

@@ -57,7 +57,7 @@ from ratchet.flows.compute.pool import TAIL_LINES, ProgressCb, device_env, route
 from ratchet.flows.compute.protocol import StageTimeout, WorkerFailed
 from ratchet.flows.compute.slots import device_slots
 from ratchet.loop.config import ComputeConfig, GenerationConfig
-from ratchet.loop.generation.sampling import Completion, SamplingParams, job_alignment, shard_jobs
+from ratchet.loop.generation.sampling import Completion, PromptInput, SamplingParams, job_alignment, shard_jobs
 from ratchet.loop.train.data_parallel import fsdp_env
 
 POLL_S = 0.1  # how often a wait checks that every rank is alive: a dead rank is reported within this
@@ -77,9 +77,7 @@ class RoundEngine(Protocol):
 
     def start(self, learner: StartLearner | None = None) -> bool: ...
 
-    def generate(
-        self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts"
-    ) -> list[Completion]: ...
+    def generate(self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts") -> list[Completion]: ...
 
     def train_step(self, step: GRPOStep | SFTStep) -> dict: ...
 
@@ -241,7 +239,7 @@ class EngineBase:
             return self.compute.generate_timeout_s, "compute.generate_timeout_s"
         return self.compute.train_timeout_s, "compute.train_timeout_s"
 
-    def generate(self, messages: list[list[dict[str, str]]], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
+    def generate(self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
         """``params.n`` completions per chat, sharded over the ranks on batch boundaries; in (prompt_index,
         sample_index) order.
 

@@ -31,7 +31,9 @@ def sft_step(ctx: Ctx, init_dir: Path, examples: list[dict], out: Path) -> SFTSt
         str(init_dir),
         [
             # ids None: a reference solution; read_chars: train only on what the verifier read
-            ChatExample(chat, e["completion"], _ids(e.get("completion_token_ids")), e.get("read_chars"))
+            ChatExample(
+                chat, e["completion"], _ids(e.get("completion_token_ids")), e.get("read_chars"), _ids(e.get("completion_mask"))
+            )
             for e, chat in zip(examples, chats, strict=True)
         ],
         str(out),
@@ -51,7 +53,9 @@ def grpo_step(ctx: Ctx, rows: list[dict], max_completion_length: int) -> GRPOSte
     samples = [
         GRPOSample(
             group_of[r["prompt_id"]],
-            ChatExample(chat, r["completion"], _ids(r.get("completion_token_ids")), r.get("read_chars")),
+            ChatExample(
+                chat, r["completion"], _ids(r.get("completion_token_ids")), r.get("read_chars"), _ids(r.get("completion_mask"))
+            ),
             float(r["reward"]),
             r["finish_reason"] == "length",
             sampler_logprobs=None if r.get("sampler_logprobs") is None else tuple(map(float, r["sampler_logprobs"])),

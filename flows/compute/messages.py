@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratchet.loop.generation.sampling import SamplingParams
+from ratchet.loop.generation.sampling import PromptInput, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class Start:
 
 @dataclass(frozen=True)
 class Generate:
-    """``params.n`` completions per chat of ``messages`` (or the ``jobs`` shard ``(start, stop)`` of those jobs)."""
+    """``params.n`` completions per prompt of ``messages`` (or the ``jobs`` shard ``(start, stop)`` of those jobs); a
+    prompt is a chat, or a ``TokenPrompt`` (a multi-turn episode's next turn, as token ids)."""
 
-    messages: list[list[dict[str, str]]]
+    messages: list[PromptInput]
     params: SamplingParams
     name: str = "rollouts"
     jobs: tuple[int, int] | None = None

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     """Sample and score the pilot of ``cfg``'s first round; None when that round samples nothing (a cold-start sft
-    stage trains on reference solutions).
+    stage trains on reference solutions) or only multi-turn episodes (sources with an ``environment``: not piloted).
 
     Raises:
         StageTimeout, WorkerFailed: as a round's generate stage (``ratchet.flows.compute.engine``).
@@ -44,7 +44,10 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     ctx = phase_contexts(cfg)[0]
     if ctx.cfg.algorithm == "sft":
         return None
-    prompts = ctx.train_prompts()[: cfg.preflight.pilot_prompts]
+    episodic = {s.source_name() for s in ctx.cfg.tasks.sources if s.environment}  # multi-turn: not a one-shot pilot's
+    prompts = [p for p in ctx.train_prompts() if p.source not in episodic][: cfg.preflight.pilot_prompts]
+    if not prompts:
+        return None
     cap = round_max_new_tokens(ctx.cfg, None)  # round 1's cap ('auto': its minimum)
     model = resolve_model(ctx.cfg.generation.teacher or ctx.cfg.model.name_or_path)
     g, compute = ctx.cfg.generation, ctx.cfg.compute

@@ -16,9 +16,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ratchet.loop.config.tasks import TaskSourceConfig
+from ratchet.loop.evaluation.episode_scoring import environment_judges, episode_verdicts, prompt_record
 from ratchet.verifiers.plugins.runner import PluginVerifier, resolve_verifier, verify_plugin_batch
 from ratchet.verifiers.reward import VERSION, VERSIONS, RewardSpec, score_batch
 from ratchet.verifiers.verdict import Verdict
@@ -48,9 +50,10 @@ def reward_version(spec: RewardSpec, verifiers: Mapping[str, PluginVerifier] | N
         PluginError: a source's verifier cannot be imported.
     """
     found = source_verifiers(spec) if verifiers is None else verifiers
-    if not found:
+    judges = environment_judges(spec)  # environments that score their episodes: part of the version too
+    if not found and not judges:
         return VERSION
-    ids = sorted({f"{v.name}={v.version}" for v in found.values()})
+    ids = sorted({f"{v.name}={v.version}" for v in found.values()} | {f"{p.name}={p.version}" for p in judges.values()})
     return f"{VERSION}+plugins[{','.join(ids)}]"
 
 
@@ -63,7 +66,7 @@ def verifier_versions(spec: RewardSpec) -> dict[str, str]:
         PluginError: a source's verifier cannot be imported.
     """
     found = source_verifiers(spec)
-    own = {v.name: v.version for v in found.values()}
+    own = {v.name: v.version for v in found.values()} | {p.name: p.version for p in environment_judges(spec).values()}
     return {**VERSIONS, **own, "campaign": reward_version(spec, found)} if own else dict(VERSIONS)
 
 
@@ -81,8 +84,19 @@ def reward_spec(verifier: Mapping[str, Any], sources: Sequence[Mapping[str, Any]
         for s in sources
         if s.get("verifier")
     )
+    envs = tuple(  # a multi-turn environment: its score(), when it has one, judges the source's episodes
+        (TaskSourceConfig.model_validate(dict(s)).source_name(), s["environment"], s.get("plugin_dir") or _folder(s))
+        for s in sources
+        if s.get("environment")
+    )
     settings = {"format_template": "none", **verifier, "source_formats": source_formats, "source_verifiers": plugged}
+    settings["source_environments"] = envs
     return RewardSpec.from_mapping(settings)
+
+
+def _folder(source: Mapping[str, Any]) -> str | None:
+    """A source's task file's folder (where a 'module:Class' environment is imported from without a plugin_dir)."""
+    return str(Path(source["path"]).parent) if source.get("path") else None
 
 
 def config_version(config: Mapping[str, Any]) -> str:
@@ -112,7 +126,12 @@ def verdict_row(trajectory_id: str, kind: str, vd: Verdict, created_at: datetime
     )
 
 
-def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: RewardSpec) -> list[tuple[str, Verdict]]:
+def score_items(
+    completions: Sequence[str],
+    prompts: Sequence[dict],
+    spec: RewardSpec,
+    episodes: Sequence[list[dict] | None] | None = None,
+) -> list[tuple[str, Verdict]]:
     """``(outcome verifier name, composite verdict)`` per completion, in order.
 
     Args:
@@ -121,6 +140,9 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
             ``answer_format`` or verifier) and, for code, ``task_format``, ``tests_json`` (JSON list) and ``solution``;
             for ``records``, ``record_json`` (the task record the verifier is given).
         spec: the reward's settings (``reward_spec`` of the campaign's ``[verifier]`` and sources).
+        episodes: per completion, its whole multi-turn episode (``episode_scoring.stored_episode``) or None; an episode
+            of a source whose environment has ``score`` is judged by it (``episode_scoring.episode_verdicts``, named
+            ``plugin:<ref>``), every other completion as below.
 
     Returns:
         The math prompts' verdicts come from ``score_batch(kind="math")``, the code prompts' from
@@ -139,6 +161,10 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
     kinds = [outcome_verifier(p.get("task_format")) for p in prompts]
     plugins = source_verifiers(spec)
     version = reward_version(spec, plugins)
+    judges = environment_judges(spec)
+    for i, ep in enumerate(episodes or ()):
+        if ep is not None and str(prompts[i].get("source")) in judges:
+            kinds[i] = "environment"
     code_spec = spec.with_settings(format_template="none", timeout_s=spec.code_budget_s)
     out: list[tuple[str, Verdict] | None] = [None] * len(completions)
     for kind in ("math", "code"):
@@ -181,6 +207,11 @@ def score_items(completions: Sequence[str], prompts: Sequence[dict], spec: Rewar
             )  # fmt: skip
         for i, vd in zip(idx, verdicts):
             out[i] = (v.name, replace(vd, verifier_version=version))
+    for source, env in judges.items():
+        idx = [i for i, k in enumerate(kinds) if k == "environment" and str(prompts[i].get("source")) == source]
+        items = [(episodes[i], prompt_record(prompts[i])) for i in idx]
+        for i, vd in zip(idx, episode_verdicts(env.obj, env.name, items, version) if idx else ()):
+            out[i] = (env.name, vd)
     return [o for o in out if o is not None]
 
 

@@ -46,6 +46,29 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class TokenPrompt:
+    """A prompt given as token ids, fed to the model as they are (no chat template): a multi-turn episode's next
+    turn, whose earlier assistant turns must stay the ids that were sampled (``ratchet.loop.environments``).
+
+    Attributes:
+        ids: (P,) prompt token ids, the generation prompt included.
+    """
+
+    ids: tuple[int, ...]
+
+
+PromptInput = list[dict[str, str]] | TokenPrompt  # what a backend's ``generate`` takes per prompt: a chat or token ids
+
+
+def prompt_token_ids(tokenizer, prompts: Sequence[PromptInput]) -> list[list[int]]:
+    """Each prompt's token ids as every backend feeds them: a chat rendered (``render_prompt``) and tokenized, a
+    ``TokenPrompt`` as given."""
+    chats = [p for p in prompts if not isinstance(p, TokenPrompt)]
+    encoded = iter(tokenizer([render_prompt(tokenizer, c) for c in chats])["input_ids"] if chats else [])
+    return [list(p.ids) if isinstance(p, TokenPrompt) else next(encoded) for p in prompts]
+
+
+@dataclass(frozen=True)
 class Completion:
     """One sampled completion.
 
@@ -60,6 +83,13 @@ class Completion:
         logprobs: (len(token_ids),) float log-probs of the sampled tokens under the sampling distribution
             (``SamplingParams.logprobs``; nats, <= 0), or None when not requested.
         prompt_hash: ``prompt_ids_hash`` of the prompt token ids the engine was given.
+        mask: a multi-turn episode (``ratchet.loop.environments``): (len(token_ids),) 1 where the model sampled the
+            id, 0 for the environment's tokens between its turns (``logprobs`` holds 0.0 there); None: every id is
+            the model's.
+        messages: a multi-turn episode after its opening chat (assistant turns and the environment's messages, as
+            JSON-ready dicts); ``text`` is then the final assistant message. None for a single-turn completion.
+        opening: the episode's opening chat (what its environment's ``reset`` gave); None: the chat passed in.
+        turns: assistant turns (1 for a single-turn completion).
     """
 
     prompt_index: int
@@ -70,10 +100,15 @@ class Completion:
     finish_reason: Literal["stop", "stop_string", "length"]
     logprobs: tuple[float, ...] | None = None
     prompt_hash: str = ""
+    mask: tuple[int, ...] | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    opening: tuple[dict[str, str], ...] | None = None
+    turns: int = 1
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.token_ids)
+        """Tokens the model sampled (an episode's environment tokens not counted)."""
+        return len(self.token_ids) if self.mask is None else sum(self.mask)
 
     def record(self) -> dict[str, Any]:
         """The completion as a flat dict of plain values (a Parquet row; ``from_record`` reads it back)."""
@@ -120,7 +155,7 @@ class GenerationBackend(Protocol):
 
     def generate(
         self,
-        messages: Sequence[list[dict[str, str]]],
+        messages: Sequence[PromptInput],
         params: SamplingParams,
         progress: ProgressFn | None = None,
         jobs: range | None = None,

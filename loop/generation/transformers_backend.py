@@ -10,11 +10,13 @@ from ratchet.common.seeds import batch_seed
 from ratchet.loop.generation.sampling import (
     Completion,
     ProgressFn,
+    PromptInput,
     SamplingParams,
     Weights,
     check_jobs,
     eos_ids,
     make_completion,
+    prompt_token_ids,
     read_weights,
     render_prompt,
 )
@@ -59,7 +61,7 @@ class TransformersBackend:
 
     def generate(
         self,
-        messages: Sequence[list[dict[str, str]]],
+        messages: Sequence[PromptInput],
         params: SamplingParams,
         progress: ProgressFn | None = None,
         jobs: range | None = None,
@@ -91,7 +93,7 @@ class TransformersBackend:
 
     def _generate(self, messages, params: SamplingParams, progress: ProgressFn | None, jobs: range | None) -> list[Completion]:
         torch = self.torch
-        ids = self.tokenizer([self.render(m) for m in messages])["input_ids"]
+        ids = prompt_token_ids(self.tokenizer, messages)
         plen = _shared_prefix_len(ids) if self.prefix_cache else 0
         prefix_cache = None
         if plen >= 8:

@@ -27,11 +27,13 @@ from ratchet.common.seeds import batch_seed
 from ratchet.loop.generation.sampling import (
     Completion,
     ProgressFn,
+    PromptInput,
     SamplingParams,
     Weights,
     check_jobs,
     eos_ids,
     make_completion,
+    prompt_token_ids,
     render_prompt,
 )
 
@@ -162,7 +164,7 @@ class VLLMBackend:
 
     def generate(
         self,
-        messages: Sequence[list[dict[str, str]]],
+        messages: Sequence[PromptInput],
         params: SamplingParams,
         progress: ProgressFn | None = None,
         jobs: range | None = None,
@@ -189,7 +191,7 @@ class VLLMBackend:
         if not sel:
             return []
         chosen = range(sel.start // params.n, -(-sel.stop // params.n))
-        ids = self.tokenizer([self.render(messages[i]) for i in chosen])["input_ids"]
+        ids = prompt_token_ids(self.tokenizer, [messages[i] for i in chosen])
         prompts = [{"prompt_token_ids": row} for row in ids]
         bar = _progress_bar(progress, len(sel)) if progress else False
         outs = self.llm.generate(prompts, self.sampling_params(params, chosen), use_tqdm=bar)

@@ -28,7 +28,8 @@ class Chats:
 
 
 def chats(config_json: str, rows: list[dict]) -> Chats:
-    """The chats of export rows (each with ``prompt_messages``, ``source``, ``question``, ``completion``).
+    """The chats of export rows (each with ``prompt_messages``, ``source``, ``question``, ``completion``; a multi-turn
+    episode's ``episode_messages`` too: its chat is then the opening and every turn).
 
     Raises:
         ModelError: the campaign's base model cannot be found.
@@ -46,6 +47,11 @@ def chats(config_json: str, rows: list[dict]) -> Chats:
             tasks = tasks or TaskSet(cfg.tasks, cfg.evals)
             prompt = tasks.messages(Prompt(r["prompt_id"], r.get("source") or "", "", r["question"], "", "train"))
             rerendered += 1
+        if r.get("episode_messages"):  # a multi-turn episode: every turn after its opening chat
+            episode = [*prompt, *json.loads(r["episode_messages"])]
+            messages.append(episode)
+            texts.append(tok.apply_chat_template(episode, tokenize=False))
+            continue
         messages.append([*prompt, {"role": "assistant", "content": r["completion"]}])
         texts.append(render_prompt(tok, prompt) + r["completion"])
     return Chats(messages, texts, rerendered)

@@ -17,6 +17,12 @@ class ChatExample:
     completion: str
     completion_ids: tuple[int, ...] | None = None
     read_chars: int | None = None  # leading characters of ``completion`` the verifier read (None: all); see below
+    completion_mask: tuple[int, ...] | None = None  # a multi-turn episode: 1 per id the model sampled; see below
+
+    # A multi-turn episode (``ratchet.loop.environments``): ``completion_ids`` is its whole token stream after the
+    # opening prompt (every assistant turn's sampled ids, the environment's messages between them) and
+    # ``completion_mask`` says which ids the model produced; only those carry loss. ``read_chars`` then does not
+    # apply (it measures the final message the verifier judged, not the stream): the stream is kept whole.
 
 
 def read_token_count(tokenizer, ids, read_chars: int | None) -> int | None:
@@ -40,6 +46,15 @@ def read_token_count(tokenizer, ids, read_chars: int | None) -> int | None:
     return hi
 
 
+def loss_mask(tokenizer, ex: ChatExample) -> list[int]:
+    """(len(completion_token_ids(tokenizer, ex)),) 1 where an id carries loss, 0 on an episode's environment tokens;
+    all 1 for a single-turn example (an appended EOS included)."""
+    ids = completion_token_ids(tokenizer, ex)
+    if ex.completion_mask is None or ex.completion_ids is None:
+        return [1] * len(ids)
+    return list(ex.completion_mask[: len(ids)]) + [1] * (len(ids) - len(ex.completion_mask))
+
+
 def completion_token_ids(tokenizer, ex: ChatExample) -> list[int]:
     """The completion's training token ids, ending in an end-of-turn token: the sampled ids when stored (an EOS
     is appended only when the completion did not stop on one), else the text tokenized with the tokenizer's EOS
@@ -48,10 +63,11 @@ def completion_token_ids(tokenizer, ex: ChatExample) -> list[int]:
     same ids.
 
     Only what the verifier read trains (``read_token_count``): past it the ids are cut and the tokenizer's EOS
-    appended, so the model learns to stop where the graded answer ended."""
+    appended, so the model learns to stop where the graded answer ended. A multi-turn episode's stream is kept whole
+    (``loss_mask`` says which ids train)."""
     if ex.completion_ids is not None:
         ids = list(ex.completion_ids)
-        k = read_token_count(tokenizer, ids, ex.read_chars)
+        k = None if ex.completion_mask is not None else read_token_count(tokenizer, ids, ex.read_chars)
         if k is not None:
             return ids[:k] + [tokenizer.eos_token_id]
         stopped = bool(ids) and (ids[-1] == tokenizer.eos_token_id or ids[-1] in tokenizer.all_special_ids)

@@ -19,7 +19,7 @@ from pathlib import Path
 from ratchet.loop.config import SFTConfig
 from ratchet.loop.generation.sampling import render_prompt
 from ratchet.loop.train.data_parallel import global_count, make_accelerator, rank_slice
-from ratchet.loop.train.examples import ChatExample, completion_token_ids
+from ratchet.loop.train.examples import ChatExample, completion_token_ids, loss_mask
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,8 @@ class SFTResult:
 
 
 def tokenize_example(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list[int], list[int]]:
-    """Token ids and labels for one example; labels are -100 on prompt tokens.
+    """Token ids and labels for one example; labels are -100 on prompt tokens (and on a multi-turn episode's
+    environment tokens: ``loss_mask``).
 
     The prompt is rendered with the chat template exactly as at generation time; the completion is its sampled ids
     (``completion_token_ids``: text re-tokenized only where none were stored), ending in the end-of-turn token so
@@ -51,8 +52,9 @@ def tokenize_example(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list
     prompt = render_prompt(tokenizer, ex.messages)
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     c_ids = completion_token_ids(tokenizer, ex)[:max_seq_len]
+    keep = loss_mask(tokenizer, ex)[: len(c_ids)]  # 0 on a multi-turn episode's environment tokens
     p_ids = p_ids[-(max_seq_len - len(c_ids)) :] if max_seq_len > len(c_ids) else []
-    return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + c_ids
+    return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + [t if m else IGNORE_INDEX for t, m in zip(c_ids, keep)]
 
 
 def truncation_counts(tokenizer, examples: Sequence[ChatExample], max_seq_len: int) -> dict[str, int]:

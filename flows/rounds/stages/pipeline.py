@@ -20,11 +20,13 @@ from ratchet.common.seeds import derive_seed
 from ratchet.flows.compute.engine import RoundEngine
 from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
+from ratchet.flows.rounds.stages.multi_turn import sample_prompts
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
-from ratchet.flows.rounds.stages.round_engine import engine_for, sample
+from ratchet.flows.rounds.stages.round_engine import engine_for
 from ratchet.flows.rounds.state import round_prompts as selection
 from ratchet.flows.rounds.state.reverify import carry_over
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
+from ratchet.loop.evaluation.episode_scoring import stored_episode
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.sampling import Completion, SamplingParams
@@ -61,9 +63,11 @@ def trajectory_rows(
 ) -> list[dict]:
     """Store rows for completions. Ids hash (round or eval set, prompt, checkpoint, purpose, sample index[, step > 0]).
 
-    Each row keeps the exact chat its prompt was generated from (``prompt_messages``: ``chats[i]`` when given, e.g. a
-    rationalization's hinted chat, else the same ``ctx.messages`` the engine was given), so export and training read
-    it instead of re-rendering it from settings.
+    Each row keeps the exact chat its prompt was generated from (``prompt_messages``: an episode's opening, else
+    ``chats[i]`` when given, e.g. a rationalization's hinted chat, else the same ``ctx.messages`` the engine was given),
+    so export and training read it instead of re-rendering it from settings. A multi-turn episode also keeps its
+    ``messages`` after the opening (JSON), its assistant ``turns`` and the ``completion_mask`` of its token stream
+    (1 = sampled by the model); a single-turn row has ``turns`` 1 and NULL for both.
     """
     scope = eval_set if eval_set else ctx.round_id
     given = {c.prompt_index: json.dumps(chats[c.prompt_index] if chats else ctx.messages(prompts[c.prompt_index])) for c in comps}
@@ -94,7 +98,10 @@ def trajectory_rows(
             completion_token_ids=list(c.token_ids),
             sampler_logprobs=None if c.logprobs is None else list(c.logprobs),
             prompt_ids_hash=c.prompt_hash or None,
-            prompt_messages=given[c.prompt_index],
+            prompt_messages=json.dumps(list(c.opening)) if c.opening is not None else given[c.prompt_index],
+            turns=c.turns,
+            messages=None if c.messages is None else json.dumps(list(c.messages)),
+            completion_mask=None if c.mask is None else list(c.mask),
         )
         for c in comps
     ]
@@ -106,9 +113,11 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     ``prompt_by_id`` maps a prompt id to its store row (``answer``, ``task_format``, ``tests_json``,
     ``solution``). Each row's ``verifier`` names the outcome verifier; ``reward`` is the composite; ``read_chars``
     the verifier's read span (for a completion a ``generation.stop`` string ended: its whole text, as its sampled ids
-    run through the string).
+    run through the string). A multi-turn episode is judged on its final assistant message (``completion``), or by its
+    environment's ``score(messages, record)`` when it has one (``loop.evaluation.episode_scoring``).
     """
-    scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward)
+    episodes = [stored_episode(t) for t in trajs]  # an environment's own score() judges these
+    scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward, episodes)
     ts = now()
     rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
     for t, row in zip(trajs, rows):  # a stop string ended it: its ids run past the text, which is all that was read
@@ -235,8 +244,8 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path], engi
 def _rollouts(
     ctx: Ctx, engine: RoundEngine, policy: str, prompts: list[Prompt], params: SamplingParams, desc: str
 ) -> list[Completion]:
-    """G rollouts of each prompt from ``policy`` on the round's engine."""
-    return sample(ctx, engine, policy, [ctx.messages(p) for p in prompts], params, desc)
+    """G rollouts (or, for a source with an environment, G episodes) of each prompt from ``policy`` on the round's engine."""
+    return sample_prompts(ctx, engine, policy, prompts, params, desc)
 
 
 def _sample_groups(
@@ -370,10 +379,11 @@ def _evaluate_work(
         if e.num_samples
         else None
     )
-    chats = [ctx.messages(p) for p in prompts]
-    with s.timer.compute():
-        comps = sample(ctx, engine, checkpoint_id, chats, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
-        scomps = sample(ctx, engine, checkpoint_id, chats, sampled, f"round {round_index}: eval samples") if sampled else []
+    with s.timer.compute():  # a source's environment runs its held-out prompts as episodes too (multi_turn)
+        comps = sample_prompts(ctx, engine, checkpoint_id, prompts, greedy, f"round {round_index}: eval {checkpoint_id[:8]}")
+        scomps = (
+            sample_prompts(ctx, engine, checkpoint_id, prompts, sampled, f"round {round_index}: eval samples") if sampled else []
+        )
     trajs = trajectory_rows(ctx, prompts, comps, checkpoint_id, "eval_greedy", greedy, g.backend, es)
     samples = trajectory_rows(ctx, prompts, scomps, checkpoint_id, "eval_sample", sampled, g.backend, es) if sampled else []
     with s.timer.compute():

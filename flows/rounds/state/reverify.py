@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
+from ratchet.loop.evaluation.episode_scoring import stored_episode
 from ratchet.loop.evaluation.scoring import reward_spec, reward_version, score_items, source_verifiers, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
@@ -140,7 +141,10 @@ def carry_over(con, ctx: Ctx, checkpoint_id: str, *, version: str | None = None)
             }
             for r in rows
         ]
-        scored = score_items([r["completion"] for r in copies], [asdict(prompts[r["prompt_id"]]) for r in copies], ctx.reward)
+        episodes = [stored_episode(r) for r in copies]  # an environment with score() judges its episodes again
+        scored = score_items(
+            [r["completion"] for r in copies], [asdict(prompts[r["prompt_id"]]) for r in copies], ctx.reward, episodes
+        )
         ts = now()
         insert_rows(con, "trajectories", copies)
         insert_rows(con, "verdicts", [verdict_row(r["trajectory_id"], kind, vd, ts) for r, (kind, vd) in zip(copies, scored)])

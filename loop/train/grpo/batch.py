@@ -51,6 +51,20 @@ class PackedRollouts:
     prompt_mismatches: int = 0  # samples whose re-rendered prompt ids hash differently from the ones sampled from
     unread_tokens: int = 0  # sampled ids past what the verifier read (verdicts.read_chars): masked out, never trained on
     sampled_tokens: int = 0  # sampled ids of the samples before that mask
+    model_masks: list[list[int] | None] | None = None  # (N,) a multi-turn episode's 1 = model token, 0 = environment
+
+    def model_token_mask(self, rows: Sequence[int], width: int):
+        """(B, width) bool: True on the ids the model sampled (every id of a single-turn completion; a multi-turn
+        episode's environment tokens False). AND it with ``completion_tensors``' mask for the loss: the environment's
+        tokens are attended to, never trained on, and carry no sampler log-prob."""
+        import torch
+
+        out = torch.ones((len(rows), width), dtype=torch.bool)
+        for i, r in enumerate(rows):
+            m = self.model_masks[r] if self.model_masks is not None else None
+            if m is not None:
+                out[i, : min(len(m), width)] = torch.tensor(m[:width], dtype=torch.bool)
+        return out
 
     def sampler_tensor(self, rows: Sequence[int], width: int):
         """The sampler's log-probs of ``rows`` (B, width) float32, NaN where none is stored (padding included)."""
@@ -102,14 +116,15 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
     them has its text tokenized (EOS appended unless truncated), counted in ``retokenized``. Prompt + completion
     must fit ``max_seq_len``: a completion that does not loses its tail (counted in ``truncated_completions``;
     the kept prefix's log-probs are exact, as the prompt stays whole). Sampled ids past what the verifier read
-    (``example.read_chars``; ``read_token_count``) are masked out of the loss (``unread_tokens``). Only a prompt that alone leaves no room is
+    (``example.read_chars``; ``read_token_count``) are masked out of the loss (``unread_tokens``); a multi-turn
+    episode's stream is kept whole, its environment tokens masked by ``model_masks`` (``example.completion_mask``). Only a prompt that alone leaves no room is
     left-truncated (``truncated_prompts``). Identical prompts share one row; a prompt whose ids hash differently
     from the sample's ``prompt_hash`` (the template or tokenizer changed since sampling) is counted in
     ``prompt_mismatches``.
     """
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     rows: dict[str, int] = {}
-    prompt_row, comps, lps = [], [], []
+    prompt_row, comps, lps, masks = [], [], [], []
     unread = sampled = 0
     for s in samples:
         text = render_prompt(tok, s.example.messages)
@@ -118,7 +133,8 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
             ids = list(s.example.completion_ids)
             # past the verifier's read span the tokens carry no credit: masked (a causal model's kept log-probs
             # do not depend on the tokens after them, so the tail is dropped); the sampler's log-probs likewise
-            k = read_token_count(tok, ids, s.example.read_chars)
+            multi = s.example.completion_mask is not None  # an episode: the verifier's span is its last message's
+            k = None if multi else read_token_count(tok, ids, s.example.read_chars)
             sampled += len(ids)
             unread += 0 if k is None else len(ids) - k
             comps.append(ids if k is None else ids[:k])
@@ -126,6 +142,8 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
             eos = [] if s.truncated else [tok.eos_token_id]
             comps.append(tok(s.example.completion, add_special_tokens=False)["input_ids"] + eos)
         lps.append(list(s.sampler_logprobs)[: len(comps[-1])] if s.sampler_logprobs is not None else None)
+        m = s.example.completion_mask
+        masks.append(None if m is None or s.example.completion_ids is None else list(m)[: len(comps[-1])])
     full = [tok(text, add_special_tokens=False)["input_ids"] for text in rows]
     hashes = [prompt_ids_hash(p) for p in full]
     mismatches = sum(bool(s.prompt_hash) and s.prompt_hash != hashes[r] for s, r in zip(samples, prompt_row))
@@ -137,6 +155,7 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
         cut_completions += len(c) > keep
         comps[i] = c[:keep]
         lps[i] = lps[i][:keep] if lps[i] is not None else None
+        masks[i] = masks[i][:keep] if masks[i] is not None else None
     row_longest = [0] * len(rows)
     for r, c in zip(prompt_row, comps):
         row_longest[r] = max(row_longest[r], len(c))
@@ -159,6 +178,7 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
         mismatches,
         unread,
         sampled,
+        masks if any(m is not None for m in masks) else None,
     )
 
 

@@ -255,6 +255,7 @@ def _train_pass(learner: GRPOLearner, samples: Sequence[GRPOSample], run: GRPORu
     packed = pack_rollouts(learner.tok, batch, run.max_seq_len)
     _say_what_was_packed(packed, len(batch), run.max_seq_len)
     _, cmask = packed.completion_tensors(range(len(batch)))  # (N, C) bool
+    cmask = cmask & packed.model_token_mask(range(len(batch)), cmask.shape[1])  # an episode's environment tokens: no loss
     sampled = cmask  # every sampled token: where the sampler/trainer gap is measured, loss or not
     lengths = cmask.sum(-1).float()  # (N,) completion lengths, tokens
     if s.mask_truncated:  # DAPO overlong filtering: truncated completions carry no loss

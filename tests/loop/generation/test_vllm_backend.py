@@ -172,3 +172,28 @@ def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
     assert vllm_backend.llm is None
     _, alive = psutil.wait_procs(engine_procs, timeout=10)
     assert not alive, f"engine processes still running after close(): {alive}"
+
+
+def test_episodes_on_vllm_feed_each_turn_as_token_ids(vllm_backend):
+    """Multi-turn episodes on vLLM (``TokenPrompt`` prompts): every episode takes two turns, the stream and its mask
+    pair up, the model's tokens are exactly its turns' text and the environment's decode to the template's text."""
+    from ratchet.loop.environments import EpisodeSpec, run_episodes
+
+    class Again:
+        def reset(self, record):
+            return None
+
+        def step(self, messages):
+            return {"role": "user", "content": "Check it again."}
+
+    tok = vllm_backend.tokenizer
+    specs = [EpisodeSpec(Again, {}, m, 2) for m in arithmetic_chats(3)]
+    eps = run_episodes(vllm_backend.generate, tok, specs, SamplingParams(n=2, temperature=0.8, max_new_tokens=12, logprobs=True))
+    assert [(c.prompt_index, c.sample_index) for c in eps] == [(p, s) for p in range(3) for s in range(2)]
+    for ep in eps:
+        assert ep.turns == 2 and len(ep.mask) == len(ep.token_ids) == len(ep.logprobs)
+        said = [m["content"] for m in ep.messages if m["role"] == "assistant"]
+        assert tok.decode([t for t, m in zip(ep.token_ids, ep.mask) if m], skip_special_tokens=True) == "".join(said)
+        env = tok.decode([t for t, m in zip(ep.token_ids, ep.mask) if not m])
+        assert env.endswith("<|im_start|>user\nCheck it again.<|im_end|>\n<|im_start|>assistant\n")
+        assert all(lp == 0.0 for lp, m in zip(ep.logprobs, ep.mask) if not m)
