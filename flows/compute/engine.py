@@ -25,6 +25,7 @@ weights into every engine: an RFT candidate before its evaluation) and ``close``
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import shutil
@@ -129,7 +130,10 @@ class RankProcess:
         finally:
             theirs.close()
         self.conn = Connection(mine.detach())
-        threading.Thread(target=self._pump, name=f"{self.name} output", daemon=True).start()
+        # The reader runs in a copy of this context: Prefect's settings (a run's own server is a context setting) and
+        # run context, so the rank's lines reach the run's logs and progress artifacts (a bare thread has neither).
+        reader = contextvars.copy_context()
+        threading.Thread(target=reader.run, args=(self._pump,), name=f"{self.name} output", daemon=True).start()
         self.log.info("[%s] started (pid %d)", self.name, self.proc.pid)
 
     def send(self, msg: Any) -> None:
