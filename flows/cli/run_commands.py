@@ -285,6 +285,13 @@ def eval_model(
     ),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, help="Generation cap (default: the config's)."),
     system_prompt: Optional[str] = typer.Option(None, "--system-prompt", help="The system message (default: the format's)."),
+    verifier: Optional[str] = typer.Option(
+        None, "--verifier", help="A records file's verifier, module:function (from the current folder first) or an entry point."
+    ),
+    environment: Optional[str] = typer.Option(
+        None, "--environment", help="A multi-turn environment ('python', or module:Class)."
+    ),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, max=32, help="Assistant turns per episode at most."),
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", help="A campaign config whose generation, verifier and compute settings to use."
     ),
@@ -311,6 +318,7 @@ def eval_model(
                 fewshot=fewshot,
                 max_new_tokens=max_new_tokens,
                 system_prompt=system_prompt,
+                plugins={"verifier": verifier, "environment": environment, "max_turns": max_turns},
             )
     except known_errors() as e:
         fail(str(e))

@@ -83,23 +83,33 @@ def sample_ks(samples: int) -> list[int]:
 
 
 def eval_config(
-    model: str, tasks: Path, base: RatchetConfig | None, fewshot: int, system_prompt: str | None = None
+    model: str,
+    tasks: Path,
+    base: RatchetConfig | None,
+    fewshot: int,
+    system_prompt: str | None = None,
+    plugins: dict | None = None,
 ) -> tuple[RatchetConfig, list[tuple[str, str]]]:
     """The config a round of ``base`` (defaults without one) would have with ``tasks`` as its only source and ``model``
     as its model, and the worked examples to show. A source of ``base`` reading the same file lends its settings
-    (fields, system prompt); ``system_prompt`` overrides the system prompt.
+    (fields, system prompt, verifier, environment); ``system_prompt`` and ``plugins`` (``verifier``, ``environment``,
+    ``max_turns`` keys of a ``[[tasks.sources]]`` entry; a ``module:attr`` is imported from the current folder first)
+    override them.
 
     Raises:
         TaskDataError: the file cannot be read (``read_source``'s message).
         pydantic.ValidationError: the resulting config is invalid.
     """
-    src = read_source(tasks, 0.2, fewshot)
     data = base.model_dump(mode="json") if base is not None else {}
     data.pop("phases", None)
     data.pop("evals", None)
     data["model"] = {**data.get("model", {}), "name_or_path": model}
     same = [s for s in data.get("tasks", {}).get("sources", []) if Path(s["path"]).resolve() == Path(tasks).resolve()]
-    source = {**src.fields, **(same[0] if same else {}), "path": str(tasks), "name": src.name, "fewshot": 0}
+    lent = {**(same[0] if same else {}), **{k: v for k, v in (plugins or {}).items() if v is not None}}
+    src = read_source(tasks, 0.2, fewshot, verifier=lent.get("verifier"))
+    source = {**src.fields, **lent, "path": str(tasks), "name": src.name, "fewshot": 0}
+    if plugins and any(plugins.values()):
+        source.setdefault("plugin_dir", str(Path.cwd()))
     if system_prompt is not None:
         source["system_prompt"] = system_prompt
     data["tasks"] = {**data.get("tasks", {}), "sources": [source]}
@@ -117,6 +127,7 @@ def evaluate_model(
     fewshot: int = 0,
     max_new_tokens: int | None = None,
     system_prompt: str | None = None,
+    plugins: dict | None = None,
 ) -> ModelEval:
     """Greedy pass@1 (and pass@k with ``samples``) of ``model`` on the first ``prompts`` prompts of ``tasks``.
 
@@ -129,6 +140,8 @@ def evaluate_model(
         fewshot: worked examples before each question (math: as ``init`` writes them; code: reference solutions).
         max_new_tokens: the generation cap (None: the config's largest, ``generation.max_new_tokens_cap``).
         system_prompt: the system message (None: the format's default, or that of ``base``'s source of the file).
+        plugins: a records file's ``verifier`` and a multi-turn ``environment`` with its ``max_turns`` (``eval_config``);
+            an environment's prompts run as episodes, as a round's evaluation runs them.
 
     Raises:
         ModelError: the model cannot be resolved. TaskDataError: the file cannot be read, or holds no prompt.
@@ -137,14 +150,19 @@ def evaluate_model(
     from ratchet.loop.tasks.formats import TaskDataError
 
     t0 = time.monotonic()
-    cfg, shots = eval_config(model, tasks, base, fewshot, system_prompt)
+    cfg, shots = eval_config(model, tasks, base, fewshot, system_prompt, plugins)
     ctx = Ctx(cfg)
     member = ctx.tasks.members[0]
     shown = {q for q, _ in shots}
     todo: list[Prompt] = [p for p in member.source.prompts if p.question not in shown][:prompts]
     if not todo:
         raise TaskDataError(f"{tasks} holds no prompt to evaluate (after {len(shots)} few-shot example(s))")
-    chats = [chat_messages(member.system_prompt, shots or member.source.fewshot(fewshot), p.question) for p in todo]
+    chats = [  # a records prompt is rendered by its source (its own chat, if it is one); the others with the shots
+        ctx.messages(p)
+        if p.task_format == "records"
+        else chat_messages(member.system_prompt, shots or member.source.fewshot(fewshot), p.question)
+        for p in todo
+    ]
     g = cfg.generation
     cap = max_new_tokens or g.max_new_tokens_cap
     model_dir = resolve_model(model)
@@ -152,10 +170,10 @@ def evaluate_model(
     with open_engine(
         engine_spec(model_dir, g, cfg.model.dtype), Placement(tuple(rank_groups(cfg))), gen=g, compute=cfg.compute, log=logger
     ) as engine:
-        greedy = engine.generate(chats, SamplingParams(n=1, temperature=0.0, max_new_tokens=cap, stop=g.stop), "eval")
+        run = _sampler(cfg, engine, model_dir, todo, chats)
+        greedy = run(SamplingParams(n=1, temperature=0.0, max_new_tokens=cap, stop=g.stop), "eval")
         sampled = (
-            engine.generate(
-                chats,
+            run(
                 SamplingParams(
                     n=samples, temperature=cfg.eval.temperature, top_p=g.top_p, max_new_tokens=cap, seed=g.seed, stop=g.stop
                 ),
@@ -164,15 +182,19 @@ def evaluate_model(
             if samples
             else []
         )
-    verdicts = [vd for _, vd in score_items([c.text for c in greedy], [rows[c.prompt_index] for c in greedy], ctx.reward)]
+
+    def score(comps: list) -> list:  # an episode (its opening chat, then its turns) goes to its environment's score()
+        episodes = [[*chats[c.prompt_index], *c.messages] if c.messages else None for c in comps]
+        return [vd for _, vd in score_items([c.text for c in comps], [rows[c.prompt_index] for c in comps], ctx.reward, episodes)]
+
+    verdicts = score(greedy)
     correct = sum(v.correct for v in verdicts)
     reasons: dict[str, int] = {}
     for v in verdicts:
         reasons[v.reason] = reasons.get(v.reason, 0) + 1
     per_prompt = [0] * len(todo)
     if sampled:
-        scored = score_items([c.text for c in sampled], [rows[c.prompt_index] for c in sampled], ctx.reward)
-        for c, (_, v) in zip(sampled, scored):
+        for c, v in zip(sampled, score(sampled)):
             per_prompt[c.prompt_index] += int(v.correct)
     at_k = {k: sum(pass_at_k(samples, c, k) for c in per_prompt) / len(todo) for k in sample_ks(samples)}
     return ModelEval(
@@ -190,3 +212,21 @@ def evaluate_model(
         seconds=time.monotonic() - t0,
         completion_tokens=sum(len(c.token_ids) for c in [*greedy, *sampled]),
     )
+
+
+def _sampler(cfg: RatchetConfig, engine, model_dir: Path, todo: list[Prompt], chats: list[list[dict]]):
+    """``run(params, name)``: completions of every chat, or episodes for a source with an ``environment``
+    (``ratchet.loop.environments.sample_mixed``: one engine call per turn; bounded by ``sft.max_seq_len`` and
+    ``generation.max_model_len`` as a round's)."""
+    src = cfg.tasks.sources[0]
+    if not src.environment:
+        return lambda params, name: engine.generate(chats, params, name)
+    from transformers import AutoTokenizer
+
+    from ratchet.loop.environments import EpisodeSpec, load_environment, prompt_record, sample_mixed
+
+    ref = load_environment(src.environment, src.plugin_dir or str(Path(src.path).parent))
+    specs = [EpisodeSpec(ref.make, prompt_record(p), chat, src.max_turns, ref.name) for p, chat in zip(todo, chats)]
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    bound = min(cfg.sft.max_seq_len, cfg.generation.max_model_len or cfg.sft.max_seq_len)
+    return lambda params, name: sample_mixed(lambda batch, p: engine.generate(batch, p, name), tok, chats, specs, params, bound)

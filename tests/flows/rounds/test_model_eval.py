@@ -49,3 +49,22 @@ def test_unbiased_pass_at_k_and_wilson_agree_with_known_values():
     assert lo == 0.0 and abs(hi - 0.1936) < 1e-4  # the 'rule of three'-like upper bound at 0/16
     lo, hi = wilson_interval(8, 16)
     assert abs(lo - 0.2800) < 1e-4 and abs(hi - 0.7200) < 1e-4
+
+
+def test_eval_of_a_records_file_with_its_verifier_and_environment(tmp_path, tiny_model_dir, monkeypatch):
+    """A records file (chat prompts) judged by a built-in verifier, its prompts run as episodes of the `python` tool
+    environment: the tiny model answers 'Answer: 7' with no code block, so each episode ends after its first turn."""
+    rows = [
+        {"prompt": [{"role": "system", "content": "sys"}, {"role": "user", "content": f"What is {a} + {7 - a}?"}], "answer": "7"}
+        for a in range(1, 5)
+    ] + [{"prompt": [{"role": "system", "content": "sys"}, {"role": "user", "content": "What is 4 + 4?"}], "answer": "8"}]
+    tasks = tmp_path / "r.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    args = ["eval", "--model", str(tiny_model_dir), "--tasks", str(tasks), "--max-new-tokens", "8", "--format", "json"]
+    r = runner.invoke(app, [*args, "--verifier", "math", "--environment", "python", "--max-turns", "2"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (got["format"], got["prompts"], got["correct"]) == ("records", 5, 4), got
+    r = runner.invoke(app, [*args, "--verifier", "no_such_module:verify"])
+    assert r.exit_code == 2 and "no_such_module" in r.stderr and "Traceback" not in r.output, r.output
