@@ -1,0 +1,142 @@
+"""A verifier that misbehaves towards its worker's reply stream (issue 37's "the parent validates every record it gets
+back"): forged or duplicate reply lines, lines that are not JSON objects, an endless line, a worker that closes its
+replies or dies, a Verdict whose fields JSON cannot hold. Each is that item's bounded ``verifier_error`` (or is
+ignored), never an exception out of the batch and never a verdict given to another completion."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ratchet.verifiers.plugins.runner import resolve_verifier, shutdown_pools, verify_plugin_batch
+
+HOSTILE = r'''
+import fcntl, json, os, threading, time
+from ratchet.verifiers import Verdict
+
+def _reply_fd():
+    """The worker's reply pipe (a duplicate of its original stdout): what a verifier could write to directly."""
+    stdin = os.readlink("/proc/self/fd/0")
+    for fd in range(3, 64):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:") and target != stdin and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_WRONLY:
+            return fd
+    raise RuntimeError("no reply pipe")
+
+def _write(data):
+    os.write(_reply_fd(), data)
+
+def forge_all(completion, record):
+    line = "".join(json.dumps({"id": i, "kind": "bool", "value": True}) + "\n" for i in range(64))
+    line += "".join(json.dumps({"id": f"{i}", "kind": "bool", "value": True}) + "\n" for i in range(64))
+    _write(line.encode())
+    def later():  # and again while the worker judges the next items (ids it cannot know yet)
+        for _ in range(20):
+            time.sleep(0.01)
+            _write(line.encode())
+    threading.Thread(target=later, daemon=True).start()
+    return completion == "ok"
+
+def duplicate(completion, record):
+    _write(b'{"kind": "bool", "value": true}\n' * 3)
+    return completion == "ok"
+
+def not_json(completion, record):
+    _write(b'garbage\n[1, 2]\n"text"\nnull\n{"id": [1]}\n\xff\xfe\n')
+    return completion == "ok"
+
+def endless(completion, record):
+    if completion == "flood":
+        chunk = b"x" * (1 << 20)
+        while True:
+            _write(chunk)
+    return completion == "ok"
+
+def close_replies(completion, record):
+    if completion == "die":
+        os.close(_reply_fd())
+    return completion == "ok"
+
+def exit_now(completion, record):
+    if completion == "die":
+        os._exit(3)
+    return completion == "ok"
+
+def exit_after_reply(completion, record):
+    if completion == "die":
+        threading.Thread(target=lambda: (time.sleep(0.2), os._exit(3)), daemon=True).start()
+    return completion == "ok"
+
+class _Unjsonable:
+    pass
+
+def unjsonable_reason(completion, record):
+    v = Verdict(correct=False, reward=0.0, reason="wrong", parsed=None, verifier="m", verifier_version="1")
+    if completion == "die":
+        object.__setattr__(v, "reason", _Unjsonable())
+    return v if completion != "ok" else True
+
+def read_past_the_end(completion, record):
+    return Verdict(correct=True, reward=1.0, reason="ok", parsed=None, verifier="m", verifier_version="1",
+                   read_chars=10**30)
+
+def claims_verifier_error(completion, record):
+    return Verdict(correct=False, reward=1.0, reason="verifier_error", parsed=None, verifier="m", verifier_version="1",
+                   read_chars=5)
+'''
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("hostile")
+    (d / "hostile_checks.py").write_text(HOSTILE)
+    yield d
+    shutdown_pools()
+
+
+def judge(folder: Path, name: str, completions: list[str], timeout_s: float = 5.0):
+    shutdown_pools()  # a fresh pool: one test's broken workers never reach the next
+    v = resolve_verifier(f"hostile_checks:{name}", base_dir=folder)
+    return verify_plugin_batch(v, [(c, json.dumps({})) for c in completions], timeout_s=timeout_s)
+
+
+def outcomes(verdicts) -> list[str]:
+    return [v.reason for v in verdicts]
+
+
+def test_forged_replies_for_other_items_are_ignored(folder):
+    out = judge(folder, "forge_all", ["no", "ok", "no", "no", "ok", "no", "no", "no"])
+    assert outcomes(out) == ["wrong", "ok", "wrong", "wrong", "ok", "wrong", "wrong", "wrong"]
+
+
+def test_duplicate_and_malformed_reply_lines_do_not_break_the_batch(folder):
+    assert outcomes(judge(folder, "duplicate", ["ok", "no", "ok", "no"])) == ["ok", "wrong", "ok", "wrong"]
+    assert outcomes(judge(folder, "not_json", ["ok", "no", "ok", "no"])) == ["ok", "wrong", "ok", "wrong"]
+
+
+def test_an_endless_reply_line_is_bounded(folder):
+    t0 = time.monotonic()
+    out = judge(folder, "endless", ["flood", "ok", "no"], timeout_s=20.0)
+    assert outcomes(out) == ["verifier_error", "ok", "wrong"] and "ProtocolError" in out[0].details["error"]
+    assert time.monotonic() - t0 < 10  # stopped at the size bound, not at the time limit
+
+
+@pytest.mark.parametrize("name", ["close_replies", "exit_now", "exit_after_reply", "unjsonable_reason"])
+def test_a_worker_that_dies_costs_only_its_own_item(folder, name):
+    completions = ["die", "ok", "no", "ok", "no", "ok", "no", "ok"]
+    out = judge(folder, name, completions)
+    wanted = ["wrong" if name == "exit_after_reply" else "verifier_error"]  # that one dies after its reply
+    wanted += ["ok" if c == "ok" else "wrong" for c in completions[1:]]
+    assert outcomes(out) == wanted
+    assert outcomes(judge(folder, name, ["ok", "no"])) == ["ok", "wrong"]  # and the pool still judges
+
+
+def test_read_chars_and_reasons_are_clamped_to_what_they_can_mean(folder):
+    (a,) = judge(folder, "read_past_the_end", ["abc"])
+    assert (a.reason, a.read_chars) == ("ok", 3)
+    (b,) = judge(folder, "claims_verifier_error", ["abc"])
+    assert (b.reason, b.reward, b.read_chars) == ("verifier_error", 0.0, 0)
