@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,8 @@ def to_verdict(reply: Any, v: PluginVerifier, timeout_s: float, latency_s: float
         ok = float(value) >= 1.0
         return Verdict(correct=ok, reward=float(value), reason="ok" if ok else "wrong", parsed=None, **common)
     parsed, read = reply.get("parsed"), reply.get("read_chars")
+    if kind == "verdict" and reply.get("reason") == "verifier_error":  # the verifier's own: reward 0, nothing read
+        return error_verdict(v, "VerifierError: the verifier returned reason 'verifier_error'", latency_s)
     if (
         kind == "verdict"
         and isinstance(reply.get("correct"), bool)
@@ -212,4 +214,9 @@ def verify_plugin_batch(
     reqs = [{"ref": v.ref, "base_dir": v.base_dir, "completion": c, "record": r} for c, r in items]
     replies = _pool(v.sandbox, v.base_dir).run(reqs, timeout_s)
     latency = (time.perf_counter() - t0) / len(items)
-    return [to_verdict(r, v, timeout_s, latency) for r in replies]
+    out = [to_verdict(r, v, timeout_s, latency) for r in replies]
+    # read_chars past the completion's end means all of it (and never overflows the store's INTEGER column)
+    return [
+        replace(vd, read_chars=len(c)) if vd.read_chars is not None and vd.read_chars > len(c) else vd
+        for vd, (c, _) in zip(out, items)
+    ]

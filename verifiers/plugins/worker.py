@@ -85,8 +85,11 @@ def main() -> None:
     for line in requests:
         req = json.loads(line)
         reply = judge(req, cache)
-        reply["id"] = req["id"]
-        out.write(json.dumps(reply) + "\n")
+        try:
+            text = json.dumps({**reply, "id": req["id"]})
+        except (TypeError, ValueError) as e:  # a Verdict field JSON cannot hold (the parent checks every field too)
+            text = json.dumps({**_error(f"TypeError: the verifier's result cannot be sent back: {e}"), "id": req["id"]})
+        out.write(text + "\n")
         out.flush()
 
 
