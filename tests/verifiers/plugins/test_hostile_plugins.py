@@ -140,3 +140,23 @@ def test_read_chars_and_reasons_are_clamped_to_what_they_can_mean(folder):
     assert (a.reason, a.read_chars) == ("ok", 3)
     (b,) = judge(folder, "claims_verifier_error", ["abc"])
     assert (b.reason, b.reward, b.read_chars) == ("verifier_error", 0.0, 0)
+
+
+SURROGATES = r'''
+from ratchet.verifiers import Verdict
+
+def lone_surrogate(completion, record):
+    text = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")  # what os-level text decoding hands back
+    if completion == "raise":
+        raise ValueError(text)
+    return Verdict(correct=False, reward=0.0, reason="wrong", parsed=text, verifier="m", verifier_version="1")
+'''
+
+
+def test_text_the_store_cannot_hold_is_made_valid_utf8(folder):
+    (folder / "surrogate_checks.py").write_text(SURROGATES)
+    shutdown_pools()
+    v = resolve_verifier("surrogate_checks:lone_surrogate", base_dir=folder)
+    a, b = verify_plugin_batch(v, [("x", "{}"), ("raise", "{}")])
+    assert a.reason == "wrong" and a.parsed.encode("utf-8") and a.parsed.startswith("caf")
+    assert b.reason == "verifier_error" and b.details["error"].encode("utf-8") and "ValueError" in b.details["error"]
