@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -134,6 +135,19 @@ def shutdown_pools() -> None:
         _pools.clear()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` as valid UTF-8: a lone surrogate (what ``surrogateescape`` decoding or a ``"\\ud800"`` JSON escape
+    leaves, which DuckDB, Arrow and the tokenizers refuse) becomes U+FFFD; anything else is kept, NUL included."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def error_verdict(v: PluginVerifier, message: str, latency_s: float = 0.0) -> Verdict:
     """A ``verifier_error`` verdict: reward 0, nothing read (so nothing trained on), the message in ``details``."""
     return Verdict(
@@ -144,7 +158,7 @@ def error_verdict(v: PluginVerifier, message: str, latency_s: float = 0.0) -> Ve
         verifier=v.name,
         verifier_version=v.version,
         latency_s=latency_s,
-        details={"error": message[:MAX_ERROR_CHARS]},
+        details={"error": storable_text(message[:MAX_ERROR_CHARS])},
         read_chars=0,
     )
 
@@ -184,7 +198,7 @@ def to_verdict(reply: Any, v: PluginVerifier, timeout_s: float, latency_s: float
             correct=reply["correct"],
             reward=float(reply["reward"]),
             reason=reply["reason"],
-            parsed=parsed,
+            parsed=None if parsed is None else storable_text(parsed),
             read_chars=read,
             **common,
         )

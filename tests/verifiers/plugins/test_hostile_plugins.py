@@ -142,7 +142,7 @@ def test_read_chars_and_reasons_are_clamped_to_what_they_can_mean(folder):
     assert (b.reason, b.reward, b.read_chars) == ("verifier_error", 0.0, 0)
 
 
-SURROGATES = r'''
+SURROGATES = r"""
 from ratchet.verifiers import Verdict
 
 def lone_surrogate(completion, record):
@@ -150,7 +150,7 @@ def lone_surrogate(completion, record):
     if completion == "raise":
         raise ValueError(text)
     return Verdict(correct=False, reward=0.0, reason="wrong", parsed=text, verifier="m", verifier_version="1")
-'''
+"""
 
 
 def test_text_the_store_cannot_hold_is_made_valid_utf8(folder):
