@@ -11,3 +11,28 @@ def test_an_environment_message_the_store_cannot_hold_is_made_valid_utf8():
     msg = check_message({"role": "tool", "content": text}, "test.step")
     assert msg["content"].encode("utf-8") and msg["content"].startswith("out ")
     assert check_message({"role": "tool", "content": "a\x00b"}, "test.step")["content"] == "a\x00b"  # NUL is text
+
+
+def test_an_episode_whose_verifier_failed_is_never_trained_on(tiny_model_dir):
+    """A ``verifier_error`` verdict reads nothing (``read_chars = 0``): a single-turn completion then trains on no
+    token, and neither may an episode's stream (its mask alone would train every model token at reward 0)."""
+    from transformers import AutoTokenizer
+
+    from ratchet.loop.environments import env_segment
+    from ratchet.loop.train.examples import ChatExample
+    from ratchet.loop.train.grpo import GRPOSample
+    from ratchet.loop.train.grpo.batch import pack_rollouts
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    chat = [{"role": "system", "content": "sys"}, {"role": "user", "content": "What is 3 + 4?"}]
+    a = tok("Answer: 6", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    e = tok(env_segment(tok, chat, "Answer: 6", a, {"role": "user", "content": "Sure?"}), add_special_tokens=False)["input_ids"]
+    b = tok("Answer: 7", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    ids, mask = tuple(a + e + b), tuple([1] * len(a) + [0] * len(e) + [1] * len(b))
+    samples = [
+        GRPOSample(0, ChatExample(chat, "Answer: 7", ids, read_chars=read, completion_mask=mask), reward, False)
+        for read, reward in [(None, 1.0), (0, 0.0)]  # judged; a verifier_error
+    ]
+    packed = pack_rollouts(tok, samples, max_seq_len=512)
+    assert packed.completions[0] == list(ids) and packed.completions[1] == []
+    assert packed.unread_tokens == len(ids)
