@@ -36,3 +36,46 @@ def test_an_episode_whose_verifier_failed_is_never_trained_on(tiny_model_dir):
     packed = pack_rollouts(tok, samples, max_seq_len=512)
     assert packed.completions[0] == list(ids) and packed.completions[1] == []
     assert packed.unread_tokens == len(ids)
+
+
+class _Crashes:
+    """A user's environment with a bug the model's text can reach: it raises on some replies."""
+
+    def reset(self, record):
+        return None
+
+    def step(self, messages):
+        if "6" in messages[-1]["content"]:
+            raise KeyError("the model's text reached a bug")
+        return {"role": "user", "content": "Sure?"}
+
+
+def test_an_environment_that_raises_ends_only_its_episode_as_a_verifier_error(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from ratchet.loop.environments import ENVIRONMENT_ERROR, EpisodeSpec, failed_episode_verdicts, run_episodes
+    from ratchet.loop.generation.sampling import SamplingParams, eos_ids, make_completion, prompt_token_ids
+    from ratchet.verifiers.verdict import Verdict
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    eos = eos_ids(tok, None)
+
+    def policy(prompts, params):  # the model under a script: prompt 0 writes "6" (the bug), prompt 1 "7"
+        out = []
+        for i, ids in enumerate(prompt_token_ids(tok, prompts)):
+            text = "Answer: 6" if tok.decode(ids).count("What is 0") else "Answer: 7"
+            out.append(make_completion(tok, eos, i, 0, tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id], ids))
+        return out
+
+    chats = [[{"role": "user", "content": f"What is {i} + 3?"}] for i in range(2)]
+    specs = [EpisodeSpec(_Crashes, {}, chat, 3, "crashes") for chat in chats]
+    bad, good = run_episodes(policy, tok, specs, SamplingParams(n=1, temperature=0))
+    assert (bad.turns, bad.finish_reason) == (1, ENVIRONMENT_ERROR) and bad.messages[-1]["role"] == "assistant"
+    assert good.turns == 3 and good.finish_reason == "stop"
+    judged = Verdict(correct=True, reward=1.0, reason="ok", parsed="6", verifier="plugin:m:f", verifier_version="v")
+    rows = [{"finish_reason": bad.finish_reason}, {"finish_reason": good.finish_reason}]
+    a, b = failed_episode_verdicts(rows, [judged, judged])
+    assert (a.reason, a.reward, a.correct, a.read_chars, a.verifier, a.verifier_version) == (
+        "verifier_error", 0.0, False, 0, "plugin:m:f", "v"
+    )  # fmt: skip
+    assert b == judged
