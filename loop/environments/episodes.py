@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.loop.environments.protocol import Environment, Message, check_message, check_opening
+from ratchet.loop.evaluation.episode_scoring import ENVIRONMENT_ERROR
 from ratchet.loop.generation.sampling import Completion, PromptInput, SamplingParams, TokenPrompt, prompt_token_ids
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class _Episode:
     last: Completion | None = None
     turns: int = 0
     done: bool = False
+    error: str | None = None  # what its environment's step raised (the episode ended there)
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -80,7 +82,9 @@ def run_episodes(
         one ``Completion`` per (spec index, sample index), in that order: ``text`` the final assistant message,
         ``token_ids`` the stream after the opening prompt, ``mask`` (1 = sampled), ``logprobs`` (0.0 on environment
         tokens; None when not requested), ``messages`` the episode after its opening, ``opening``, ``turns``,
-        ``finish_reason`` of the last turn, ``prompt_tokens`` / ``prompt_hash`` of the opening prompt.
+        ``finish_reason`` of the last turn (``environment_error`` when the environment's ``step`` raised: that
+        episode ends there, logged, and is judged ``verifier_error``, ``episode_scoring.failed_episode_verdicts``),
+        ``prompt_tokens`` / ``prompt_hash`` of the opening prompt.
 
     Raises:
         EnvironmentMessageError: an environment returned a malformed message. ValueError: the chat template does not
@@ -101,7 +105,13 @@ def run_episodes(
             if e.turns >= e.spec.max_turns or (max_tokens is not None and _too_long(e, params, max_tokens)):
                 e.done = True
                 continue
-            reply = e.env.step([*e.opening, *e.messages])
+            try:
+                reply = e.env.step([*e.opening, *e.messages])
+            except Exception as ex:  # the user's code fed the model's text: this episode ends, the round goes on
+                e.done, e.error = True, f"{type(ex).__name__}: {ex}"[:500]
+                logger.warning("environment %s: step raised on episode %d/%d (%s); that episode ends, judged "
+                               "verifier_error", e.spec.name, e.prompt_index, e.sample_index, e.error)  # fmt: skip
+                continue
             if reply is None:
                 e.done = True
             else:
@@ -206,7 +216,7 @@ def _completion(e: _Episode) -> Completion:
         c.text,
         tuple(e.ids),
         len(e.prompt_ids),
-        c.finish_reason,
+        ENVIRONMENT_ERROR if e.error else c.finish_reason,
         tuple(e.logprobs) if e.has_logprobs else None,
         e.prompt_hash,
         mask=tuple(e.mask),

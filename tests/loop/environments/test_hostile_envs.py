@@ -64,7 +64,9 @@ def test_an_environment_that_raises_ends_only_its_episode_as_a_verifier_error(ti
         out = []
         for i, ids in enumerate(prompt_token_ids(tok, prompts)):
             text = "Answer: 6" if tok.decode(ids).count("What is 0") else "Answer: 7"
-            out.append(make_completion(tok, eos, i, 0, tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id], ids))
+            out.append(
+                make_completion(tok, eos, i, 0, tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id], ids)
+            )
         return out
 
     chats = [[{"role": "user", "content": f"What is {i} + 3?"}] for i in range(2)]
