@@ -160,3 +160,31 @@ def test_text_the_store_cannot_hold_is_made_valid_utf8(folder):
     a, b = verify_plugin_batch(v, [("x", "{}"), ("raise", "{}")])
     assert a.reason == "wrong" and a.parsed.encode("utf-8") and a.parsed.startswith("caf")
     assert b.reason == "verifier_error" and b.details["error"].encode("utf-8") and "ValueError" in b.details["error"]
+
+
+WRITES = r"""
+def write(completion, record):
+    if completion == "root":  # the sandbox's root is bwrap's own tmpfs (the binds' parent folders live there)
+        open("/escaped.txt", "w").write("x")
+    else:  # tmpfs pages count against no address-space limit: only the mount's own size bounds them
+        with open("/tmp/big", "wb") as f:
+            for _ in range(600):
+                f.write(b"x" * (1 << 20))
+    return True
+"""
+
+
+def test_a_sandboxed_verifier_writes_only_a_bounded_tmp(tmp_path):
+    from ratchet.verifiers.code.sandbox import kernel_isolation_problem
+
+    if (why := kernel_isolation_problem()) is not None:
+        pytest.skip(f"no kernel sandbox here: {why}")
+    folder = tmp_path / "inner"
+    folder.mkdir()
+    (folder / "write_checks.py").write_text(WRITES)
+    shutdown_pools()
+    v = resolve_verifier("write_checks:write", base_dir=folder, sandbox=True)
+    fill, root = verify_plugin_batch(v, [("tmp", "{}"), ("root", "{}")], timeout_s=30)
+    assert fill.reason == "verifier_error" and "No space left on device" in fill.details["error"]
+    assert root.reason == "verifier_error" and "Read-only file system" in root.details["error"]
+    shutdown_pools()
