@@ -17,7 +17,8 @@ The value a verifier returns becomes the verdict (``verify(completion, record) -
 
 ``sandbox=True`` starts the workers inside bubblewrap (``ratchet.verifiers.code.bwrap``): new user, PID, network, IPC
 and mount namespaces (no network), every capability dropped, a read-only view of the system libraries, the Python
-installation, Ratchet and the plugin's folder, and an empty ``/tmp``.
+installation, Ratchet and the plugin's folder, and an empty ``/tmp`` of at most ``SANDBOX_TMP_BYTES``; everything else
+is read-only.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ratchet.verifiers.verdict import REASONS, Verdict
 
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
 DEFAULT_TIMEOUT_S = 10.0
+SANDBOX_TMP_BYTES = 256 << 20  # a sandboxed worker's writable /tmp (tmpfs pages live in no address space: bounded here)
 WORKER_MODULE = "ratchet.verifiers.plugins.worker"
 
 _pools: dict[bool, WorkerPool] = {}
@@ -99,8 +101,11 @@ def _sandboxed(argv: list[str]) -> list[str]:
             binds += ["--ro-bind", d, d]
     return [
         found[0], "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",  # first: the binds below may lie under /tmp
-        *runtime_binds(python), *binds, *_extra_binds(), "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(SANDBOX_TMP_BYTES), "--tmpfs", "/tmp",  # first: the binds below may lie under /tmp
+        *runtime_binds(python), *binds, *_extra_binds(),
+        "--remount-ro", "/",  # the root's own tmpfs (where bwrap made the binds' parent folders): no unbounded writes
+        "--chdir", "/tmp",
         "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--", sys.executable, *argv[1:],
     ]  # fmt: skip
