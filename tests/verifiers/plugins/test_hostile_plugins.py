@@ -84,6 +84,33 @@ def read_past_the_end(completion, record):
     return Verdict(correct=True, reward=1.0, reason="ok", parsed=None, verifier="m", verifier_version="1",
                    read_chars=10**30)
 
+class _Float(float):
+    def __float__(self):
+        raise RuntimeError("hostile __float__")
+
+class _Truthy:
+    def __bool__(self):
+        raise RuntimeError("hostile __bool__")
+
+def _verdict(**kw):
+    base = dict(correct=False, reward=0.0, reason="wrong", parsed=None, verifier="m", verifier_version="1")
+    v = Verdict(**base)
+    for k, x in kw.items():
+        object.__setattr__(v, k, x)  # what __post_init__ would refuse, as a subclass or a mutation could hand back
+    return v
+
+def odd_results(completion, record):
+    return {
+        "float_sub": lambda: _Float(0.5),
+        "huge_int": lambda: 10**400,
+        "inf": lambda: _verdict(reward=float("inf")),
+        "bad_bool": lambda: _verdict(correct=_Truthy()),
+        "correct_wrong": lambda: _verdict(correct=True, reward=1.0),
+        "unknown_reason": lambda: _verdict(reason="great"),
+        "negative_read": lambda: _verdict(read_chars=-5),
+        "big_parsed": lambda: _verdict(parsed="p" * 10_000_000),
+    }[completion]()
+
 def claims_verifier_error(completion, record):
     return Verdict(correct=False, reward=1.0, reason="verifier_error", parsed=None, verifier="m", verifier_version="1",
                    read_chars=5)
@@ -188,3 +215,12 @@ def test_a_sandboxed_verifier_writes_only_a_bounded_tmp(tmp_path):
     assert fill.reason == "verifier_error" and "No space left on device" in fill.details["error"]
     assert root.reason == "verifier_error" and "Read-only file system" in root.details["error"]
     shutdown_pools()
+
+
+def test_odd_return_values_are_verifier_errors_or_clamped(folder):
+    names = ["float_sub", "huge_int", "inf", "bad_bool", "correct_wrong", "unknown_reason", "negative_read", "big_parsed"]
+    out = dict(zip(names, judge(folder, "odd_results", names)))
+    for name in names[:6]:
+        assert (out[name].reason, out[name].reward, out[name].read_chars) == ("verifier_error", 0.0, 0), name
+    assert (out["negative_read"].reason, out["negative_read"].read_chars) == ("wrong", None)  # read: unknown, so all
+    assert out["big_parsed"].reason == "wrong" and len(out["big_parsed"].parsed) == 4096
