@@ -111,6 +111,16 @@ def odd_results(completion, record):
         "big_parsed": lambda: _verdict(parsed="p" * 10_000_000),
     }[completion]()
 
+_held = []
+
+def leaks(completion, record):
+    # a verifier that keeps something of every call: its worker's address space runs out after a few calls, and then
+    # every call fails in that worker, whatever it judges (simulated: the 4th call of a worker is out of memory)
+    _held.append(completion)
+    if len(_held) > 3:
+        raise MemoryError
+    return completion == "ok"
+
 def claims_verifier_error(completion, record):
     return Verdict(correct=False, reward=1.0, reason="verifier_error", parsed=None, verifier="m", verifier_version="1",
                    read_chars=5)
@@ -224,3 +234,9 @@ def test_odd_return_values_are_verifier_errors_or_clamped(folder):
         assert (out[name].reason, out[name].reward, out[name].read_chars) == ("verifier_error", 0.0, 0), name
     assert (out["negative_read"].reason, out["negative_read"].read_chars) == ("wrong", None)  # read: unknown, so all
     assert out["big_parsed"].reason == "wrong" and len(out["big_parsed"].parsed) == 4096
+
+
+def test_a_worker_out_of_memory_is_replaced_and_its_item_judged_again(folder):
+    completions = ["ok", "no"] * 6
+    out = judge(folder, "leaks", completions)
+    assert outcomes(out) == ["ok" if c == "ok" else "wrong" for c in completions]
