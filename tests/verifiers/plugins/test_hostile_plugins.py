@@ -121,6 +121,12 @@ def leaks(completion, record):
         raise MemoryError
     return completion == "ok"
 
+def stops_reading(completion, record):
+    if completion == "stop":  # after its reply, its worker reads no more requests (stopped, or a thread holding the GIL)
+        import signal
+        threading.Thread(target=lambda: (time.sleep(0.1), os.kill(os.getpid(), signal.SIGSTOP)), daemon=True).start()
+    return completion.startswith("ok")
+
 def claims_verifier_error(completion, record):
     return Verdict(correct=False, reward=1.0, reason="verifier_error", parsed=None, verifier="m", verifier_version="1",
                    read_chars=5)
@@ -240,3 +246,13 @@ def test_a_worker_out_of_memory_is_replaced_and_its_item_judged_again(folder):
     completions = ["ok", "no"] * 6
     out = judge(folder, "leaks", completions)
     assert outcomes(out) == ["ok" if c == "ok" else "wrong" for c in completions]
+
+
+def test_a_worker_that_stops_reading_its_requests_never_stalls_the_parent(folder):
+    big = "ok" + "x" * 300_000  # more than a pipe holds: writing it to a worker that reads nothing would block
+    assert outcomes(judge(folder, "stops_reading", ["stop", "stop"], timeout_s=3.0)) == ["wrong", "wrong"]
+    time.sleep(0.5)  # both workers stopped, alive, idle in the pool
+    t0 = time.monotonic()
+    v = resolve_verifier("hostile_checks:stops_reading", base_dir=folder)
+    out = verify_plugin_batch(v, [(big, "{}")] * 3, timeout_s=3.0)
+    assert outcomes(out) == ["ok", "ok", "ok"] and time.monotonic() - t0 < 20
