@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import selectors
 import subprocess
 import sys
@@ -51,17 +52,26 @@ class _Worker:
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.fd = self.proc.stdout.fileno()
         os.set_blocking(self.fd, False)
+        self.in_fd = self.proc.stdin.fileno()
+        os.set_blocking(self.in_fd, False)  # a worker that stops reading must never block the parent's write
         self.buf = bytearray()
         self.ready = False
 
-    def send(self, obj: dict[str, Any]) -> bool:
-        """Write one request; False when the worker is gone (its stdin is closed)."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            return False
+    def send(self, obj: dict[str, Any], timeout_s: float) -> bool:
+        """Write one request within ``timeout_s``; False when the worker is gone (its stdin is closed) or has not
+        taken the request by then (stopped, or its code holds the interpreter)."""
+        data = memoryview((json.dumps(obj) + "\n").encode())
+        deadline = time.monotonic() + timeout_s
+        while data:
+            try:
+                data = data[os.write(self.in_fd, data) :]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                select.select([], [self.in_fd], [], min(left, 0.5))
+            except (BrokenPipeError, OSError, ValueError):
+                return False
         return True
 
     def pump(self) -> list[dict[str, Any]]:
@@ -195,9 +205,12 @@ class WorkerPool:
                     w, i = idle.pop(), todo.pop()
                     token = f"{i}.{secrets.token_hex(8)}"
                     attempts[i] += 1
-                    if w.proc.poll() is not None or not w.send({**requests[i], "id": token}):
-                        attempts[i] -= 1  # never reached the worker: not an attempt
-                        todo.append(i)
+                    if w.proc.poll() is not None or not w.send({**requests[i], "id": token}, timeout_s):
+                        todo.append(i)  # it never reached a worker that reads: try another (each try counts)
+                        if attempts[i] > MAX_ATTEMPTS:
+                            todo.pop()
+                            results[i] = {"reason": "timeout", "error": "worker died (memory limit or crash): it "
+                                          "took no request"}  # fmt: skip
                         drop(w)
                         continue
                     busy[i] = (w, time.monotonic() + timeout_s, token)
