@@ -113,3 +113,17 @@ def test_a_tool_output_cannot_forge_chat_structure_in_the_stream(tiny_model_dir)
     # the template's own markers only: the tool turn's open and close, the next assistant turn's open
     assert sum(t in special for t in env) == 3
     assert forged in tok.decode(env)
+
+
+def test_an_environments_score_cannot_claim_to_have_read_past_the_episode():
+    from ratchet.loop.environments import episode_verdicts
+    from ratchet.verifiers.verdict import Verdict
+
+    class Scored:
+        def score(self, messages, record):
+            return Verdict(correct=True, reward=1.0, reason="ok", parsed=None, verifier="m", verifier_version="1",
+                           read_chars=10**30)  # fmt: skip
+
+    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Answer: 7"}]
+    (v,) = episode_verdicts(Scored, "plugin:env", [(msgs, {})], "v1")
+    assert (v.reason, v.read_chars) == ("ok", len("Answer: 7"))  # 10**30 is no INTEGER the store can hold
