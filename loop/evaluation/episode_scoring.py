@@ -55,7 +55,9 @@ def episode_verdicts(
             reply = encode(make().score(messages, record))
         except Exception as e:  # the user's code: any failure is that episode's verifier_error, counted by reason
             reply = {"error": f"{type(e).__name__}: {e}"}
-        out.append(to_verdict(reply, pv, 0.0, time.perf_counter() - t0))
+        vd = to_verdict(reply, pv, 0.0, time.perf_counter() - t0)
+        final = len(messages[-1].get("content") or "") if messages else 0  # read_chars measures the final message
+        out.append(replace(vd, read_chars=final) if vd.read_chars is not None and vd.read_chars > final else vd)
     return out
 
 
