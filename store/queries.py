@@ -213,7 +213,7 @@ def last_evaluated_prompts(con: duckdb.DuckDBPyConnection, campaign_id: str) -> 
 # Trajectories that have no verdict of `verifier_version` yet, with what re-scoring needs and the
 # most recent earlier verdict (to count flips).
 REVERIFY_SQL = """
-SELECT t.trajectory_id, t.completion, p.answer, p.task_format, p.tests_json, p.solution, p.entry_point, p.source,
+SELECT t.trajectory_id, t.completion, t.finish_reason, t.messages, t.prompt_messages, p.answer, p.task_format, p.tests_json, p.solution, p.entry_point, p.source,
        p.record_json, c.config_json,
        prev.correct AS prev_correct, prev.verifier_version AS prev_version
 FROM trajectories t

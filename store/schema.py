@@ -108,7 +108,8 @@ class Trajectory(SQLModel, table=True):
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = Field(
-        description="stop (EOS) | stop_string (a generation.stop string: the text ends before it) | length"
+        description="stop (EOS) | stop_string (a generation.stop string: the text ends before it) | length | "
+        "environment_error (a multi-turn episode whose environment's step raised: it ended there, judged verifier_error)"
     )
     backend: str
     temperature: float = _dbl()

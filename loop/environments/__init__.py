@@ -10,9 +10,15 @@ from ratchet.loop.environments.protocol import (
     has_score,
     load_environment,
 )
-from ratchet.loop.evaluation.episode_scoring import episode_verdicts, prompt_record
+from ratchet.loop.evaluation.episode_scoring import (
+    ENVIRONMENT_ERROR,
+    episode_verdicts,
+    failed_episode_verdicts,
+    prompt_record,
+)
 
 __all__ = [
+    "ENVIRONMENT_ERROR",
     "MAX_MESSAGE_CHARS",
     "Environment",
     "EnvironmentMessageError",
@@ -20,6 +26,7 @@ __all__ = [
     "EpisodeSpec",
     "check_message",
     "episode_verdicts",
+    "failed_episode_verdicts",
     "has_score",
     "env_segment",
     "load_environment",

@@ -12,6 +12,8 @@ included) and ``F`` the rendering of the conversation through the environment's 
 naming the rule); the rest of ``F`` begins with the turn's text as the template writes it, and what follows the
 model's own decoded ids (its end-of-turn token included) is the environment segment. When the ids ran past the text
 (a ``generation.stop`` string), the segment is what follows the text: the template's end of turn, then the reply.
+The template's markers become their special ids; the message's content is tokenized as plain text (``segment_ids``),
+so an environment's text (a tool's output: what the model's program printed) cannot forge a turn in the stream.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.loop.environments.protocol import Environment, Message, check_message, check_opening
+from ratchet.loop.evaluation.episode_scoring import ENVIRONMENT_ERROR
 from ratchet.loop.generation.sampling import Completion, PromptInput, SamplingParams, TokenPrompt, prompt_token_ids
 
 logger = logging.getLogger(__name__)
@@ -59,6 +62,7 @@ class _Episode:
     last: Completion | None = None
     turns: int = 0
     done: bool = False
+    error: str | None = None  # what its environment's step raised (the episode ended there)
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -80,7 +84,9 @@ def run_episodes(
         one ``Completion`` per (spec index, sample index), in that order: ``text`` the final assistant message,
         ``token_ids`` the stream after the opening prompt, ``mask`` (1 = sampled), ``logprobs`` (0.0 on environment
         tokens; None when not requested), ``messages`` the episode after its opening, ``opening``, ``turns``,
-        ``finish_reason`` of the last turn, ``prompt_tokens`` / ``prompt_hash`` of the opening prompt.
+        ``finish_reason`` of the last turn (``environment_error`` when the environment's ``step`` raised: that
+        episode ends there, logged, and is judged ``verifier_error``, ``episode_scoring.failed_episode_verdicts``),
+        ``prompt_tokens`` / ``prompt_hash`` of the opening prompt.
 
     Raises:
         EnvironmentMessageError: an environment returned a malformed message. ValueError: the chat template does not
@@ -101,7 +107,13 @@ def run_episodes(
             if e.turns >= e.spec.max_turns or (max_tokens is not None and _too_long(e, params, max_tokens)):
                 e.done = True
                 continue
-            reply = e.env.step([*e.opening, *e.messages])
+            try:
+                reply = e.env.step([*e.opening, *e.messages])
+            except Exception as ex:  # the user's code fed the model's text: this episode ends, the round goes on
+                e.done, e.error = True, f"{type(ex).__name__}: {ex}"[:500]
+                logger.warning("environment %s: step raised on episode %d/%d (%s); that episode ends, judged "
+                               "verifier_error", e.spec.name, e.prompt_index, e.sample_index, e.error)  # fmt: skip
+                continue
             if reply is None:
                 e.done = True
             else:
@@ -160,13 +172,32 @@ def _model_turn(e: _Episode, c: Completion, turn: int) -> None:
     e.last = c
 
 
+_SENTINEL = "\x00ratchet-env-content\x00"  # stands for a reply's content, to find where the template puts it
+
+
 def _env_turn(e: _Episode, reply: Message, tokenizer) -> None:
-    seg = env_segment(tokenizer, [*e.opening, *e.messages[:-1]], e.messages[-1]["content"], e.last.token_ids, reply)
-    seg_ids = tokenizer(seg, add_special_tokens=False)["input_ids"]
+    before, text = [*e.opening, *e.messages[:-1]], e.messages[-1]["content"]
+    seg = env_segment(tokenizer, before, text, e.last.token_ids, reply)
+    seg_ids = segment_ids(tokenizer, seg, reply["content"], env_segment(tokenizer, before, text, e.last.token_ids,
+                                                                        {**reply, "content": _SENTINEL}))  # fmt: skip
     e.messages.append(reply)
     e.ids += seg_ids
     e.mask += [0] * len(seg_ids)
     e.logprobs += [0.0] * len(seg_ids)
+
+
+def segment_ids(tokenizer, seg: str, content: str, template: str) -> list[int]:
+    """An environment segment's token ids: the template's own text (its turn markers: special ids) tokenized as
+    usual, the message's ``content`` as plain text (``split_special_tokens``), so a tool output that prints
+    ``<|im_end|><|im_start|>assistant`` stays those characters and never opens a turn in the stream.
+
+    ``template``: the segment rendered with a sentinel for the content; where that does not locate the content (a
+    template that rewrites content), the segment is tokenized whole, markers and content alike."""
+    pre, sep, post = template.partition(_SENTINEL)
+    enc = lambda t, split: tokenizer(t, add_special_tokens=False, split_special_tokens=split)["input_ids"] if t else []
+    if not sep or _SENTINEL in post or seg != pre + content + post:
+        return enc(seg, False)
+    return enc(pre, False) + enc(content, True) + enc(post, False)
 
 
 def env_segment(tokenizer, before: list[Message], text: str, sampled: Sequence[int], reply: Message) -> str:
@@ -206,7 +237,7 @@ def _completion(e: _Episode) -> Completion:
         c.text,
         tuple(e.ids),
         len(e.prompt_ids),
-        c.finish_reason,
+        ENVIRONMENT_ERROR if e.error else c.finish_reason,
         tuple(e.logprobs) if e.has_logprobs else None,
         e.prompt_hash,
         mask=tuple(e.mask),

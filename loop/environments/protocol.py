@@ -7,8 +7,8 @@ message). A source names one with ``environment = "package.module:Class"`` or an
 ``ratchet.environments`` (``[[tasks.sources]]``, docs/own-task.md); each episode gets a new instance.
 
 An environment is the user's trusted code, but what it returns carries text the model wrote (a tool's output): every
-message it returns is checked here (a role of ``user`` or ``tool``, text content) and bounded (``MAX_MESSAGE_CHARS``)
-before it reaches the model, the store or a tokenizer.
+message it returns is checked here (a role of ``user`` or ``tool``, text content), bounded (``MAX_MESSAGE_CHARS``)
+and made valid UTF-8 (``storable_text``) before it reaches the model, the store or a tokenizer.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ratchet.verifiers.plugins.loading import ENVIRONMENT_GROUP, PluginError, load_plugin
+from ratchet.verifiers.plugins.runner import storable_text
 
 Message = dict[str, str]  # {"role": ..., "content": ...}
 
@@ -86,7 +87,7 @@ def check_message(msg: Any, who: str, roles: tuple[str, ...] = ENV_ROLES) -> Mes
             f"environment {who} returned {shown}; it must return a dict {{'role': one of {list(roles)}, 'content': str}} "
             "(or None to end the episode)"
         )
-    return {"role": msg["role"], "content": msg["content"][:MAX_MESSAGE_CHARS]}
+    return {"role": msg["role"], "content": storable_text(msg["content"][:MAX_MESSAGE_CHARS])}
 
 
 def check_opening(chat: Any, who: str) -> list[Message] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ratchet.verifiers.plugins.loading import ENVIRONMENT_GROUP, Plugin, load_plugin
@@ -18,6 +19,8 @@ from ratchet.verifiers.plugins.runner import PluginVerifier, to_verdict
 from ratchet.verifiers.plugins.worker import encode
 from ratchet.verifiers.reward import RewardSpec
 from ratchet.verifiers.verdict import Verdict
+
+ENVIRONMENT_ERROR = "environment_error"  # an episode's finish_reason when its environment's step raised
 
 
 def environment_judges(spec: RewardSpec) -> dict[str, Plugin]:
@@ -52,8 +55,23 @@ def episode_verdicts(
             reply = encode(make().score(messages, record))
         except Exception as e:  # the user's code: any failure is that episode's verifier_error, counted by reason
             reply = {"error": f"{type(e).__name__}: {e}"}
-        out.append(to_verdict(reply, pv, 0.0, time.perf_counter() - t0))
+        vd = to_verdict(reply, pv, 0.0, time.perf_counter() - t0)
+        final = len(messages[-1].get("content") or "") if messages else 0  # read_chars measures the final message
+        out.append(replace(vd, read_chars=final) if vd.read_chars is not None and vd.read_chars > final else vd)
     return out
+
+
+def failed_episode_verdicts(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """``verdicts`` (one per trajectory row), where a row's episode ended because its environment's step raised
+    (``finish_reason = 'environment_error'``) a ``verifier_error`` verdict instead: reward 0, nothing read (so no token
+    of it is trained on), under the same verifier name and version: an episode cut short by a bug is never judged as
+    if it had ended normally."""
+    return [
+        replace(vd, correct=False, reward=0.0, reason="verifier_error", parsed=None, read_chars=0,
+                details={"error": "the environment's step raised; the episode ended there"})
+        if r.get("finish_reason") == ENVIRONMENT_ERROR else vd
+        for r, vd in zip(rows, verdicts, strict=True)
+    ]  # fmt: skip
 
 
 def stored_episode(row: Mapping[str, Any]) -> list[dict[str, str]] | None:

@@ -118,6 +118,10 @@ def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise TaskDataError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object") from None
+        except RecursionError:  # Python's JSON reader recurses per nesting level
+            raise TaskDataError(
+                f"{path}:{lineno}: JSON nested too deeply to read (arrays or objects ~1000 levels deep); flatten the record"
+            ) from None
         if not isinstance(rec, dict):
             raise TaskDataError(f'{path}:{lineno}: expected a JSON object with "question" and "answer"')
         if "\\ud" in line.lower():  # a \uD800-\uDFFF escape: one half of a pair is fine, alone it is no character

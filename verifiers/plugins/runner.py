@@ -17,7 +17,8 @@ The value a verifier returns becomes the verdict (``verify(completion, record) -
 
 ``sandbox=True`` starts the workers inside bubblewrap (``ratchet.verifiers.code.bwrap``): new user, PID, network, IPC
 and mount namespaces (no network), every capability dropped, a read-only view of the system libraries, the Python
-installation, Ratchet and the plugin's folder, and an empty ``/tmp``.
+installation, Ratchet and the plugin's folder, and an empty ``/tmp`` of at most ``SANDBOX_TMP_BYTES``; everything else
+is read-only.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import re
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from ratchet.verifiers.verdict import REASONS, Verdict
 
 POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
 DEFAULT_TIMEOUT_S = 10.0
+SANDBOX_TMP_BYTES = 256 << 20  # a sandboxed worker's writable /tmp (tmpfs pages live in no address space: bounded here)
 WORKER_MODULE = "ratchet.verifiers.plugins.worker"
 
 _pools: dict[bool, WorkerPool] = {}
@@ -98,8 +101,11 @@ def _sandboxed(argv: list[str]) -> list[str]:
             binds += ["--ro-bind", d, d]
     return [
         found[0], "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",  # first: the binds below may lie under /tmp
-        *runtime_binds(python), *binds, *_extra_binds(), "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(SANDBOX_TMP_BYTES), "--tmpfs", "/tmp",  # first: the binds below may lie under /tmp
+        *runtime_binds(python), *binds, *_extra_binds(),
+        "--remount-ro", "/",  # the root's own tmpfs (where bwrap made the binds' parent folders): no unbounded writes
+        "--chdir", "/tmp",
         "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--", sys.executable, *argv[1:],
     ]  # fmt: skip
@@ -134,6 +140,19 @@ def shutdown_pools() -> None:
         _pools.clear()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` as valid UTF-8: a lone surrogate (what ``surrogateescape`` decoding or a ``"\\ud800"`` JSON escape
+    leaves, which DuckDB, Arrow and the tokenizers refuse) becomes U+FFFD; anything else is kept, NUL included."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def error_verdict(v: PluginVerifier, message: str, latency_s: float = 0.0) -> Verdict:
     """A ``verifier_error`` verdict: reward 0, nothing read (so nothing trained on), the message in ``details``."""
     return Verdict(
@@ -144,7 +163,7 @@ def error_verdict(v: PluginVerifier, message: str, latency_s: float = 0.0) -> Ve
         verifier=v.name,
         verifier_version=v.version,
         latency_s=latency_s,
-        details={"error": message[:MAX_ERROR_CHARS]},
+        details={"error": storable_text(message[:MAX_ERROR_CHARS])},
         read_chars=0,
     )
 
@@ -169,6 +188,8 @@ def to_verdict(reply: Any, v: PluginVerifier, timeout_s: float, latency_s: float
         ok = float(value) >= 1.0
         return Verdict(correct=ok, reward=float(value), reason="ok" if ok else "wrong", parsed=None, **common)
     parsed, read = reply.get("parsed"), reply.get("read_chars")
+    if kind == "verdict" and reply.get("reason") == "verifier_error":  # the verifier's own: reward 0, nothing read
+        return error_verdict(v, "VerifierError: the verifier returned reason 'verifier_error'", latency_s)
     if (
         kind == "verdict"
         and isinstance(reply.get("correct"), bool)
@@ -182,7 +203,7 @@ def to_verdict(reply: Any, v: PluginVerifier, timeout_s: float, latency_s: float
             correct=reply["correct"],
             reward=float(reply["reward"]),
             reason=reply["reason"],
-            parsed=parsed,
+            parsed=None if parsed is None else storable_text(parsed),
             read_chars=read,
             **common,
         )
@@ -212,4 +233,9 @@ def verify_plugin_batch(
     reqs = [{"ref": v.ref, "base_dir": v.base_dir, "completion": c, "record": r} for c, r in items]
     replies = _pool(v.sandbox, v.base_dir).run(reqs, timeout_s)
     latency = (time.perf_counter() - t0) / len(items)
-    return [to_verdict(r, v, timeout_s, latency) for r in replies]
+    out = [to_verdict(r, v, timeout_s, latency) for r in replies]
+    # read_chars past the completion's end means all of it (and never overflows the store's INTEGER column)
+    return [
+        replace(vd, read_chars=len(c)) if vd.read_chars is not None and vd.read_chars > len(c) else vd
+        for vd, (c, _) in zip(out, items)
+    ]

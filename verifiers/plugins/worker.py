@@ -5,7 +5,8 @@ reply is ``{"id", "kind": "bool" | "float" | "verdict", ...}`` with the result, 
 when the verifier raised, could not be imported, or returned something that is not a ``bool``, a finite number or a
 ``ratchet.verifiers.Verdict``. What the verifier prints goes to stderr, never into the replies. The reply is bounded
 (``MAX_TEXT_CHARS``); the parent (``ratchet.verifiers.plugins.runner``) validates it again and kills the worker at
-the time limit.
+the time limit. A call that runs out of memory ends the worker without a reply: the pool retries the item once on a
+fresh worker, so a worker spent by earlier calls costs the next item nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ MAX_TEXT_CHARS = 4096  # a verdict's parsed answer / reason text, at most (the s
 MAX_ERROR_CHARS = 500  # an error message, at most
 MAX_ABS_REWARD = 1e6  # a reward outside [-1e6, 1e6] is a verifier error (a bug, or an overflow)
 WORKER_MEMORY_BYTES = 8 << 30  # address space per worker: a runaway verifier fails with MemoryError, not the host
+MEMORY_EXIT = 75  # the worker's exit status when a call ran out of memory (it exits unanswered; see main)
 
 
 def _error(e: BaseException | str) -> dict[str, Any]:
@@ -68,6 +70,8 @@ def judge(req: dict[str, Any], cache: dict[tuple[str, str | None], tuple[Any, st
             cache[key] = (plugin.obj, plugin.source_file, file_mtime(plugin.source_file))
         record = json.loads(req["record"]) if req.get("record") else {}
         return encode(cache[key][0](str(req["completion"]), record))
+    except MemoryError:  # the worker may be spent (a verifier that keeps what it read): main() ends it, unanswered
+        raise
     except Exception as e:  # the verifier's failure is the reply: it becomes a verifier_error verdict, counted
         return _error(e)
 
@@ -84,9 +88,15 @@ def main() -> None:
     out.flush()
     for line in requests:
         req = json.loads(line)
-        reply = judge(req, cache)
-        reply["id"] = req["id"]
-        out.write(json.dumps(reply) + "\n")
+        try:
+            reply = judge(req, cache)
+        except MemoryError:  # no reply: the pool starts a fresh worker and sends the item there once more, so only an
+            os._exit(MEMORY_EXIT)  # item that exhausts a fresh worker too is charged (its verifier_error)
+        try:
+            text = json.dumps({**reply, "id": req["id"]})
+        except (TypeError, ValueError) as e:  # a Verdict field JSON cannot hold (the parent checks every field too)
+            text = json.dumps({**_error(f"TypeError: the verifier's result cannot be sent back: {e}"), "id": req["id"]})
+        out.write(text + "\n")
         out.flush()
 
 

@@ -26,7 +26,7 @@ from ratchet.flows.rounds.stages.round_engine import engine_for
 from ratchet.flows.rounds.state import round_prompts as selection
 from ratchet.flows.rounds.state.reverify import carry_over
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
-from ratchet.loop.evaluation.episode_scoring import stored_episode
+from ratchet.loop.evaluation.episode_scoring import failed_episode_verdicts, stored_episode
 from ratchet.loop.evaluation.metrics import PromptOutcome, sampled_metrics, summarize
 from ratchet.loop.evaluation.scoring import score_items, verdict_row
 from ratchet.loop.generation.sampling import Completion, SamplingParams
@@ -118,8 +118,9 @@ def verdict_rows(ctx: Ctx, trajs: list[dict], prompt_by_id: dict[str, dict]) -> 
     """
     episodes = [stored_episode(t) for t in trajs]  # an environment's own score() judges these
     scored = score_items([t["completion"] for t in trajs], [prompt_by_id[t["prompt_id"]] for t in trajs], ctx.reward, episodes)
+    vds = failed_episode_verdicts(trajs, [vd for _, vd in scored])  # an environment that raised: verifier_error
     ts = now()
-    rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, vd) in zip(trajs, scored)]
+    rows = [verdict_row(t["trajectory_id"], kind, vd, ts) for t, (kind, _), vd in zip(trajs, scored, vds)]
     for t, row in zip(trajs, rows):  # a stop string ended it: its ids run past the text, which is all that was read
         if t.get("finish_reason") == "stop_string" and row["read_chars"] is None:
             row["read_chars"] = len(t["completion"])

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ratchet.loop.campaign.round_context import Ctx, now, short_hash
-from ratchet.loop.evaluation.episode_scoring import stored_episode
+from ratchet.loop.evaluation.episode_scoring import environment_judges, failed_episode_verdicts, stored_episode
 from ratchet.loop.evaluation.scoring import reward_spec, reward_version, score_items, source_verifiers, verdict_row
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import ingest_parquet, insert_rows, write_parquet
@@ -38,10 +38,12 @@ def _campaign_specs(con) -> tuple[dict[str, tuple[RewardSpec, str, list[str]]], 
         spec = reward_spec(config.get("verifier", {}), (config.get("tasks") or {}).get("sources") or ())
         try:
             plugins = source_verifiers(spec)
+            judges = environment_judges(spec)  # environments whose score() judges their episodes
         except PluginError as e:
             skipped[name] = str(e)
             continue
-        specs[config_json] = (spec, reward_version(spec, plugins), [v.name for v in plugins.values()])
+        names = [v.name for v in plugins.values()] + [j.name for j in judges.values()]
+        specs[config_json] = (spec, reward_version(spec, plugins), names)
     return specs, skipped
 
 
@@ -75,9 +77,11 @@ def reverify(db: str | Path, *, run_dir: str | Path | None = None) -> dict:
     flips: Counter[str] = Counter()
     rows: list[dict] = []
     for config_json, items in by_config.items():
-        scored = score_items([t["completion"] for t in items], items, specs[config_json][0])
+        episodes = [stored_episode(t) for t in items]  # an environment with score() judges its episodes, as in a round
+        scored = score_items([t["completion"] for t in items], items, specs[config_json][0], episodes)
+        vds = failed_episode_verdicts(items, [vd for _, vd in scored])  # an environment that raised: verifier_error
         ts = now()
-        for t, (kind, vd) in zip(items, scored):
+        for t, (kind, _), vd in zip(items, scored, vds):
             prev = t["prev_correct"]
             flips[
                 "new" if prev is None else "unchanged" if prev == vd.correct else "wrong->right" if vd.correct else "right->wrong"
@@ -145,9 +149,11 @@ def carry_over(con, ctx: Ctx, checkpoint_id: str, *, version: str | None = None)
         scored = score_items(
             [r["completion"] for r in copies], [asdict(prompts[r["prompt_id"]]) for r in copies], ctx.reward, episodes
         )
+        vds = failed_episode_verdicts(copies, [vd for _, vd in scored])
         ts = now()
         insert_rows(con, "trajectories", copies)
-        insert_rows(con, "verdicts", [verdict_row(r["trajectory_id"], kind, vd, ts) for r, (kind, vd) in zip(copies, scored)])
+        judged = [verdict_row(r["trajectory_id"], kind, vd, ts) for r, (kind, _), vd in zip(copies, scored, vds)]
+        insert_rows(con, "verdicts", judged)
         return len(copies)
     return 0
 

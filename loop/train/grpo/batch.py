@@ -133,8 +133,9 @@ def pack_rollouts(tok, samples: Sequence[GRPOSample], max_seq_len: int) -> Packe
             ids = list(s.example.completion_ids)
             # past the verifier's read span the tokens carry no credit: masked (a causal model's kept log-probs
             # do not depend on the tokens after them, so the tail is dropped); the sampler's log-probs likewise
-            multi = s.example.completion_mask is not None  # an episode: the verifier's span is its last message's
-            k = None if multi else read_token_count(tok, ids, s.example.read_chars)
+            multi = s.example.completion_mask is not None  # an episode: the verifier's span is its last message's,
+            # so the stream stays whole, unless the verifier read nothing (a verifier_error): then none of it trains
+            k = (0 if s.example.read_chars == 0 else None) if multi else read_token_count(tok, ids, s.example.read_chars)
             sampled += len(ids)
             unread += 0 if k is None else len(ids) - k
             comps.append(ids if k is None else ids[:k])

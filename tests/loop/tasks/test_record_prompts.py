@@ -70,3 +70,11 @@ def test_config_load_imports_the_verifier_from_the_config_folder(tmp_path):
     (tmp_path / "r.toml").write_text('[[tasks.sources]]\npath = "t.jsonl"\nverifier = "own_checks:verfy"\n')
     with pytest.raises(ConfigError, match=r"tasks.sources\['t'\].verifier: plugin 'own_checks:verfy'.*has no 'verfy'"):
         load_config(tmp_path / "r.toml")
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_a_record_nested_too_deep_is_one_line_naming_it(tmp_path, depth):
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"prompt": "fine"}\n{"prompt": "hi", "x": ' + "[" * depth + "]" * depth + "}\n")
+    with pytest.raises(TaskDataError, match=r"t.jsonl:2: JSON nested too deeply"):
+        FileTasks(TaskSourceConfig(path=str(f), format="records", verifier="m:f"), "own")
