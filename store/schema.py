@@ -370,6 +370,22 @@ VIEWS = {
         FROM rounds r JOIN campaigns c USING (campaign_id)
         LEFT JOIN gate_decisions g USING (round_id)
         ORDER BY c.name, r.round_index""",
+    # Triage of a gate decision: the held-out prompts whose greedy verdict differs between the round's incumbent and
+    # candidate, on the eval set and verifier version the decision compared (decisions that recorded both).
+    "gate_flips": """
+        WITH g AS (SELECT round_id, eval_set_id, verifier_version, incumbent_checkpoint_id, candidate_checkpoint_id
+                   FROM gate_decisions
+                   WHERE candidate_checkpoint_id IS NOT NULL AND eval_set_id IS NOT NULL AND verifier_version IS NOT NULL),
+             o AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version, bool_or(v.correct) AS correct
+                   FROM trajectories t JOIN verdicts v USING (trajectory_id)
+                   WHERE t.purpose = 'eval_greedy' GROUP BY ALL)
+        SELECT g.round_id, g.eval_set_id, i.prompt_id, i.correct AS incumbent_correct, c.correct AS candidate_correct
+        FROM g JOIN o i ON i.checkpoint_id = g.incumbent_checkpoint_id AND i.eval_set_id = g.eval_set_id
+                        AND i.verifier_version = g.verifier_version
+               JOIN o c ON c.checkpoint_id = g.candidate_checkpoint_id AND c.eval_set_id = g.eval_set_id
+                        AND c.verifier_version = g.verifier_version AND c.prompt_id = i.prompt_id
+        WHERE i.correct <> c.correct
+        ORDER BY g.round_id, i.prompt_id""",
     # Verifier monitoring: reward mean/variance and the count of each verdict reason per round and task.
     "round_verifier_stats": """
         SELECT t.round_id, p.source, p.task, t.purpose, v.verifier, v.verifier_version,

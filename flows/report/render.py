@@ -23,6 +23,7 @@ import jinja2
 from ratchet.common.files import atomic_write_bytes
 from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
+from ratchet.flows.report.triage import report_flips
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_phase
@@ -41,6 +42,7 @@ from ratchet.store.reports import (
 )
 
 PLOT_NAME = "heldout_pass1.png"
+REPORT_FLIPS = 100  # flipped prompts listed per round (the rest: the gate_flips view)
 DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728", "no_candidate": "#7f7f7f"}
 
 
@@ -205,6 +207,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
  th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
  .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; } .no_candidate { color: #7f7f7f; }
  .halt, .failed, .crashed { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
+ pre { white-space: pre-wrap; margin: 0; max-width: 28em; font-size: 0.85em; }
  details { margin: 0.3em 0 1em; } summary { cursor: pointer; font-weight: 600; }
 </style></head><body>
 <h1>Ratchet report</h1>
@@ -266,6 +269,16 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <td>{{ 'yes' if g.passed else 'no' }}</td><td>{{ g.reason }}</td></tr>
 {% endfor %}</table>
 {% endif %}
+{% if r.flips %}
+<p>Prompts that flipped between incumbent and candidate ({{ r.flips|selectattr('incumbent_correct')|list|length }} right &rarr; wrong,
+ {{ r.flips|rejectattr('incumbent_correct')|list|length }} wrong &rarr; right{% if r.flips|length >= flips_shown %}; the first {{ flips_shown }}, all in the view gate_flips{% endif %}):</p>
+<table><tr><th>eval set</th><th>prompt</th><th>flip</th><th>question</th><th>gold</th><th>incumbent completion</th><th>incumbent verdict</th>
+<th>candidate completion</th><th>candidate verdict</th></tr>
+{% for f in r.flips %}<tr><td>{{ f.eval_name }}</td><td><code>{{ f.prompt_id[:12] }}</code></td><td>{{ f.flip }}</td><td>{{ f.question_shown }}</td>
+<td>{{ f.gold }}</td><td><pre>{{ f.incumbent_completion_shown }}</pre></td><td>{{ f.incumbent_verdict }}</td>
+<td><pre>{{ f.candidate_completion_shown }}</pre></td><td>{{ f.candidate_verdict }}</td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if r.verifier %}
 <table><tr><th>task</th><th>prompts</th><th>rollouts</th><th>pass@1</th><th>pass@k</th><th>k</th><th>reward mean</th>
 <th>format errors</th><th>truncated</th><th>length P90 (tokens)</th><th>verdict reasons</th></tr>
@@ -302,6 +315,7 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
         r["metrics"] = metrics_rows(con, r["round_id"])
         r["gate_sets"] = gate_set_rows(con, r["round_id"])
+        r["flips"] = report_flips(con, r["round_id"], REPORT_FLIPS)
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))
@@ -339,6 +353,7 @@ def render_report(db: str | Path, pages: list[dict]) -> str:
         campaigns=pages,
         fmt=_fmt,
         hist=histogram_text,
+        flips_shown=REPORT_FLIPS,
         empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.",
     )
 
