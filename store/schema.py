@@ -302,6 +302,27 @@ class GateSetDecision(SQLModel, table=True):
     base_pass1: float | None = _dbl(default=None, description="The base checkpoint's pass@1 on this set (drift)")
 
 
+class RoundMonitorRow(SQLModel, table=True):
+    """A reward-hacking monitor measured at a round's gate (``[gate.monitors]``; ratchet.loop.gate.monitors)."""
+
+    __tablename__ = "round_monitors"
+    round_id: str = Field(primary_key=True)
+    monitor: str = Field(
+        primary_key=True,
+        description="length_mean_ratio | length_p90_ratio | truncation_rate | format_without_correct | no_answer_rate "
+        "| same_answer_share | language_mixing | cross_check_disagreement",
+    )
+    value: float = _dbl(description="length_*: candidate / reference; others: candidate share - reference share")
+    threshold: float | None = _dbl(default=None, description="gate.monitors.<monitor> it ran with (NULL: measured only)")
+    tripped: bool = Field(description="value > threshold on at least gate.monitors.min_prompts prompts: the campaign halted")
+    candidate_value: float = _dbl(description="The candidate's figure (mean or P90 tokens, or a share)")
+    reference_value: float = _dbl(description="The reference's figure on the same prompts")
+    reference: str = Field(description="incumbent | golds (what the candidate is compared with)")
+    num_prompts: int = Field(description="Prompts compared (greedy evaluation completions both sides have)")
+    eval_set_id: str
+    created_at: datetime
+
+
 class CampaignEvent(SQLModel, table=True):
     """A person's (or the daemon's) halt, pause or resume of a campaign: who, when, why."""
 
@@ -350,6 +371,7 @@ TABLES = [
     Evaluation,
     GateDecision,
     GateSetDecision,
+    RoundMonitorRow,
     CampaignEvent,
     RoundManifest,
 ]

@@ -80,7 +80,9 @@ def _measured(db: Path) -> tuple[float, float, str]:
 def replay_command(
     db: Path = typer.Option(..., "--db", help=DB_HELP),
     campaign: str = typer.Option(..., "--campaign", help="The campaign whose rounds to re-decide."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="gate.KEY=VALUE (TOML value), repeatable: e.g. gate.margin=0.0"),
+    set_: Optional[list[str]] = typer.Option(
+        None, "--set", help="gate.KEY=VALUE (TOML value), repeatable: e.g. gate.margin=0.0, gate.monitors.truncation_rate=0.05"
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
     """Re-decide every stored round of a campaign under other [gate] settings from its stored per-prompt outcomes
@@ -100,10 +102,11 @@ def replay_command(
         print(replay_json(rows))
         return
     t = plain_table(title=f"gate replay: {campaign}")
-    for c in ("round", "stored", "replayed", "changed", "reason (replayed)"):
+    for c in ("round", "stored", "replayed", "changed", "monitors tripped", "reason (replayed)"):
         t.add_column(cell(c))
     for r in rows:
-        t.add_row(*map(cell, (r["round"], r["stored"], r["replayed"], "yes" if r["changed"] else "", r["reason"])))
+        tripped = ", ".join(r["monitors_tripped"])
+        t.add_row(*map(cell, (r["round"], r["stored"], r["replayed"], "yes" if r["changed"] else "", tripped, r["reason"])))
     console.print(t)
     changed = [r["round"] for r in rows if r["changed"]]
     console.print(

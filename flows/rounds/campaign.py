@@ -12,6 +12,7 @@ from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
 from ratchet.flows.rounds.gating.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
+from ratchet.flows.rounds.gating.monitor_inputs import measure_stored, monitor_rows
 from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_owner, run_logger
@@ -28,6 +29,7 @@ from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.gate import error_rates as gate_plan
 from ratchet.loop.gate.eval_sets import pooled
+from ratchet.loop.gate.monitors import tripped_reasons
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import insert_rows
@@ -44,6 +46,7 @@ from ratchet.store.queries import (
 )
 from ratchet.store.reports import training_metrics
 from ratchet.store.retention import check_free_disk, round_write_bytes
+from ratchet.verifiers.cross_check import check_available
 from ratchet.verifiers.reward import VERSION as VERIFIER_VERSION
 from ratchet.verifiers.reward import VERSIONS as VERIFIER_VERSIONS
 
@@ -56,6 +59,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
+        ValueError: ``verifier.cross_check`` names a verifier that is not installed.
         ConfigError: sequence limits that would truncate training (``sft.max_seq_len`` vs the longest prompt +
             ``max_new_tokens``; see ``ratchet.loop.train.lengths``).
     """
@@ -76,6 +80,8 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
+    if cfg.verifier.cross_check:
+        check_available(cfg.verifier.cross_check)  # the gate's second verifier must be installed before round 1
     name, size = smallest_gating_set(ctx)
     warning = gate_warning(cfg, size, name) if not cfg.gate.sequential else sequential_warning(cfg, len(ctx.heldout()))
     if warning:
@@ -259,13 +265,17 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
 
 def _decide_candidate(
     con, ctx: Ctx, round_index: int, incumbent: str, candidate: str, consecutive_rejections: int, created_at
-) -> tuple[dict, list[dict]]:
-    """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set
-    (stamped ``created_at``, the decision's own time)."""
+) -> tuple[dict, list[dict], list[dict]]:
+    """The gate on a trained candidate: the decision row's fields, one ``gate_set_decisions`` row per eval set and one
+    ``round_monitors`` row per monitor (stamped ``created_at``, the decision's own time); a tripped monitor halts."""
     g, es = ctx.cfg.gate, ctx.eval_set_id()
+    monitors = measure_stored(
+        con, es, incumbent, candidate, VERIFIER_VERSION, g.monitors, target_language=ctx.cfg.verifier.target_language,
+        cross_check=ctx.cfg.verifier.cross_check,
+    )  # fmt: skip
     d = decide_stored(
         con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, VERIFIER_VERSION, g,
-        consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx),
+        consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx) + tripped_reasons(monitors),
         pinned=len(ctx.heldout()),
     )  # fmt: skip
     sets, res, best_ids, bases = d.sets, d.gate, d.best_ids, base_pass1(d)
@@ -309,7 +319,7 @@ def _decide_candidate(
         )
         for v in res.sets
     ]
-    return decided, set_rows
+    return decided, set_rows, monitor_rows(ctx.round_id, es, monitors, created_at)
 
 
 NOTHING_TO_TRAIN = {
@@ -368,10 +378,11 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             eval_set_id=es,
         )
         set_rows: list[dict] = []
+        monitors: list[dict] = []
         if candidate is None:  # nothing trained: no gate ran, and a run of such rounds halts like rejections do
             row.update(no_candidate_decision(ctx.cfg.algorithm, state.consecutive_rejections, g.max_consecutive_rejections))
         else:
-            decided, set_rows = _decide_candidate(
+            decided, set_rows, monitors = _decide_candidate(
                 con, ctx, round_index, incumbent, candidate, state.consecutive_rejections, row["created_at"]
             )
             row.update(decided)
@@ -379,6 +390,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         insert_rows(con, "gate_decisions", [row])
         if set_rows:
             insert_rows(con, "gate_set_decisions", set_rows)
+        if monitors:
+            insert_rows(con, "round_monitors", monitors)
         seconds = _stage_seconds(ctx, [incumbent, candidate])
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])

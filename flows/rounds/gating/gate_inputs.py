@@ -11,6 +11,7 @@ from ratchet.loop.config import GateConfig, RatchetConfig
 from ratchet.loop.gate import drift as gate_drift
 from ratchet.loop.gate import per_prompt_means
 from ratchet.loop.gate.eval_sets import RoundGate, SetScores, decide_sets
+from ratchet.loop.gate.monitors import MONITORS
 from ratchet.loop.gate.sequential import run_sequential
 from ratchet.store.queries import eval_outcomes, eval_set_members, promoted_before
 
@@ -218,14 +219,19 @@ def training_guards(
     return out
 
 
+NO_MONITORS = {name: None for name in MONITORS}  # every monitor only measured (a decision made before they existed)
+
+
 def stored_gate_config(row: dict) -> GateConfig:
     """The ``[gate]`` a stored decision ran with: its ``settings_json``, else (decided before that was recorded) the old
     rule with the row's test and tolerance over the campaign's stored gate section."""
     if row.get("settings_json"):
         settings = json.loads(row["settings_json"])
         settings.setdefault("max_drift", None)  # decided before the drift check existed: without it
+        settings.setdefault("monitors", NO_MONITORS)  # decided before the monitors existed: without them
         return GateConfig.model_validate(settings)
     old = dict(json.loads(row["config_json"]).get("gate") or {})
     old.pop("tolerance", None)
+    old["monitors"] = NO_MONITORS
     old.update(rule="no_detected_drop", margin=row["tolerance"], test=row["test"] if row["test"] != "score" else "mcnemar")
     return GateConfig.model_validate(old)
