@@ -300,6 +300,14 @@ class GateSetDecision(SQLModel, table=True):
     best_lower_bound: float | None = _dbl(default=None)
     created_at: datetime
     base_pass1: float | None = _dbl(default=None, description="The base checkpoint's pass@1 on this set (drift)")
+    pass_at_k: int | None = Field(None, description="K of the pass@k guard (gate.pass_at_k; NULL: off or not a gating set)")
+    candidate_pass_at_k: float | None = _dbl(default=None, description="Mean unbiased pass@K per prompt (Chen et al. 2021)")
+    incumbent_pass_at_k: float | None = _dbl(default=None)
+    base_pass_at_k: float | None = _dbl(default=None, description="The base's, on the prompts it has K samples on")
+    pass_at_k_lower_bound: float | None = _dbl(
+        default=None, description="(1 - alpha) lower bound of the pass@K change vs the incumbent (BCa cluster bootstrap)"
+    )
+    pass_at_k_base_lower_bound: float | None = _dbl(default=None, description="The same vs the base")
 
 
 class RoundMonitorRow(SQLModel, table=True):

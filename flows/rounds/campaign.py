@@ -11,7 +11,15 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
-from ratchet.flows.rounds.gating.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
+from ratchet.flows.rounds.gating.gate_inputs import (
+    Grouping,
+    base_pass1,
+    decide_stored,
+    decision_columns,
+    pass_at_k_columns,
+    scores,
+    training_guards,
+)
 from ratchet.flows.rounds.gating.monitor_inputs import measure_stored, monitor_rows
 from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
@@ -316,6 +324,7 @@ def _decide_candidate(
             best_lower_bound=v.result.best_lower_bound,
             base_pass1=bases.get(v.name),
             created_at=created_at,
+            **pass_at_k_columns(v.pass_k),
         )
         for v in res.sets
     ]

@@ -160,6 +160,15 @@ class GateConfig(_Frozen):
         "checkpoint (pass@1, absolute) on a drift set: the guard sets, else the gating sets (the (1 - alpha) upper "
         "bound of candidate - base < -max_drift; ratchet.loop.gate.drift). None: measure and store drift, never halt.",
     )
+    pass_at_k: int | None = Field(
+        None,
+        ge=2,
+        description="K: each gating eval set must also show the candidate no worse than the incumbent and the base on "
+        "the unbiased pass@K per prompt (Chen et al. 2021, eq. 1; BCa cluster bootstrap over prompts, margin and alpha "
+        "as for pass@1): RL can raise pass@1 while narrowing what pass@K reaches (Yue et al. 2025). Needs "
+        "eval.num_samples >= K samples per prompt at eval.temperature. None: off (the K samples cost ~K greedy "
+        "evaluations; docs/gate.md).",
+    )
     monitors: MonitorsConfig = Field(
         MonitorsConfig(), description="[gate.monitors]: reward-hacking monitors that halt (ratchet.loop.gate.monitors)."
     )

@@ -87,12 +87,21 @@ def tiny_config(tmp_path, tiny_model_dir):
 
 def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_config):
     from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.loop.config import RatchetConfig
 
+    cfg = load_ctx(tiny_config).cfg  # with the pass@k guard on its 2 eval samples per prompt (gate.pass_at_k)
+    tiny_config = save_config(
+        RatchetConfig.model_validate({**cfg.model_dump(), "gate": {**cfg.gate.model_dump(), "pass_at_k": 2}})
+    )
     decisions = run_campaign(tiny_config)
     ctx = load_ctx(tiny_config)
     db = ctx.db
     assert [d["round"] for d in decisions] == [1, 2]
     assert all(d["decision"] in ("promote", "reject", "halt", "no_candidate") for d in decisions)
+    guarded = query(db, "SELECT s.pass_at_k, s.incumbent_pass_at_k, s.pass_at_k_lower_bound, g.decision, g.reason "
+                        "FROM gate_set_decisions s JOIN gate_decisions g USING (round_id)")[1]  # fmt: skip
+    assert guarded and all(k == 2 and 0 <= inc <= 1 and lb is not None for k, inc, lb, _, _ in guarded)
+    assert all("pass@2" in reason for *_, d, reason in guarded if d == "promote")
     c = counts(db)
     assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
     assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 8 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
