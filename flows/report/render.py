@@ -24,6 +24,7 @@ from ratchet.common.files import atomic_write_bytes
 from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.flows.report.triage import report_flips
+from ratchet.store.costs import cost_per_point, round_costs
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_phase
@@ -244,6 +245,17 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}
 </table>
+{% if c.costs %}
+<h3>Cost per promoted point</h3>
+<p>{{ '{:,.0f}'.format(c.cost.tokens) }} tokens generated, {{ fmt(c.cost.compute_s / 60, '.1f') }} compute min, {{ fmt(c.cost.wall_s / 60, '.1f') }} wall min
+ over {{ c.cost.rounds }} rounds; {{ fmt(c.cost.promoted_points, '+.1f') }} points of promoted pass@1{% if c.cost.tokens_per_point is not none %}:
+ {{ '{:,.0f}'.format(c.cost.tokens_per_point) }} tokens, {{ fmt(c.cost.compute_s_per_point / 60, '.1f') }} compute min and
+ {{ fmt(c.cost.wall_s_per_point / 60, '.1f') }} wall min per point{% else %} (no promoted gain yet){% endif %}.</p>
+<table><tr><th>round</th><th>tokens</th><th>compute s</th><th>wall s</th><th>decision</th><th>promoted points</th></tr>
+{% for r in c.costs %}<tr><td class="num">{{ r.round_index }}</td><td class="num">{{ r.tokens }}</td><td class="num">{{ fmt(r.compute_s, '.0f') }}</td>
+<td class="num">{{ fmt(r.wall_s, '.0f') }}</td><td>{{ r.decision or '—' }}</td><td class="num">{{ fmt(r.promoted_points, '+.1f') }}</td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if c.selection %}
 <h3>Prompt selection and zero-variance groups</h3>
 <p>Groups whose G rewards are all equal teach GRPO nothing (no advantage) and RFT nothing new; tasks.selection = frontier
@@ -323,6 +335,8 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
     page["drift_plot"] = data_uri(drift) if drift else None
     page["selection"] = selection_rows(con, campaign["name"]) if rounds else []
+    page["costs"] = round_costs(con, campaign["name"]) if rounds else []
+    page["cost"] = cost_per_point(page["costs"])
     return page | ({"algorithm": f"in phases: {phases}"} if phases else {})
 
 
