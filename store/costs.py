@@ -41,3 +41,11 @@ def cost_per_point(rows: list[dict]) -> dict:
     pts = total["promoted_points"]
     per = {f"{k}_per_point": (total[k] / pts if pts > 0 else None) for k in ("tokens", "compute_s", "wall_s")}
     return {**total, "rounds": len(rows), **per}
+
+
+def tokens_since(con: duckdb.DuckDBPyConnection, round_id: str, since) -> int:
+    """Completion tokens of the round's trajectories created at or after ``since`` (a datetime): one attempt's."""
+    row = con.execute(
+        "SELECT coalesce(sum(completion_tokens), 0) FROM trajectories WHERE round_id = ? AND created_at >= ?", [round_id, since]
+    ).fetchone()
+    return int(row[0])

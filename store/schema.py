@@ -32,7 +32,10 @@ class Round(SQLModel, table=True):
     campaign_id: str
     round_index: int = Field(description="1-based; round 0 is the base evaluation")
     incumbent_checkpoint_id: str = Field(description="Policy that generated this round's rollouts")
-    status: str = Field(description="running | completed | failed | crashed (its process died while running)")
+    status: str = Field(
+        description="running | completed | failed | crashed (its process died while running) | budget_spent (stopped at "
+        "a stage boundary by [schedule] max_wall_s / max_tokens; the next run resumes it)"
+    )
     started_at: datetime
     finished_at: datetime | None = None
     stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")

@@ -28,6 +28,7 @@ from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
 from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
 from ratchet.flows.rounds.stages.steps import round_steps
 from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings
+from ratchet.flows.rounds.state.night_budget import BudgetSpent, NightBudget
 from ratchet.flows.rounds.state.phases import check_training_data, phase_contexts, register_teacher
 from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.state.reverify import carry_over_promoted
@@ -436,10 +437,13 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     incumbent = start_round(config_path, round_index)
     try:
         ctx = load_ctx(config_path, round_index)
+        budget = NightBudget.of(ctx)  # [schedule] max_wall_s / max_tokens of this attempt
         with round_engine(ctx, incumbent) as engine:  # loaded once, on the incumbent, for every stage of the round
             if not ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)  # the engine holds it: nothing to load
+                budget.check("the incumbent's evaluation")
             candidate = round_steps(config_path, round_index, incumbent, engine)
+            budget.check("training")
             if candidate is not None and ctx.cfg.gate.sequential:
                 evaluate_sequentially(config_path, round_index, incumbent, candidate, engine)  # batches until a bound decides
             elif candidate is not None:
@@ -447,6 +451,11 @@ def improvement_round(config_path: str, round_index: int) -> dict:
             elif ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)
         return gate(config_path, round_index, incumbent, candidate)
+    except BudgetSpent as e:  # a clean stop: the next run resumes the round from its finished stages
+        with transaction(ctx.db) as con:
+            set_round_status(con, ctx.round_id, "budget_spent", finished_at=now())
+        run_logger().warning("round %d stopped: %s; the next run resumes it", round_index, e)
+        return {"decision": "budget_spent", "reason": str(e)}
     except Exception:
         ctx = load_ctx(config_path, round_index)
         with transaction(ctx.db) as con:  # visible in `ratchet status`; a re-run resumes the round
@@ -483,6 +492,8 @@ def _campaign_rounds(config_path: str, rounds: int | None) -> list[dict]:
         if rounds is not None and ran >= rounds:
             break
         decisions.append({"round": r, **improvement_round(config_path, r)})
+        if decisions[-1]["decision"] == "budget_spent":
+            break  # the night's budget is spent: the next run resumes this round
         ran, r = ran + 1, r + 1
     return decisions
 

@@ -329,3 +329,28 @@ def test_runs_of_one_round_halt_resume_manifest_and_export(prefect_harness, tiny
             assert ds[0]["messages"][0] == {"role": "system", "content": "sys"} and ds[0]["text"].endswith(ds[0]["completion"])
     r = runner.invoke(app, ["export", "--db", db, "--campaign", "nope", "--what", "rollouts", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "no campaign 'nope'" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_spent_night_budget_stops_the_round_cleanly_and_the_next_run_resumes_it(prefect_harness, tiny_config):
+    """[schedule] max_tokens = 1: the round stops after the incumbent's evaluation (status budget_spent, no gate
+    decision); the next run, without the limit, resumes it, reusing that evaluation, and the gate decides."""
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.loop.config import RatchetConfig
+
+    cfg = load_ctx(tiny_config).cfg
+    dump = {**cfg.model_dump(), "max_rounds": 1}
+    tight = save_config(RatchetConfig.model_validate({**dump, "schedule": {**dump["schedule"], "max_tokens": 1}}))
+    (first,) = run_campaign(tight)
+    db = load_ctx(tight).db
+    assert first["decision"] == "budget_spent" and "schedule.max_tokens 1" in first["reason"], first
+    assert query(db, "SELECT status FROM rounds")[1] == [("budget_spent",)]
+    assert query(db, "SELECT count(*) FROM gate_decisions")[1][0][0] == 0
+    base_evals = query(db, "SELECT count(*) FROM trajectories WHERE purpose LIKE 'eval%'")[1][0][0]
+    assert base_evals == 10 * 3  # the incumbent's greedy + 2 samples on the 10 held-out prompts, kept
+    (second,) = run_campaign(save_config(RatchetConfig.model_validate(dump)))
+    assert second["decision"] in ("promote", "reject", "halt", "no_candidate")
+    assert query(db, "SELECT status FROM rounds")[1] == [("completed",)]
+    ((base, n),) = query(db, "SELECT count(*), count(DISTINCT trajectory_id) FROM trajectories t JOIN rounds r USING (round_id) "
+                             "WHERE purpose LIKE 'eval%' AND t.checkpoint_id = r.incumbent_checkpoint_id")[1]  # fmt: skip
+    assert base == n == base_evals  # not evaluated again
