@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ratchet.loop.config import MonitorsConfig
-from ratchet.verifiers.language import LANGUAGES, script_of
+from ratchet.verifiers.language import LANGUAGES, script_of, script_share
 
 MONITORS: tuple[str, ...] = (
     "length_mean_ratio",
@@ -121,9 +121,9 @@ def target_scripts(target_language: str, texts: Sequence[str]) -> frozenset[str]
 
 
 def is_mixed(text: str, scripts: frozenset[str]) -> bool:
-    """True when under ``MIXED_BELOW`` of ``text``'s letters are in ``scripts`` (R1's language consistency, by script)."""
-    letters = [ch for ch in text if ch.isalpha()]
-    return bool(letters) and sum(script_of(ch) in scripts for ch in letters) / len(letters) < MIXED_BELOW
+    """True when under ``MIXED_BELOW`` of ``text``'s letters are in ``scripts``: the language-consistency measure of the
+    reward (``verifiers.language.script_share``; DeepSeek-R1 section 2.3.2), LaTeX and code removed first."""
+    return script_share(text, scripts) < MIXED_BELOW
 
 
 def measure(
