@@ -41,6 +41,7 @@ from ratchet.store.reports import (
     round_training,
     training_origins,
 )
+from ratchet.store.round_monitors import round_monitor_rows
 
 PLOT_NAME = "heldout_pass1.png"
 REPORT_FLIPS = 100  # flipped prompts listed per round (the rest: the gate_flips view)
@@ -291,6 +292,13 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <td><pre>{{ f.candidate_completion_shown }}</pre></td><td>{{ f.candidate_verdict }}</td></tr>
 {% endfor %}</table>
 {% endif %}
+{% if r.monitors %}
+<table><tr><th>monitor</th><th>candidate</th><th>reference</th><th>value</th><th>threshold</th><th>tripped</th></tr>
+{% for m in r.monitors %}<tr><td>{{ m.monitor }}</td><td class="num">{{ fmt(m.candidate_value) }}</td>
+<td class="num">{{ fmt(m.reference_value) }} ({{ m.reference }})</td><td class="num">{{ fmt(m.value) }}</td>
+<td class="num">{{ fmt(m.threshold) }}</td><td class="{{ 'halt' if m.tripped else '' }}">{{ 'yes' if m.tripped else 'no' }}</td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if r.verifier %}
 <table><tr><th>task</th><th>prompts</th><th>rollouts</th><th>pass@1</th><th>pass@k</th><th>k</th><th>reward mean</th>
 <th>format errors</th><th>truncated</th><th>length P90 (tokens)</th><th>verdict reasons</th></tr>
@@ -328,6 +336,7 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["metrics"] = metrics_rows(con, r["round_id"])
         r["gate_sets"] = gate_set_rows(con, r["round_id"])
         r["flips"] = report_flips(con, r["round_id"], REPORT_FLIPS)
+        r["monitors"] = round_monitor_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))

@@ -1,12 +1,14 @@
 """Triage of a gate decision for people: the prompts that flipped between incumbent and candidate (right -> wrong,
-wrong -> right) with both completions and verdicts, as markdown for the round's gate artifact; ``ratchet report``
-shows the same rows (``ratchet.store.flips.round_flips``) in its HTML page."""
+wrong -> right) with both completions and verdicts, and the round's reward-hacking monitors, as markdown for the
+round's gate artifact; ``ratchet report`` shows the same rows (``ratchet.store.flips.round_flips``,
+``ratchet.store.round_monitors``) in its HTML page."""
 
 from __future__ import annotations
 
 import duckdb
 
 from ratchet.store.flips import flip_counts, round_flips
+from ratchet.store.round_monitors import round_monitor_rows
 
 FLIPS_SHOWN = 20  # rows of the gate artifact's flips table; the full list is `SELECT * FROM gate_flips`
 TEXT_CHARS = 300  # characters of a completion or question shown in a cell
@@ -68,3 +70,18 @@ def flips_markdown(con: duckdb.DuckDBPyConnection, round_id: str, limit: int = F
     more = f"\n{total - len(rows)} more: " if total > len(rows) else "\nAll of them in SQL: "
     lines.append(f"{more}`ratchet sql \"SELECT * FROM gate_flips WHERE round_id = '{round_id}'\"`\n\n")
     return "\n".join(lines)
+
+
+def monitors_markdown(con: duckdb.DuckDBPyConnection, round_id: str) -> str:
+    """The gate artifact's monitors table (``round_monitors``): value, threshold, tripped; '' when none were measured."""
+    rows = round_monitor_rows(con, round_id)
+    if not rows:
+        return ""
+    fmt = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
+    lines = ["### Monitors\n", "| monitor | candidate | reference | value | threshold | tripped |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['monitor']} | {fmt(r['candidate_value'])} | {fmt(r['reference_value'])} ({r['reference']}) "
+            f"| {fmt(r['value'])} | {fmt(r['threshold'])} | {'**yes**' if r['tripped'] else 'no'} |"
+        )
+    return "\n".join(lines) + "\n\n"

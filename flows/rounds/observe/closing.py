@@ -51,7 +51,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
     ``<campaign>-round-<n>-gate`` (markdown, with the prompts that flipped: ``ratchet.flows.report.triage``). A task's ``.fn`` called outside a run publishes nothing.
     """
     from ratchet.flows.report.render import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
-    from ratchet.flows.report.triage import flips_markdown
+    from ratchet.flows.report.triage import flips_markdown, monitors_markdown
     from ratchet.flows.rounds.observe.progress import in_run_context
 
     with connect(ctx.db, read_only=True) as con:
@@ -61,7 +61,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
         metrics = metrics_rows(con, ctx.round_id, VERIFIER_VERSION)
         stats = verifier_stats(con, ctx.round_id)
         events = events_of(con, ctx.cfg.campaign)[-5:]
-        flips = flips_markdown(con, ctx.round_id)
+        flips = flips_markdown(con, ctx.round_id) + monitors_markdown(con, ctx.round_id)
     create_table_artifact(
         key=artifact_key(ctx, "metrics"),
         table=metrics or [{"metric": "-", "scope": "-", "value": None}],

@@ -7,12 +7,14 @@ import json
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
+from ratchet.flows.report.triage import monitors_markdown
 from ratchet.flows.rounds.campaign import gate, prepare_campaign, start_round
 from ratchet.flows.rounds.gating.gate_replay import replay
 from ratchet.loop.campaign.round_context import load_ctx, now, short_hash
-from ratchet.store.db import query, transaction
+from ratchet.store.db import connect, query, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.verifiers.reward import VERSION
+from tests.flows.report.test_report import page_text
 from tests.flows.rounds.gating.test_gate_replay import _base, config, write_tasks
 
 
@@ -98,3 +100,10 @@ def test_each_monitor_halts_by_name_is_stored_and_replays(tmp_path, tiny_model_d
     assert not any(r["changed"] for r in same) and [r["monitors_tripped"] for r in same] == [[m] for m in HACKS]
     loose = replay(ctx.db, "gated", {"gate.monitors.truncation_rate": 0.5, "gate.monitors.cross_check_disagreement": 0.5})
     assert [r["round"] for r in loose if r["changed"]] == [2, 7] and loose[1]["replayed"] == "promote"
+    # The gate artifact's and the report's monitors tables.
+    with connect(ctx.db, read_only=True) as con:
+        md = monitors_markdown(con, load_ctx(path, 2).round_id)
+    assert "| truncation_rate | 0.200 | 0.000 (incumbent) | 0.200 | 0.100 | **yes** |" in md
+    out = tmp_path / "report.html"
+    assert CliRunner().invoke(app, ["report", "--db", str(ctx.db), "--out", str(out)]).exit_code == 0
+    assert "truncation_rate 0.200 0.000 (incumbent) 0.200 0.100 yes" in page_text(out.read_text())
