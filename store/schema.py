@@ -94,6 +94,17 @@ class EvalSetPrompt(SQLModel, table=True):
     created_at: datetime
 
 
+class ConfirmationPrompt(SQLModel, table=True):
+    """A campaign's confirmation set (``gate.confirmation_prompts``): held-out prompts never gated on, read only when a
+    candidate is promoted, for the promoted checkpoint's unbiased pass@1 (docs/gate.md)."""
+
+    __tablename__ = "confirmation_prompts"
+    campaign_id: str = Field(primary_key=True)
+    position: int = Field(primary_key=True, description="Order in the confirmation set (0-based)")
+    prompt_id: str
+    created_at: datetime
+
+
 class Trajectory(SQLModel, table=True):
     __tablename__ = "trajectories"
     trajectory_id: str = Field(
@@ -283,6 +294,12 @@ class GateDecision(SQLModel, table=True):
     drift: float | None = _dbl(default=None, description="pass@1 change of the candidate from the base on the drift set")
     drift_upper_bound: float | None = _dbl(default=None, description="(1 - alpha) upper bound of that change")
     drift_set: str | None = Field(None, description="The drift set (guard set, else gating set) with the smallest bound")
+    confirmed_pass1: float | None = _dbl(
+        default=None,
+        description="A promoted candidate's greedy pass@1 on the confirmation set (read only on promotion; unbiased by "
+        "the selection on the gating set); NULL: not promoted or no confirmation set",
+    )
+    confirmation_eval_set_id: str | None = Field(None, description="The confirmation set's eval set id")
 
 
 class GateSetDecision(SQLModel, table=True):
@@ -374,6 +391,7 @@ TABLES = [
     Checkpoint,
     PromptRow,
     EvalSetPrompt,
+    ConfirmationPrompt,
     Trajectory,
     VerdictRow,
     TrainingRun,
@@ -398,7 +416,7 @@ VIEWS = {
                (SELECT count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
                  WHERE tr.round_id = r.round_id) AS training_examples,
                g.incumbent_pass1, g.candidate_pass1, g.delta, g.p_value, g.decision, g.reason, g.lower_bound,
-               g.best_lower_bound, g.rule, g.tolerance,
+               g.best_lower_bound, g.rule, g.tolerance, g.confirmed_pass1,
                r.started_at, r.finished_at
         FROM rounds r JOIN campaigns c USING (campaign_id)
         LEFT JOIN gate_decisions g USING (round_id)

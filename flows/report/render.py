@@ -236,12 +236,12 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% endif %}
 <h3>Rounds and gate decisions</h3>
 <table><tr><th>round</th><th>phase</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
-<th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
+<th>confirmed pass@1</th><th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
 {% for r in c.rounds %}
 <tr><td class="num">{{ r.round_index }}</td><td>{{ r.stage or '—' }}</td><td class="{{ r.status }}">{{ r.status }}</td>
 <td><code>{{ (r.incumbent_checkpoint_id or '')[:12] }}</code></td><td><code>{{ (r.candidate_checkpoint_id or '—')[:12] }}</code></td>
 <td class="num">{{ fmt(r.incumbent_pass1) }}</td><td class="num">{{ fmt(r.candidate_pass1) }}</td>
-<td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.get('lower_bound'), '+.3f') }}</td>
+<td class="num">{{ fmt(r.get('confirmed_pass1')) }}</td><td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.get('lower_bound'), '+.3f') }}</td>
 <td class="num">{{ r.rollouts }}</td><td class="num">{{ r.verified_correct }}</td><td class="num">{{ r.training_examples }}</td>
 <td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}

@@ -11,6 +11,7 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
+from ratchet.flows.rounds.gating.confirmation import confirm
 from ratchet.flows.rounds.gating.gate_inputs import (
     Grouping,
     base_pass1,
@@ -450,7 +451,10 @@ def improvement_round(config_path: str, round_index: int) -> dict:
                 evaluate(config_path, round_index, candidate, engine=engine)
             elif ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)
-        return gate(config_path, round_index, incumbent, candidate)
+        decided = gate(config_path, round_index, incumbent, candidate)
+        if decided["decision"] == "promote" and candidate is not None:
+            confirm(config_path, round_index, candidate)  # the confirmation set: read only on promotion
+        return decided
     except BudgetSpent as e:  # a clean stop: the next run resumes the round from its finished stages
         with transaction(ctx.db) as con:
             set_round_status(con, ctx.round_id, "budget_spent", finished_at=now())

@@ -169,6 +169,14 @@ class GateConfig(_Frozen):
         "eval.num_samples >= K samples per prompt at eval.temperature. None: off (the K samples cost ~K greedy "
         "evaluations; docs/gate.md).",
     )
+    confirmation_prompts: int = Field(
+        0,
+        ge=0,
+        description="Held-out prompts of the confirmation set, pinned beside the gating set and read only when a candidate "
+        "is promoted: the promoted checkpoint's greedy pass@1 there is unbiased by the selection on the gating set (the "
+        "gating score of a kept incumbent is biased upward; benchmarks/gate_longrun.py). 0: none. Campaigns without "
+        "[[evals]] (one pooled set over the task sources).",
+    )
     monitors: MonitorsConfig = Field(
         MonitorsConfig(), description="[gate.monitors]: reward-hacking monitors that halt (ratchet.loop.gate.monitors)."
     )

@@ -89,10 +89,9 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
     from ratchet.flows.rounds.campaign import run_campaign
     from ratchet.loop.config import RatchetConfig
 
-    cfg = load_ctx(tiny_config).cfg  # with the pass@k guard on its 2 eval samples per prompt (gate.pass_at_k)
-    tiny_config = save_config(
-        RatchetConfig.model_validate({**cfg.model_dump(), "gate": {**cfg.gate.model_dump(), "pass_at_k": 2}})
-    )
+    cfg = load_ctx(tiny_config).cfg  # with the pass@k guard on its 2 eval samples per prompt, and a confirmation set
+    gate = {**cfg.gate.model_dump(), "pass_at_k": 2, "confirmation_prompts": 5}
+    tiny_config = save_config(RatchetConfig.model_validate({**cfg.model_dump(), "gate": gate}))
     decisions = run_campaign(tiny_config)
     ctx = load_ctx(tiny_config)
     db = ctx.db
@@ -102,14 +101,22 @@ def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_
                         "FROM gate_set_decisions s JOIN gate_decisions g USING (round_id)")[1]  # fmt: skip
     assert guarded and all(k == 2 and 0 <= inc <= 1 and lb is not None for k, inc, lb, _, _ in guarded)
     assert all("pass@2" in reason for *_, d, reason in guarded if d == "promote")
+    # The confirmation set is read only on promotion: 5 greedy completions per promoted candidate, its pass@1 stored.
+    confirmed = query(db, "SELECT decision, confirmed_pass1 FROM gate_decisions")[1]
+    assert all((d == "promote") == (p is not None) for d, p in confirmed), confirmed
+    conf_trajs = query(db, "SELECT count(*) FROM trajectories WHERE eval_set_id IN "
+                           "(SELECT confirmation_eval_set_id FROM gate_decisions)")[1][0][0]  # fmt: skip
+    assert conf_trajs == 5 * sum(d == "promote" for d, _ in confirmed)
+    assert query(db, "SELECT count(*) FROM confirmation_prompts")[1][0][0] == (5 if conf_trajs else 0)
     c = counts(db)
     assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
-    assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 8 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
+    gating_evals = c["evaluations"] - conf_trajs // 5  # one confirmation/pass@1 row per promotion
+    assert c["trajectories"] == 2 * 12 * 2 + gating_evals // 8 * 10 * 3 + conf_trajs  # rollouts + (greedy + 2 samples) per ckpt
     assert_lineage(db)
     # The base is evaluated once and reused by round 2 when round 1 was rejected.
     evals = query(db, "SELECT checkpoint_id, count(*) FROM evaluations WHERE metric = 'heldout/pass@1' GROUP BY ALL")[1]
     assert all(n == 1 for _, n in evals)
-    assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} == {
+    assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} - {"confirmation/pass@1"} == {
         "heldout/pass@1",
         "heldout/no_answer_rate",
         "heldout/sampled_pass@1",
