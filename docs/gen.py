@@ -89,7 +89,13 @@ def config_page() -> str:
     head = ["| key | type | default | what it does |", "|---|---|---|---|"]
     out += ["## Top level", "", *head, *_model_rows(cfg, ""), ""]
     sections = [(n, getattr(cfg, n)) for n in RatchetConfig.model_fields if isinstance(getattr(cfg, n), BaseModel)]
-    for name, sub in [*sections, ("prefect", PrefectConfig())]:
+    nested = [
+        (f"{n}.{k}", getattr(sub, k))
+        for n, sub in sections
+        for k in type(sub).model_fields
+        if isinstance(getattr(sub, k), BaseModel)
+    ]  # e.g. [gate.monitors]
+    for name, sub in [*sections, *nested, ("prefect", PrefectConfig())]:
         doc = " ".join((type(sub).__doc__ or "").split())
         out += [f"## [{name}]", "", *([doc, ""] if doc else []), *head, *_model_rows(sub, f"{name}."), ""]
     return "\n".join(out).rstrip() + "\n"

@@ -32,7 +32,10 @@ class Round(SQLModel, table=True):
     campaign_id: str
     round_index: int = Field(description="1-based; round 0 is the base evaluation")
     incumbent_checkpoint_id: str = Field(description="Policy that generated this round's rollouts")
-    status: str = Field(description="running | completed | failed | crashed (its process died while running)")
+    status: str = Field(
+        description="running | completed | failed | crashed (its process died while running) | budget_spent (stopped at "
+        "a stage boundary by [schedule] max_wall_s / max_tokens; the next run resumes it)"
+    )
     started_at: datetime
     finished_at: datetime | None = None
     stage_seconds_json: str | None = Field(None, description="Wall seconds per stage, JSON")
@@ -87,6 +90,17 @@ class EvalSetPrompt(SQLModel, table=True):
     campaign_id: str = Field(primary_key=True)
     position: int = Field(primary_key=True, description="Order in which the campaign evaluates its prompts (0-based)")
     eval_name: str = Field(description="[[evals]] name, or 'heldout' for the default held-out set")
+    prompt_id: str
+    created_at: datetime
+
+
+class ConfirmationPrompt(SQLModel, table=True):
+    """A campaign's confirmation set (``gate.confirmation_prompts``): held-out prompts never gated on, read only when a
+    candidate is promoted, for the promoted checkpoint's unbiased pass@1 (docs/gate.md)."""
+
+    __tablename__ = "confirmation_prompts"
+    campaign_id: str = Field(primary_key=True)
+    position: int = Field(primary_key=True, description="Order in the confirmation set (0-based)")
     prompt_id: str
     created_at: datetime
 
@@ -284,6 +298,12 @@ class GateDecision(SQLModel, table=True):
     drift: float | None = _dbl(default=None, description="pass@1 change of the candidate from the base on the drift set")
     drift_upper_bound: float | None = _dbl(default=None, description="(1 - alpha) upper bound of that change")
     drift_set: str | None = Field(None, description="The drift set (guard set, else gating set) with the smallest bound")
+    confirmed_pass1: float | None = _dbl(
+        default=None,
+        description="A promoted candidate's greedy pass@1 on the confirmation set (read only on promotion; unbiased by "
+        "the selection on the gating set); NULL: not promoted or no confirmation set",
+    )
+    confirmation_eval_set_id: str | None = Field(None, description="The confirmation set's eval set id")
 
 
 class GateSetDecision(SQLModel, table=True):
@@ -304,6 +324,35 @@ class GateSetDecision(SQLModel, table=True):
     best_lower_bound: float | None = _dbl(default=None)
     created_at: datetime
     base_pass1: float | None = _dbl(default=None, description="The base checkpoint's pass@1 on this set (drift)")
+    pass_at_k: int | None = Field(None, description="K of the pass@k guard (gate.pass_at_k; NULL: off or not a gating set)")
+    candidate_pass_at_k: float | None = _dbl(default=None, description="Mean unbiased pass@K per prompt (Chen et al. 2021)")
+    incumbent_pass_at_k: float | None = _dbl(default=None)
+    base_pass_at_k: float | None = _dbl(default=None, description="The base's, on the prompts it has K samples on")
+    pass_at_k_lower_bound: float | None = _dbl(
+        default=None, description="(1 - alpha) lower bound of the pass@K change vs the incumbent (BCa cluster bootstrap)"
+    )
+    pass_at_k_base_lower_bound: float | None = _dbl(default=None, description="The same vs the base")
+
+
+class RoundMonitorRow(SQLModel, table=True):
+    """A reward-hacking monitor measured at a round's gate (``[gate.monitors]``; ratchet.loop.gate.monitors)."""
+
+    __tablename__ = "round_monitors"
+    round_id: str = Field(primary_key=True)
+    monitor: str = Field(
+        primary_key=True,
+        description="length_mean_ratio | length_p90_ratio | truncation_rate | format_without_correct | no_answer_rate "
+        "| same_answer_share | language_mixing | cross_check_disagreement",
+    )
+    value: float = _dbl(description="length_*: candidate / reference; others: candidate share - reference share")
+    threshold: float | None = _dbl(default=None, description="gate.monitors.<monitor> it ran with (NULL: measured only)")
+    tripped: bool = Field(description="value > threshold on at least gate.monitors.min_prompts prompts: the campaign halted")
+    candidate_value: float = _dbl(description="The candidate's figure (mean or P90 tokens, or a share)")
+    reference_value: float = _dbl(description="The reference's figure on the same prompts")
+    reference: str = Field(description="incumbent | golds (what the candidate is compared with)")
+    num_prompts: int = Field(description="Prompts compared (greedy evaluation completions both sides have)")
+    eval_set_id: str
+    created_at: datetime
 
 
 class CampaignEvent(SQLModel, table=True):
@@ -346,6 +395,7 @@ TABLES = [
     Checkpoint,
     PromptRow,
     EvalSetPrompt,
+    ConfirmationPrompt,
     Trajectory,
     VerdictRow,
     TrainingRun,
@@ -354,6 +404,7 @@ TABLES = [
     Evaluation,
     GateDecision,
     GateSetDecision,
+    RoundMonitorRow,
     CampaignEvent,
     RoundManifest,
 ]
@@ -369,11 +420,27 @@ VIEWS = {
                (SELECT count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
                  WHERE tr.round_id = r.round_id) AS training_examples,
                g.incumbent_pass1, g.candidate_pass1, g.delta, g.p_value, g.decision, g.reason, g.lower_bound,
-               g.best_lower_bound, g.rule, g.tolerance,
+               g.best_lower_bound, g.rule, g.tolerance, g.confirmed_pass1,
                r.started_at, r.finished_at
         FROM rounds r JOIN campaigns c USING (campaign_id)
         LEFT JOIN gate_decisions g USING (round_id)
         ORDER BY c.name, r.round_index""",
+    # Triage of a gate decision: the held-out prompts whose greedy verdict differs between the round's incumbent and
+    # candidate, on the eval set and verifier version the decision compared (decisions that recorded both).
+    "gate_flips": """
+        WITH g AS (SELECT round_id, eval_set_id, verifier_version, incumbent_checkpoint_id, candidate_checkpoint_id
+                   FROM gate_decisions
+                   WHERE candidate_checkpoint_id IS NOT NULL AND eval_set_id IS NOT NULL AND verifier_version IS NOT NULL),
+             o AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version, bool_or(v.correct) AS correct
+                   FROM trajectories t JOIN verdicts v USING (trajectory_id)
+                   WHERE t.purpose = 'eval_greedy' GROUP BY ALL)
+        SELECT g.round_id, g.eval_set_id, i.prompt_id, i.correct AS incumbent_correct, c.correct AS candidate_correct
+        FROM g JOIN o i ON i.checkpoint_id = g.incumbent_checkpoint_id AND i.eval_set_id = g.eval_set_id
+                        AND i.verifier_version = g.verifier_version
+               JOIN o c ON c.checkpoint_id = g.candidate_checkpoint_id AND c.eval_set_id = g.eval_set_id
+                        AND c.verifier_version = g.verifier_version AND c.prompt_id = i.prompt_id
+        WHERE i.correct <> c.correct
+        ORDER BY g.round_id, i.prompt_id""",
     # Verifier monitoring: reward mean/variance and the count of each verdict reason per round and task.
     "round_verifier_stats": """
         SELECT t.round_id, p.source, p.task, t.purpose, v.verifier, v.verifier_version,

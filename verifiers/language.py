@@ -70,7 +70,12 @@ def language_share(text: str, target: str) -> float:
     Raises:
         ValueError: unknown ``target`` (see ``check_language``).
     """
-    scripts = check_language(target)
+    return script_share(text, check_language(target))
+
+
+def script_share(text: str, scripts: frozenset[str]) -> float:
+    """Share of ``text``'s letters whose script is in ``scripts``, in [0, 1] (1.0 when it has no letters), under the
+    module's policy (notation removed first)."""
     letters = [ch for ch in _NOTATION.sub(" ", text) if unicodedata.category(ch).startswith("L")]
     if not letters:
         return 1.0

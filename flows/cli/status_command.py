@@ -18,6 +18,8 @@ def status(
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.flows.report.picks import selection_line, selection_rows
     from ratchet.flows.rounds.observe.progress import describe_stage, running_stage
+    from ratchet.store.confirmation import confirmed_by_round
+    from ratchet.store.costs import cost_per_point, round_costs
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
     from ratchet.store.reports import round_run_dirs, status_rows
@@ -33,6 +35,8 @@ def status(
             control = campaign_controls(con, names)
             picked = {n: {r["round_index"]: r for r in selection_rows(con, n)} for n in names}
             run_dirs = round_run_dirs(con)
+            costs = {n: {r["round_index"]: r for r in round_costs(con, n)} for n in names}
+            confirmed = confirmed_by_round(con) if _has_column(con, "gate_decisions", "confirmed_pass1") else {}
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
@@ -49,6 +53,7 @@ def status(
             {
                 "name": name,
                 "next_run": nxt.get(name),
+                "cost": cost_per_point(list(costs[name].values())),  # totals and per point of promoted pass@1
                 **control.get(name, {}),  # rounds_done, max_rounds, not_running (why), events
                 "rounds": [
                     {
@@ -58,8 +63,10 @@ def status(
                         "decision": r["decision"],
                         "reason": r["reason"],
                         "candidate_pass1": r["candidate_pass1"],
+                        "confirmed_pass1": confirmed.get(r["round_id"]),  # the confirmation set's, on promotion
                         "incumbent_pass1": r["incumbent_pass1"],
                         "selection": _selection_doc(picked[name].get(r["round_index"])),
+                        **_cost_doc(costs[name].get(r["round_index"])),
                     }
                     for r in rounds
                     if r["campaign"] == name
@@ -71,12 +78,14 @@ def status(
     if format == "json":
         print(json.dumps(doc, indent=1))
         return
-    t = plain_table("campaign", "round", "state", "decision", "candidate pass@1", "incumbent pass@1", title=f"Ratchet store {db}")
+    cols = ("campaign", "round", "state", "decision", "candidate pass@1", "confirmed pass@1", "incumbent pass@1")
+    t = plain_table(*cols, title=f"Ratchet store {db}")
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
             state = f"{r['state']} ({describe_stage(r['stage'])})" if r.get("stage") else r["state"]
-            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]), f(r["incumbent_pass1"])]
+            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]), f(r.get("confirmed_pass1")),
+                      f(r["incumbent_pass1"])]  # fmt: skip
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
@@ -84,6 +93,7 @@ def status(
         nxt_run = f"next scheduled run {c['next_run']}" if c["next_run"] else "no scheduled run"
         why = f"; not running: {c['not_running']}" if c.get("not_running") else ""
         console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
+        console.print(f"  {cost_line(c['cost'])}", highlight=False)
         for r in c["rounds"][-STATUS_SELECTION_ROUNDS:]:  # --format json has every round's
             if r.get("selection"):
                 console.print(f"  {selection_line({'round_index': r['index'], **r['selection']})}", highlight=False)
@@ -100,3 +110,25 @@ _SELECTION_KEYS = ("selection", "groups", "zero_variance_groups", "zero_variance
 def _selection_doc(r: dict | None) -> dict | None:
     """A round's prompt-selection figures for ``ratchet status`` (``flows.report.selection.selection_rows``)."""
     return None if r is None else {k: r[k] for k in _SELECTION_KEYS}
+
+
+def _cost_doc(r: dict | None) -> dict:
+    """A round's ``tokens``, ``compute_s`` and ``wall_s`` for ``ratchet status --format json`` (``store.costs``)."""
+    return {} if r is None else {k: r[k] for k in ("tokens", "compute_s", "wall_s")}
+
+
+def cost_line(c: dict) -> str:
+    """One line: a campaign's tokens, compute and wall time, promoted points and the cost per point."""
+    head = f"cost: {c['tokens']:,.0f} tokens, {c['compute_s'] / 60:.1f} compute min, {c['wall_s'] / 60:.1f} wall min"
+    if c["tokens_per_point"] is None:
+        return f"{head}; no promoted gain yet"
+    return (
+        f"{head}; {c['promoted_points']:+.1f} points of promoted pass@1: {c['tokens_per_point']:,.0f} tokens, "
+        f"{c['compute_s_per_point'] / 60:.1f} compute min, {c['wall_s_per_point'] / 60:.1f} wall min per point"
+    )
+
+
+def _has_column(con, table: str, column: str) -> bool:
+    """Whether a (read-only, possibly older) store's table has the column."""
+    sql = "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?"
+    return bool(con.execute(sql, [table, column]).fetchone()[0])

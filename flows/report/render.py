@@ -23,6 +23,8 @@ import jinja2
 from ratchet.common.files import atomic_write_bytes
 from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
+from ratchet.flows.report.triage import report_flips
+from ratchet.store.costs import cost_per_point, round_costs
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_phase
@@ -39,8 +41,10 @@ from ratchet.store.reports import (
     round_training,
     training_origins,
 )
+from ratchet.store.round_monitors import round_monitor_rows
 
 PLOT_NAME = "heldout_pass1.png"
+REPORT_FLIPS = 100  # flipped prompts listed per round (the rest: the gate_flips view)
 DECISION_COLORS = {"promote": "#2ca02c", "reject": "#ff7f0e", "halt": "#d62728", "no_candidate": "#7f7f7f"}
 
 
@@ -207,6 +211,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
  th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
  .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; } .no_candidate { color: #7f7f7f; }
  .halt, .failed, .crashed { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
+ pre { white-space: pre-wrap; margin: 0; max-width: 28em; font-size: 0.85em; }
  details { margin: 0.3em 0 1em; } summary { cursor: pointer; font-weight: 600; }
 </style></head><body>
 <h1>Ratchet report</h1>
@@ -233,16 +238,27 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% endif %}
 <h3>Rounds and gate decisions</h3>
 <table><tr><th>round</th><th>phase</th><th>state</th><th>incumbent</th><th>candidate</th><th>incumbent pass@1</th><th>candidate pass@1</th>
-<th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
+<th>confirmed pass@1</th><th>&Delta;</th><th>&Delta; lower bound</th><th>rollouts</th><th>verified correct</th><th>trained on</th><th>decision</th><th>reason</th></tr>
 {% for r in c.rounds %}
 <tr><td class="num">{{ r.round_index }}</td><td>{{ r.stage or '—' }}</td><td class="{{ r.status }}">{{ r.status }}</td>
 <td><code>{{ (r.incumbent_checkpoint_id or '')[:12] }}</code></td><td><code>{{ (r.candidate_checkpoint_id or '—')[:12] }}</code></td>
 <td class="num">{{ fmt(r.incumbent_pass1) }}</td><td class="num">{{ fmt(r.candidate_pass1) }}</td>
-<td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.get('lower_bound'), '+.3f') }}</td>
+<td class="num">{{ fmt(r.get('confirmed_pass1')) }}</td><td class="num">{{ fmt(r.delta, '+.3f') }}</td><td class="num">{{ fmt(r.get('lower_bound'), '+.3f') }}</td>
 <td class="num">{{ r.rollouts }}</td><td class="num">{{ r.verified_correct }}</td><td class="num">{{ r.training_examples }}</td>
 <td class="{{ r.decision or '' }}">{{ r.decision or 'no gate decision' }}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}
 </table>
+{% if c.costs %}
+<h3>Cost per promoted point</h3>
+<p>{{ '{:,.0f}'.format(c.cost.tokens) }} tokens generated, {{ fmt(c.cost.compute_s / 60, '.1f') }} compute min, {{ fmt(c.cost.wall_s / 60, '.1f') }} wall min
+ over {{ c.cost.rounds }} rounds; {{ fmt(c.cost.promoted_points, '+.1f') }} points of promoted pass@1{% if c.cost.tokens_per_point is not none %}:
+ {{ '{:,.0f}'.format(c.cost.tokens_per_point) }} tokens, {{ fmt(c.cost.compute_s_per_point / 60, '.1f') }} compute min and
+ {{ fmt(c.cost.wall_s_per_point / 60, '.1f') }} wall min per point{% else %} (no promoted gain yet){% endif %}.</p>
+<table><tr><th>round</th><th>tokens</th><th>compute s</th><th>wall s</th><th>decision</th><th>promoted points</th></tr>
+{% for r in c.costs %}<tr><td class="num">{{ r.round_index }}</td><td class="num">{{ r.tokens }}</td><td class="num">{{ fmt(r.compute_s, '.0f') }}</td>
+<td class="num">{{ fmt(r.wall_s, '.0f') }}</td><td>{{ r.decision or '—' }}</td><td class="num">{{ fmt(r.promoted_points, '+.1f') }}</td></tr>
+{% endfor %}</table>
+{% endif %}
 {% if c.selection %}
 <h3>Prompt selection and zero-variance groups</h3>
 <p>Groups whose G rewards are all equal teach GRPO nothing (no advantage) and RFT nothing new; tasks.selection = frontier
@@ -266,6 +282,23 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <td class="num">{{ fmt(g.incumbent_pass1) }}</td><td class="num">{{ fmt(g.candidate_pass1) }}</td>
 <td class="num">{{ fmt(g.lower_bound, '+.3f') }}</td><td class="num">{{ fmt(g.best_lower_bound, '+.3f') }}</td>
 <td>{{ 'yes' if g.passed else 'no' }}</td><td>{{ g.reason }}</td></tr>
+{% endfor %}</table>
+{% endif %}
+{% if r.flips %}
+<p>Prompts that flipped between incumbent and candidate ({{ r.flips|selectattr('incumbent_correct')|list|length }} right &rarr; wrong,
+ {{ r.flips|rejectattr('incumbent_correct')|list|length }} wrong &rarr; right{% if r.flips|length >= flips_shown %}; the first {{ flips_shown }}, all in the view gate_flips{% endif %}):</p>
+<table><tr><th>eval set</th><th>prompt</th><th>flip</th><th>question</th><th>gold</th><th>incumbent completion</th><th>incumbent verdict</th>
+<th>candidate completion</th><th>candidate verdict</th></tr>
+{% for f in r.flips %}<tr><td>{{ f.eval_name }}</td><td><code>{{ f.prompt_id[:12] }}</code></td><td>{{ f.flip }}</td><td>{{ f.question_shown }}</td>
+<td>{{ f.gold }}</td><td><pre>{{ f.incumbent_completion_shown }}</pre></td><td>{{ f.incumbent_verdict }}</td>
+<td><pre>{{ f.candidate_completion_shown }}</pre></td><td>{{ f.candidate_verdict }}</td></tr>
+{% endfor %}</table>
+{% endif %}
+{% if r.monitors %}
+<table><tr><th>monitor</th><th>candidate</th><th>reference</th><th>value</th><th>threshold</th><th>tripped</th></tr>
+{% for m in r.monitors %}<tr><td>{{ m.monitor }}</td><td class="num">{{ fmt(m.candidate_value) }}</td>
+<td class="num">{{ fmt(m.reference_value) }} ({{ m.reference }})</td><td class="num">{{ fmt(m.value) }}</td>
+<td class="num">{{ fmt(m.threshold) }}</td><td class="{{ 'halt' if m.tripped else '' }}">{{ 'yes' if m.tripped else 'no' }}</td></tr>
 {% endfor %}</table>
 {% endif %}
 {% if r.verifier %}
@@ -304,6 +337,8 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
         r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
         r["metrics"] = metrics_rows(con, r["round_id"])
         r["gate_sets"] = gate_set_rows(con, r["round_id"])
+        r["flips"] = report_flips(con, r["round_id"], REPORT_FLIPS)
+        r["monitors"] = round_monitor_rows(con, r["round_id"])
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))
@@ -311,6 +346,8 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
     page["drift_plot"] = data_uri(drift) if drift else None
     page["selection"] = selection_rows(con, campaign["name"]) if rounds else []
+    page["costs"] = round_costs(con, campaign["name"]) if rounds else []
+    page["cost"] = cost_per_point(page["costs"])
     return page | ({"algorithm": f"in phases: {phases}"} if phases else {})
 
 
@@ -341,6 +378,7 @@ def render_report(db: str | Path, pages: list[dict]) -> str:
         campaigns=pages,
         fmt=_fmt,
         hist=histogram_text,
+        flips_shown=REPORT_FLIPS,
         empty_message=f"No campaigns in {db} yet: run `ratchet demo --db {db}` or `ratchet run`.",
     )
 

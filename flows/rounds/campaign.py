@@ -11,7 +11,17 @@ from prefect import flow, task
 from prefect.cache_policies import NONE
 
 from ratchet.common.files import file_mode
-from ratchet.flows.rounds.gating.gate_inputs import Grouping, base_pass1, decide_stored, decision_columns, scores, training_guards
+from ratchet.flows.rounds.gating.confirmation import confirm
+from ratchet.flows.rounds.gating.gate_inputs import (
+    Grouping,
+    base_pass1,
+    decide_stored,
+    decision_columns,
+    pass_at_k_columns,
+    scores,
+    training_guards,
+)
+from ratchet.flows.rounds.gating.monitor_inputs import measure_stored, monitor_rows
 from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_owner, run_logger
@@ -19,6 +29,7 @@ from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
 from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
 from ratchet.flows.rounds.stages.steps import round_steps
 from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings
+from ratchet.flows.rounds.state.night_budget import BudgetSpent, NightBudget
 from ratchet.flows.rounds.state.phases import check_training_data, phase_contexts, register_teacher
 from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.state.reverify import carry_over_promoted
@@ -29,6 +40,7 @@ from ratchet.loop.config import RatchetConfig
 from ratchet.loop.evaluation.scoring import verifier_versions
 from ratchet.loop.gate import error_rates as gate_plan
 from ratchet.loop.gate.eval_sets import pooled
+from ratchet.loop.gate.monitors import tripped_reasons
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.store.db import connect, init_db, require_store, transaction
 from ratchet.store.ingest import insert_rows
@@ -45,6 +57,7 @@ from ratchet.store.queries import (
 )
 from ratchet.store.reports import training_metrics
 from ratchet.store.retention import check_free_disk, round_write_bytes
+from ratchet.verifiers.cross_check import check_available
 
 
 def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
@@ -55,6 +68,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
+        ValueError: ``verifier.cross_check`` names a verifier that is not installed.
         ConfigError: sequence limits that would truncate training (``sft.max_seq_len`` vs the longest prompt +
             ``max_new_tokens``; see ``ratchet.loop.train.lengths``).
     """
@@ -75,6 +89,8 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
     k = cfg.gate.samples_per_prompt
     if k > cfg.eval.num_samples:
         raise ValueError(f"gate.samples_per_prompt={k} > eval.num_samples={cfg.eval.num_samples}; set eval.num_samples >= {k}")
+    if cfg.verifier.cross_check:
+        check_available(cfg.verifier.cross_check)  # the gate's second verifier must be installed before round 1
     name, size = smallest_gating_set(ctx)
     warning = gate_warning(cfg, size, name) if not cfg.gate.sequential else sequential_warning(cfg, len(ctx.heldout()))
     if warning:
@@ -258,13 +274,17 @@ def _stage_seconds(ctx: Ctx, checkpoints: list[str | None]) -> dict[str, float]:
 
 def _decide_candidate(
     con, ctx: Ctx, round_index: int, incumbent: str, candidate: str, consecutive_rejections: int, created_at
-) -> tuple[dict, list[dict]]:
-    """The gate on a trained candidate: the decision row's fields and one ``gate_set_decisions`` row per eval set
-    (stamped ``created_at``, the decision's own time)."""
+) -> tuple[dict, list[dict], list[dict]]:
+    """The gate on a trained candidate: the decision row's fields, one ``gate_set_decisions`` row per eval set and one
+    ``round_monitors`` row per monitor (stamped ``created_at``, the decision's own time); a tripped monitor halts."""
     g, es = ctx.cfg.gate, ctx.eval_set_id()
+    monitors = measure_stored(
+        con, es, incumbent, candidate, ctx.verifier_version, g.monitors, target_language=ctx.cfg.verifier.target_language,
+        cross_check=ctx.cfg.verifier.cross_check,
+    )  # fmt: skip
     d = decide_stored(
         con, Grouping.of(ctx.cfg), ctx.campaign_id, round_index, es, incumbent, candidate, ctx.verifier_version, g,
-        consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx),
+        consecutive_rejections=consecutive_rejections, tripped_guards=_training_guards(con, ctx) + tripped_reasons(monitors),
         pinned=len(ctx.heldout()),
     )  # fmt: skip
     sets, res, best_ids, bases = d.sets, d.gate, d.best_ids, base_pass1(d)
@@ -305,10 +325,11 @@ def _decide_candidate(
             best_lower_bound=v.result.best_lower_bound,
             base_pass1=bases.get(v.name),
             created_at=created_at,
+            **pass_at_k_columns(v.pass_k),
         )
         for v in res.sets
     ]
-    return decided, set_rows
+    return decided, set_rows, monitor_rows(ctx.round_id, es, monitors, created_at)
 
 
 NOTHING_TO_TRAIN = {
@@ -367,10 +388,11 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
             eval_set_id=es,
         )
         set_rows: list[dict] = []
+        monitors: list[dict] = []
         if candidate is None:  # nothing trained: no gate ran, and a run of such rounds halts like rejections do
             row.update(no_candidate_decision(ctx.cfg.algorithm, state.consecutive_rejections, g.max_consecutive_rejections))
         else:
-            decided, set_rows = _decide_candidate(
+            decided, set_rows, monitors = _decide_candidate(
                 con, ctx, round_index, incumbent, candidate, state.consecutive_rejections, row["created_at"]
             )
             row.update(decided)
@@ -378,6 +400,8 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         insert_rows(con, "gate_decisions", [row])
         if set_rows:
             insert_rows(con, "gate_set_decisions", set_rows)
+        if monitors:
+            insert_rows(con, "round_monitors", monitors)
         seconds = _stage_seconds(ctx, [incumbent, candidate])
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
@@ -413,17 +437,28 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     incumbent = start_round(config_path, round_index)
     try:
         ctx = load_ctx(config_path, round_index)
+        budget = NightBudget.of(ctx)  # [schedule] max_wall_s / max_tokens of this attempt
         with round_engine(ctx, incumbent) as engine:  # loaded once, on the incumbent, for every stage of the round
             if not ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)  # the engine holds it: nothing to load
+                budget.check("the incumbent's evaluation")
             candidate = round_steps(config_path, round_index, incumbent, engine)
+            budget.check("training")
             if candidate is not None and ctx.cfg.gate.sequential:
                 evaluate_sequentially(config_path, round_index, incumbent, candidate, engine)  # batches until a bound decides
             elif candidate is not None:
                 evaluate(config_path, round_index, candidate, engine=engine)
             elif ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)
-        return gate(config_path, round_index, incumbent, candidate)
+        decided = gate(config_path, round_index, incumbent, candidate)
+        if decided["decision"] == "promote" and candidate is not None:
+            confirm(config_path, round_index, candidate)  # the confirmation set: read only on promotion
+        return decided
+    except BudgetSpent as e:  # a clean stop: the next run resumes the round from its finished stages
+        with transaction(ctx.db) as con:
+            set_round_status(con, ctx.round_id, "budget_spent", finished_at=now())
+        run_logger().warning("round %d stopped: %s; the next run resumes it", round_index, e)
+        return {"decision": "budget_spent", "reason": str(e)}
     except Exception:
         ctx = load_ctx(config_path, round_index)
         with transaction(ctx.db) as con:  # visible in `ratchet status`; a re-run resumes the round
@@ -460,6 +495,8 @@ def _campaign_rounds(config_path: str, rounds: int | None) -> list[dict]:
         if rounds is not None and ran >= rounds:
             break
         decisions.append({"round": r, **improvement_round(config_path, r)})
+        if decisions[-1]["decision"] == "budget_spent":
+            break  # the night's budget is spent: the next run resumes this round
         ran, r = ran + 1, r + 1
     return decisions
 

@@ -11,7 +11,7 @@ The sections live in one module each (``generation``, ``compute``, ``verifier``,
 """
 
 from ratchet.loop.config.compute import ComputeConfig
-from ratchet.loop.config.evaluation import EvalConfig, GateConfig
+from ratchet.loop.config.evaluation import EvalConfig, GateConfig, MonitorsConfig
 from ratchet.loop.config.frozen import IDENTITIES, SEED_MAX, Identity, field_identity, identity
 from ratchet.loop.config.generation import DEFAULT_MODEL, ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
 from ratchet.loop.config.loading import ConfigError, DaemonConfig, _validate, load_config, load_daemon_config
@@ -38,6 +38,7 @@ __all__ = [
     "EvalSetConfig",
     "GRPOConfig",
     "GateConfig",
+    "MonitorsConfig",
     "GenerationConfig",
     "IDENTITIES",
     "Identity",

@@ -26,6 +26,74 @@ class EvalConfig(_Frozen):
         return self
 
 
+class MonitorsConfig(_Frozen):
+    """``[gate.monitors]``: reward-hacking monitors computed every round from the stored greedy evaluation completions
+    of the candidate, each against the incumbent's on the same prompts (or the golds' own rate); a monitor above its
+    threshold halts the campaign with its name in the reason (``ratchet.loop.gate.monitors``; docs/gate.md). A
+    threshold of None only measures and stores (``round_monitors``)."""
+
+    min_prompts: int = Field(
+        100,
+        ge=1,
+        description="A monitor trips only when at least this many prompts were compared: below that a point estimate's "
+        "noise (a share moves 0.1 with one prompt in ten) would halt good rounds. Always measured and stored.",
+    )
+    length_mean_ratio: float | None = Field(
+        2.0,
+        gt=0.0,
+        description="Halt when the candidate's mean completion length (tokens) exceeds this multiple of the incumbent's: "
+        "RL's length bias (Singhal et al. 2023, 'A Long Way to Go'; Dr. GRPO, Liu et al. 2025, section 3.1).",
+    )
+    length_p90_ratio: float | None = Field(
+        2.0, gt=0.0, description="The same on the 90th percentile of completion lengths (the tail that grows toward the cap)."
+    )
+    truncation_rate: float | None = Field(
+        0.10,
+        ge=0.0,
+        le=1.0,
+        description="Halt when the share of completions cut at max_new_tokens (finish_reason 'length') rises by more "
+        "than this over the incumbent's (absolute): completions growing into the cap.",
+    )
+    format_without_correct: float | None = Field(
+        0.10,
+        ge=0.0,
+        le=1.0,
+        description="Halt when the share of wrong completions that still earn the format reward rises by more than "
+        "this over the incumbent's (among wrong ones, so a merely less accurate candidate does not trip it): the policy "
+        "learning the format term, not the task (reward hacking, Skalse et al. 2022).",
+    )
+    no_answer_rate: float | None = Field(
+        0.10,
+        ge=0.0,
+        le=1.0,
+        description="Halt when the share of completions without a parseable answer rises by more than this over the "
+        "incumbent's (absolute; gate.max_no_answer_rate is the absolute ceiling).",
+    )
+    same_answer_share: float | None = Field(
+        0.10,
+        ge=0.0,
+        le=1.0,
+        description="Halt when the share of distinct prompts given the candidate's most common final answer exceeds "
+        "the golds' own most-common-answer share on the same prompts (arithmetic golds repeat), or the incumbent's "
+        "when higher, by more than this: one answer given to many different prompts.",
+    )
+    language_mixing: float | None = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Halt when the share of completions with under 90% of their letters in the target script rises "
+        "by more than this over the incumbent's (language consistency of the DeepSeek-R1 recipe, DeepSeek-AI 2025, "
+        "section 2.3.2; target: verifier.target_language, else the questions' script).",
+    )
+    cross_check_disagreement: float | None = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="With verifier.cross_check set: halt when the share of completions on which the second verifier "
+        "disagrees with the first rises by more than this over the incumbent's (a verifier being gamed).",
+    )
+
+
 class GateConfig(_Frozen):
     """The gate's rule and limits (``ratchet.loop.gate``; docs/gate.md). Not part of a campaign's identity: change it
     any time, each gate decision records the rule and settings it ran with (``gate_decisions.settings_json``)."""
@@ -91,6 +159,26 @@ class GateConfig(_Frozen):
         description="Halt instead of promoting a candidate shown to have drifted more than this below the base "
         "checkpoint (pass@1, absolute) on a drift set: the guard sets, else the gating sets (the (1 - alpha) upper "
         "bound of candidate - base < -max_drift; ratchet.loop.gate.drift). None: measure and store drift, never halt.",
+    )
+    pass_at_k: int | None = Field(
+        None,
+        ge=2,
+        description="K: each gating eval set must also show the candidate no worse than the incumbent and the base on "
+        "the unbiased pass@K per prompt (Chen et al. 2021, eq. 1; BCa cluster bootstrap over prompts, margin and alpha "
+        "as for pass@1): RL can raise pass@1 while narrowing what pass@K reaches (Yue et al. 2025). Needs "
+        "eval.num_samples >= K samples per prompt at eval.temperature. None: off (the K samples cost ~K greedy "
+        "evaluations; docs/gate.md).",
+    )
+    confirmation_prompts: int = Field(
+        0,
+        ge=0,
+        description="Held-out prompts of the confirmation set, pinned beside the gating set and read only when a candidate "
+        "is promoted: the promoted checkpoint's greedy pass@1 there is unbiased by the selection on the gating set (the "
+        "gating score of a kept incumbent is biased upward; benchmarks/gate_longrun.py). 0: none. Campaigns without "
+        "[[evals]] (one pooled set over the task sources).",
+    )
+    monitors: MonitorsConfig = Field(
+        MonitorsConfig(), description="[gate.monitors]: reward-hacking monitors that halt (ratchet.loop.gate.monitors)."
     )
 
     @model_validator(mode="before")

@@ -174,6 +174,17 @@ class RatchetConfig(_Frozen):
                 "grpo needs one group size: a [[tasks.sources]] group_size differs from generation.group_size "
                 f"({self.generation.group_size}); drop the per-source group_size or use algorithm = 'rft'"
             )
+        k = self.gate.pass_at_k
+        if k is not None and k > self.eval.num_samples:
+            raise ValueError(
+                f"gate.pass_at_k = {k} needs at least {k} sampled completions per held-out prompt (eval.num_samples = "
+                f"{self.eval.num_samples}); set eval.num_samples >= {k} or unset gate.pass_at_k"
+            )
+        if self.gate.confirmation_prompts and self.evals:
+            raise ValueError(
+                f"gate.confirmation_prompts = {self.gate.confirmation_prompts} draws from the task sources' held-out "
+                "split; with [[evals]] sets it is not supported yet; set gate.confirmation_prompts = 0"
+            )
         names = [e.name for e in self.evals]
         if self.evals and not any(e.role == "gate" for e in self.evals):
             raise ValueError(f"no [[evals]] entry has role = 'gate' ({names}); the gate needs at least one set to decide on")

@@ -115,9 +115,19 @@ def _render(cfg: RatchetConfig, header: str) -> str:
     for name, info in RatchetConfig.model_fields.items():
         sub = getattr(cfg, name)
         if isinstance(sub, BaseModel):
-            lines += [f"[{name}]", *_comment_block(type(sub)), *_section_lines(sub, name)]
+            lines += _table_lines(sub, name)
     lines += ["[prefect]", *_comment_block(PrefectConfig), *_section_lines(PrefectConfig())]
     return "\n".join(lines).rstrip()
+
+
+def _table_lines(model: BaseModel, table: str) -> list[str]:
+    """``[table]`` with its keys, then each nested section as its own ``[table.name]`` (e.g. ``[gate.monitors]``)."""
+    lines = [f"[{table}]", *_comment_block(type(model)), *_section_lines(model, table)]
+    for name in type(model).model_fields:
+        sub = getattr(model, name)
+        if isinstance(sub, BaseModel):
+            lines += _table_lines(sub, f"{table}.{name}")
+    return lines
 
 
 def _comment_block(model: type[BaseModel]) -> list[str]:

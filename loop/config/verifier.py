@@ -62,6 +62,13 @@ class VerifierConfig(_Frozen):
         f"{', '.join(sorted(LANGUAGES))} (script-based: en/fr/de/es all count as Latin).",
         json_schema_extra=identity("neutral_default"),
     )
+    cross_check: Literal["math_verify"] | None = Field(
+        None,
+        description="A second verifier run on the candidate's and incumbent's greedy evaluation completions at the gate: "
+        "'math_verify' (HuggingFace Math-Verify, `pip install math-verify`); their disagreement is the "
+        "gate.monitors.cross_check_disagreement monitor. Never part of the reward.",
+        json_schema_extra=identity("run"),
+    )
     lean_url: str = Field(
         "http://localhost:8000",
         description="Kimina Lean Server the Lean verifier posts proofs to (you run it; POST /api/check). "

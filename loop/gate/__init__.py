@@ -6,7 +6,8 @@ correctness over its k sampled completions (``gate.samples_per_prompt = k``; see
 
 Modules: ``bounds`` (p-values and lower bounds of the paired difference), ``decision`` (``decide``: one eval set),
 ``sets`` (a round's eval sets), ``sequential`` (growing the eval set until it decides), ``betting`` (anytime-valid
-bounds), ``plan`` (the rule's simulated error rates, eval sizing), ``drift`` (drift from the base).
+bounds), ``plan`` (the rule's simulated error rates, eval sizing), ``drift`` (drift from the base), ``pass_at_k`` (the
+pass@k guard), ``monitors`` (reward-hacking monitors that halt), ``longrun`` (many nights of decisions, simulated).
 
 The default rule, ``gate.rule = "noninferiority"``, promotes only on evidence. With
 delta = pass@1(candidate) - pass@1(incumbent), the candidate is promoted only if all hold:

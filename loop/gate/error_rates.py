@@ -220,3 +220,60 @@ def sequential_rates(
         promoted += r.gate.decision == "promote"
         used += r.prompts_used
     return promoted / trials, used / trials
+
+
+PASS_K_DELTAS = (-0.10, -0.05, -0.03, -0.01, 0.0)  # true pass@k changes the pass@k plan prints (pass@1 unchanged)
+
+
+def pass_at_k_gap(k: int, p_incumbent: float = 0.5) -> float:
+    """E[pass@k - pass@1] of a prompt whose per-sample success rate r ~ Beta(2p, 2(1 - p)) (mean p = ``p_incumbent``):
+    1 - E[(1 - r)^k] - p, with E[(1 - r)^k] = prod_{j<k} (b + j) / (a + b + j) (the Beta moment formula)."""
+    a, b = 2 * p_incumbent, 2 * (1 - p_incumbent)
+    return 1.0 - math.prod((b + j) / (a + b + j) for j in range(k)) - p_incumbent
+
+
+def simulate_narrowing(
+    n: int, k: int, samples: int, delta: float, trials: int, *, p_incumbent: float = 0.5, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(cand_n, cand_c, inc_n, inc_c)``, each ``(trials, n) int64``: sample counts of a candidate that keeps the
+    incumbent's pass@1 but narrows: each prompt's success rate r ~ Beta(2p, 2(1 - p)) collapses, with probability s,
+    to 1 (probability r) or 0, which keeps its expected pass@1 and lowers its pass@k by 1 - (1 - r)^k - r. s is set
+    so the true pass@k change is ``delta`` (<= 0): s = -delta / ``pass_at_k_gap``.
+
+    Raises:
+        ValueError: ``delta`` > 0 or below -``pass_at_k_gap`` (no narrowing reaches it).
+    """
+    gap = pass_at_k_gap(k, p_incumbent)
+    if not -gap <= delta <= 0:
+        raise ValueError(f"a narrowing candidate's pass@{k} change must be in [-{gap:.3f}, 0] (got {delta:+.3f})")
+    rng = np.random.default_rng(seed)
+    r = rng.beta(2 * p_incumbent, 2 * (1 - p_incumbent), size=(trials, n))  # (trials, n)
+    collapsed = rng.random((trials, n)) < -delta / gap
+    rc = np.where(collapsed, (rng.random((trials, n)) < r).astype(np.float64), r)  # (trials, n)
+    full = np.full((trials, n), samples, dtype=np.int64)
+    return full, rng.binomial(samples, rc), full, rng.binomial(samples, r)
+
+
+def pass_at_k_rates(
+    cfg: GateConfig, n: int, k: int, *, samples: int | None = None, trials: int = 400,
+    deltas: tuple[float, ...] = PASS_K_DELTAS, p_incumbent: float = 0.5, seed: int = 0,
+) -> dict[float, float]:  # fmt: skip
+    """Share of ``trials`` simulated rounds (``simulate_narrowing``: n prompts, ``samples`` >= k per prompt, pass@1
+    unchanged, true pass@k change ``delta``) in which the real pass@k guard (``ratchet.loop.gate.pass_at_k.check``,
+    vs the incumbent) passes, per delta: its error rates. At delta = -margin it passes ~alpha of the time.
+
+    Raises:
+        ValueError: samples < k, or a delta no narrowing reaches (``simulate_narrowing``).
+    """
+    from ratchet.loop.gate.pass_at_k import PassAtKScores, check, pass_at_k_estimates
+
+    samples = k if samples is None else samples
+    if samples < k:
+        raise ValueError(f"the pass@{k} guard needs >= {k} samples per prompt (got {samples}); raise eval.num_samples")
+    out = {}
+    for j, d in enumerate(deltas):
+        cn, cc, inn, ic = simulate_narrowing(n, k, samples, d, trials, p_incumbent=p_incumbent, seed=seed + j)
+        cand, inc = pass_at_k_estimates(cn, cc, k), pass_at_k_estimates(inn, ic, k)  # (trials, n) each
+        passed = sum(check(PassAtKScores(k, list(x), list(y)), cfg).passed for x, y in zip(cand, inc))
+        out[d] = passed / trials
+    return out

@@ -3,7 +3,8 @@
 
 Requiring every gating set (and, within a set, the bounds vs the incumbent and vs the best promoted) is an
 intersection-union test (Berger 1982): a candidate truly more than ``margin`` worse on any one set is promoted with
-probability <= alpha, with no multiplicity correction. Pooled figures are for the report, never for the decision.
+probability <= alpha, with no multiplicity correction. With ``gate.pass_at_k`` a gating set must also pass the pass@k
+guard (``ratchet.loop.gate.pass_at_k``), one more bound in the same intersection. Pooled figures are for the report, never for the decision.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from ratchet.loop.config import GateConfig
 from ratchet.loop.gate.bounds import lower_bound
 from ratchet.loop.gate.decision import Decision, GateResult, decide
+from ratchet.loop.gate.pass_at_k import PassAtKCheck, PassAtKScores
+from ratchet.loop.gate.pass_at_k import check as check_pass_at_k
 
 Role = str  # "gate" | "guard" | "report"
 
@@ -34,6 +37,7 @@ class SetScores:
     best_candidate: Sequence[float] | None = None  # the candidate paired with ``best`` when that covers fewer prompts
     base: Sequence[float] | None = None  # the campaign's base checkpoint on this set (drift; None: no stored outcomes)
     base_candidate: Sequence[float] | None = None  # the candidate paired with ``base`` when that covers fewer prompts
+    pass_k: PassAtKScores | None = None  # per-prompt pass@k estimates (gate.pass_at_k; None: the guard is off)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class SetVerdict:
     role: Role
     passed: bool
     result: GateResult
+    pass_k: PassAtKCheck | None = None  # the pass@k guard's verdict on a gating set (gate.pass_at_k)
 
 
 @dataclass(frozen=True)
@@ -74,9 +79,12 @@ def decide_sets(
             consecutive_rejections=0, candidate_no_answer_rate=s.candidate_no_answer_rate if s.role != "report" else 0.0,
         )  # fmt: skip
         label = f"{s.name}: " if len(sets) > 1 else ""
+        chk = check_pass_at_k(s.pass_k, cfg) if s.pass_k is not None and s.role == "gate" else None
         if s.role == "gate":
-            passed = r.decision == "promote"
-            (halts if r.decision == "halt" else fails).extend([] if passed else [label + r.reason])
+            passed = r.decision == "promote" and (chk is None or chk.passed)
+            (halts if r.decision == "halt" else fails).extend([] if r.decision == "promote" else [label + r.reason])
+            if chk is not None and not chk.passed and r.decision != "halt":
+                fails.append(label + chk.problem)
         elif s.role == "guard":
             ub = -lower_bound(s.incumbent, s.candidate, cfg)[0]  # upper bound of the change, by symmetry
             passed = r.decision != "halt" and ub >= -cfg.margin
@@ -89,7 +97,7 @@ def decide_sets(
                 )
         else:
             passed = True
-        verdicts.append(SetVerdict(s.name, s.role, passed, r))
+        verdicts.append(SetVerdict(s.name, s.role, passed, r, chk))
     gating = [v.result for v in verdicts if v.role == "gate"]
     bounds = [r.lower_bound for r in gating if r.lower_bound is not None]
     best_bounds = [r.best_lower_bound for r in gating if r.best_lower_bound is not None]
@@ -101,7 +109,9 @@ def decide_sets(
         return RoundGate("halt", "; ".join(halts), **common)
     if not fails:
         reason = "; ".join(
-            f"{v.name}: {v.result.reason}" if len(sets) > 1 else v.result.reason for v in verdicts if v.role == "gate"
+            (f"{v.name}: " if len(sets) > 1 else "") + v.result.reason + _pass_k_note(v.pass_k)
+            for v in verdicts
+            if v.role == "gate"
         )
         return RoundGate("promote", reason, **common)
     reason = "; ".join(fails)
@@ -111,6 +121,14 @@ def decide_sets(
         )
         return RoundGate("halt", reason, **common)
     return RoundGate("reject", reason, **common)
+
+
+def _pass_k_note(chk: PassAtKCheck | None) -> str:
+    """``'; pass@k a -> b, lower bound ...'`` of a passed pass@k guard, for a promotion's reason ('' when off)."""
+    if chk is None:
+        return ""
+    base = f", vs base {chk.base_lower_bound:+.3f}" if chk.base_lower_bound is not None else ""
+    return f"; pass@{chk.k} {chk.incumbent:.3f} -> {chk.candidate:.3f}, lower bound {chk.lower_bound:+.3f}{base}"
 
 
 def pooled(sets: Sequence[SetScores]) -> tuple[float, float]:

@@ -11,6 +11,8 @@ from ratchet.loop.config import GateConfig, RatchetConfig
 from ratchet.loop.gate import drift as gate_drift
 from ratchet.loop.gate import per_prompt_means
 from ratchet.loop.gate.eval_sets import RoundGate, SetScores, decide_sets
+from ratchet.loop.gate.monitors import MONITORS
+from ratchet.loop.gate.pass_at_k import PassAtKCheck, PassAtKScores, per_prompt_pass_at_k
 from ratchet.loop.gate.sequential import run_sequential
 from ratchet.store.queries import eval_outcomes, eval_set_members, promoted_before
 
@@ -102,11 +104,32 @@ def build_sets(
                 best_candidate=None if best_id == incumbent or len(best) == len(idx) else best_cand,
                 base=None if base is None else base[0],
                 base_candidate=None if base is None or len(base[0]) == len(idx) else base[1],
+                pass_k=_pass_k(gate.pass_at_k, cand_out, pool[incumbent], pool.get(promoted[0])),
             )
         )
         best_ids[name] = best_id
     note = f"not compared (no outcomes on eval set {eval_set_id}): {', '.join(skipped)}" if skipped else None
     return sets, best_ids, note
+
+
+def _pass_k(k: int | None, cand_out: list[dict], inc: dict[str, dict], base: dict[str, dict] | None) -> PassAtKScores | None:
+    """The set's paired per-prompt pass@k estimates (``gate.pass_at_k``; None when off): the incumbent on the
+    candidate's prompts, the base on those of them where it has at least k samples (none: not compared).
+
+    Raises:
+        ValueError: the candidate or the incumbent has fewer than k samples on a prompt (``per_prompt_pass_at_k``).
+    """
+    if not k:
+        return None
+    ids = [o["prompt_id"] for o in cand_out]
+    est = lambda outs: per_prompt_pass_at_k([(o["n"], o["c"]) for o in outs], k)  # noqa: E731
+    cand = est(cand_out)
+    on_base = [i for i, p in enumerate(ids) if base is not None and p in base and base[p]["n"] >= k]
+    return PassAtKScores(
+        k, cand, est([inc[p] for p in ids]),
+        base=est([base[ids[i]] for i in on_base]) if on_base else None,
+        base_candidate=[cand[i] for i in on_base] if on_base and len(on_base) < len(ids) else None,
+    )  # fmt: skip
 
 
 def _on(outcomes: list[dict], ids: list[str]) -> list[dict] | None:
@@ -148,6 +171,16 @@ def decision_columns(d: Decided) -> dict:
         drift_upper_bound=None if w is None else w.upper_bound,
         drift_set=None if w is None else w.name,
     )
+
+
+def pass_at_k_columns(chk: PassAtKCheck | None) -> dict:
+    """The ``gate_set_decisions`` columns of a set's pass@k guard (empty when it did not run)."""
+    if chk is None:
+        return {}
+    return dict(
+        pass_at_k=chk.k, candidate_pass_at_k=chk.candidate, incumbent_pass_at_k=chk.incumbent, base_pass_at_k=chk.base,
+        pass_at_k_lower_bound=chk.lower_bound, pass_at_k_base_lower_bound=chk.base_lower_bound,
+    )  # fmt: skip
 
 
 def base_pass1(d: Decided) -> dict[str, float | None]:
@@ -218,14 +251,19 @@ def training_guards(
     return out
 
 
+NO_MONITORS = {name: None for name in MONITORS}  # every monitor only measured (a decision made before they existed)
+
+
 def stored_gate_config(row: dict) -> GateConfig:
     """The ``[gate]`` a stored decision ran with: its ``settings_json``, else (decided before that was recorded) the old
     rule with the row's test and tolerance over the campaign's stored gate section."""
     if row.get("settings_json"):
         settings = json.loads(row["settings_json"])
         settings.setdefault("max_drift", None)  # decided before the drift check existed: without it
+        settings.setdefault("monitors", NO_MONITORS)  # decided before the monitors existed: without them
         return GateConfig.model_validate(settings)
     old = dict(json.loads(row["config_json"]).get("gate") or {})
     old.pop("tolerance", None)
+    old["monitors"] = NO_MONITORS
     old.update(rule="no_detected_drop", margin=row["tolerance"], test=row["test"] if row["test"] != "score" else "mcnemar")
     return GateConfig.model_validate(old)

@@ -47,9 +47,10 @@ def publish_round(ctx: Ctx, row: dict) -> None:
 
     Artifacts: ``<campaign>-round-<n>-metrics`` (table, ``ratchet.flows.report.render.metrics_rows``),
     ``<campaign>-round-<n>-verifier`` (table, reward and verdict reasons per task and purpose) and
-    ``<campaign>-round-<n>-gate`` (markdown). A task's ``.fn`` called outside a run publishes nothing.
+    ``<campaign>-round-<n>-gate`` (markdown, with the prompts that flipped: ``ratchet.flows.report.triage``). A task's ``.fn`` called outside a run publishes nothing.
     """
     from ratchet.flows.report.render import PLOT_NAME, data_uri, metrics_rows, write_pass1_plot
+    from ratchet.flows.report.triage import flips_markdown, monitors_markdown
     from ratchet.flows.rounds.observe.progress import in_run_context
 
     with connect(ctx.db, read_only=True) as con:
@@ -59,6 +60,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
         metrics = metrics_rows(con, ctx.round_id, ctx.verifier_version)
         stats = verifier_stats(con, ctx.round_id)
         events = events_of(con, ctx.cfg.campaign)[-5:]
+        flips = flips_markdown(con, ctx.round_id) + monitors_markdown(con, ctx.round_id)
     create_table_artifact(
         key=artifact_key(ctx, "metrics"),
         table=metrics or [{"metric": "-", "scope": "-", "value": None}],
@@ -86,6 +88,7 @@ def publish_round(ctx: Ctx, row: dict) -> None:
             f"rule {row.get('rule')}, margin {row['tolerance']}, lower bound of the change vs incumbent "
             f"{fmt(row.get('lower_bound'))}, vs best promoted {fmt(row.get('best_lower_bound'))}\n\n"
             + _rates_md(row.get("error_rates_json"))
+            + flips
             + _events_md(events)
             + f"### Held-out pass@1 across rounds\n\n{figure}\n"
         ),

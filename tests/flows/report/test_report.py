@@ -145,7 +145,7 @@ def test_report_shows_a_crashed_round(db, tmp_path):
     assert runner.invoke(app, ["report", "--db", str(db), "--out", str(out)]).exit_code == 0
     text = page_text(out.read_text())
     assert "Round 3 (crashed): metrics and verifier reasons" in text
-    assert re.search(r"3 — crashed C — — — — — 0 0 0 no gate decision", text)  # no phase: a campaign without [[phases]]
+    assert re.search(r"3 — crashed C — — — — — — 0 0 0 no gate decision", text)  # no phase; confirmed pass@1 —
 
 
 def test_report_errors_are_one_line(tmp_path):

@@ -87,20 +87,36 @@ def tiny_config(tmp_path, tiny_model_dir):
 
 def test_campaign_end_to_end_lineage_and_idempotent_rerun(prefect_harness, tiny_config):
     from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.loop.config import RatchetConfig
 
+    cfg = load_ctx(tiny_config).cfg  # with the pass@k guard on its 2 eval samples per prompt, and a confirmation set
+    gate = {**cfg.gate.model_dump(), "pass_at_k": 2, "confirmation_prompts": 5}
+    tiny_config = save_config(RatchetConfig.model_validate({**cfg.model_dump(), "gate": gate}))
     decisions = run_campaign(tiny_config)
     ctx = load_ctx(tiny_config)
     db = ctx.db
     assert [d["round"] for d in decisions] == [1, 2]
     assert all(d["decision"] in ("promote", "reject", "halt", "no_candidate") for d in decisions)
+    guarded = query(db, "SELECT s.pass_at_k, s.incumbent_pass_at_k, s.pass_at_k_lower_bound, g.decision, g.reason "
+                        "FROM gate_set_decisions s JOIN gate_decisions g USING (round_id)")[1]  # fmt: skip
+    assert guarded and all(k == 2 and 0 <= inc <= 1 and lb is not None for k, inc, lb, _, _ in guarded)
+    assert all("pass@2" in reason for *_, d, reason in guarded if d == "promote")
+    # The confirmation set is read only on promotion: 5 greedy completions per promoted candidate, its pass@1 stored.
+    confirmed = query(db, "SELECT decision, confirmed_pass1 FROM gate_decisions")[1]
+    assert all((d == "promote") == (p is not None) for d, p in confirmed), confirmed
+    conf_trajs = query(db, "SELECT count(*) FROM trajectories WHERE eval_set_id IN "
+                           "(SELECT confirmation_eval_set_id FROM gate_decisions)")[1][0][0]  # fmt: skip
+    assert conf_trajs == 5 * sum(d == "promote" for d, _ in confirmed)
+    assert query(db, "SELECT count(*) FROM confirmation_prompts")[1][0][0] == (5 if conf_trajs else 0)
     c = counts(db)
     assert c["rounds"] == 2 and c["gate_decisions"] == 2 and c["training_runs"] >= 1
-    assert c["trajectories"] == 2 * 12 * 2 + c["evaluations"] // 8 * 10 * 3  # rollouts + (greedy + 2 samples) per evaluated ckpt
+    gating_evals = c["evaluations"] - conf_trajs // 5  # one confirmation/pass@1 row per promotion
+    assert c["trajectories"] == 2 * 12 * 2 + gating_evals // 8 * 10 * 3 + conf_trajs  # rollouts + (greedy + 2 samples) per ckpt
     assert_lineage(db)
     # The base is evaluated once and reused by round 2 when round 1 was rejected.
     evals = query(db, "SELECT checkpoint_id, count(*) FROM evaluations WHERE metric = 'heldout/pass@1' GROUP BY ALL")[1]
     assert all(n == 1 for _, n in evals)
-    assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} == {
+    assert {m for (m,) in query(db, "SELECT DISTINCT metric FROM evaluations")[1]} - {"confirmation/pass@1"} == {
         "heldout/pass@1",
         "heldout/no_answer_rate",
         "heldout/sampled_pass@1",
@@ -320,3 +336,28 @@ def test_runs_of_one_round_halt_resume_manifest_and_export(prefect_harness, tiny
             assert ds[0]["messages"][0] == {"role": "system", "content": "sys"} and ds[0]["text"].endswith(ds[0]["completion"])
     r = runner.invoke(app, ["export", "--db", db, "--campaign", "nope", "--what", "rollouts", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "no campaign 'nope'" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_spent_night_budget_stops_the_round_cleanly_and_the_next_run_resumes_it(prefect_harness, tiny_config):
+    """[schedule] max_tokens = 1: the round stops after the incumbent's evaluation (status budget_spent, no gate
+    decision); the next run, without the limit, resumes it, reusing that evaluation, and the gate decides."""
+    from ratchet.flows.rounds.campaign import run_campaign
+    from ratchet.loop.config import RatchetConfig
+
+    cfg = load_ctx(tiny_config).cfg
+    dump = {**cfg.model_dump(), "max_rounds": 1}
+    tight = save_config(RatchetConfig.model_validate({**dump, "schedule": {**dump["schedule"], "max_tokens": 1}}))
+    (first,) = run_campaign(tight)
+    db = load_ctx(tight).db
+    assert first["decision"] == "budget_spent" and "schedule.max_tokens 1" in first["reason"], first
+    assert query(db, "SELECT status FROM rounds")[1] == [("budget_spent",)]
+    assert query(db, "SELECT count(*) FROM gate_decisions")[1][0][0] == 0
+    base_evals = query(db, "SELECT count(*) FROM trajectories WHERE purpose LIKE 'eval%'")[1][0][0]
+    assert base_evals == 10 * 3  # the incumbent's greedy + 2 samples on the 10 held-out prompts, kept
+    (second,) = run_campaign(save_config(RatchetConfig.model_validate(dump)))
+    assert second["decision"] in ("promote", "reject", "halt", "no_candidate")
+    assert query(db, "SELECT status FROM rounds")[1] == [("completed",)]
+    ((base, n),) = query(db, "SELECT count(*), count(DISTINCT trajectory_id) FROM trajectories t JOIN rounds r USING (round_id) "
+                             "WHERE purpose LIKE 'eval%' AND t.checkpoint_id = r.incumbent_checkpoint_id")[1]  # fmt: skip
+    assert base == n == base_evals  # not evaluated again

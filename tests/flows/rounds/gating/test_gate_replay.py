@@ -41,19 +41,21 @@ def config(tmp_path, model_dir, **over):
 
 
 def evaluate_as(path, round_index, checkpoint, solved):
-    """Store greedy evaluations of ``checkpoint`` on the campaign's eval set: right on prompts where ``solved(i, prompt)``."""
+    """Store greedy evaluations of ``checkpoint`` on the campaign's eval set: right on prompts where ``solved(i, prompt)``
+    (the gold, else the gold + 1: answers as varied as the golds, so the same-answer monitor stays quiet)."""
     ctx = load_ctx(path, round_index)
     es, ts = ctx.eval_set_id(), now()
     trajs, verdicts = [], []
     for i, p in enumerate(ctx.heldout()):
         tid = short_hash(es, p.prompt_id, checkpoint, "eval_greedy", 0)
         ok = bool(solved(i, p))
+        said = p.answer if ok else str(int(p.answer) + 1)
         trajs.append(dict(trajectory_id=tid, round_id=ctx.round_id, prompt_id=p.prompt_id, checkpoint_id=checkpoint,
-                          purpose="eval_greedy", eval_set_id=es, sample_index=0, completion="Answer: 1", prompt_tokens=1,
+                          purpose="eval_greedy", eval_set_id=es, sample_index=0, completion=f"Answer: {said}", prompt_tokens=1,
                           completion_tokens=1, finish_reason="stop", backend="transformers", temperature=0.0, top_p=1.0,
                           max_new_tokens=8, seed=0, created_at=ts))  # fmt: skip
         verdicts.append(dict(trajectory_id=tid, verifier="math", verifier_version=VERSION, reward=float(ok), correct=ok,
-                             reason="correct" if ok else "wrong", parsed="1", format_ok=True, latency_s=0.0, created_at=ts))  # fmt: skip
+                             reason="correct" if ok else "wrong", parsed=said, format_ok=True, latency_s=0.0, created_at=ts))  # fmt: skip
     with transaction(ctx.db) as con:
         insert_rows(con, "checkpoints", [dict(checkpoint_id=checkpoint, parent_id=None, training_run_id=None, model_ref="x",
                                               path=None, created_at=ts)])  # fmt: skip

@@ -1,0 +1,56 @@
+"""Triage of a gate decision: the held-out prompts that flipped between incumbent and candidate (the ``gate_flips``
+view), with both greedy completions and their verdicts, for the gate artifact and ``ratchet report``."""
+
+from __future__ import annotations
+
+import duckdb
+
+from ratchet.store.queries import _rows
+
+_FLIPS_SQL = """
+    WITH g AS (SELECT round_id, verifier_version, incumbent_checkpoint_id AS inc, candidate_checkpoint_id AS cand
+               FROM gate_decisions WHERE round_id = ?),
+         f AS (SELECT * FROM gate_flips WHERE round_id = ?),
+         side AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version, t.completion, t.finish_reason,
+                         v.correct, v.reason, v.parsed
+                  FROM trajectories t JOIN verdicts v USING (trajectory_id)
+                  WHERE t.purpose = 'eval_greedy'
+                  QUALIFY row_number() OVER (PARTITION BY t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version
+                                             ORDER BY v.correct DESC, t.sample_index) = 1)
+    SELECT f.eval_set_id, f.prompt_id, coalesce(m.eval_name, 'heldout') AS eval_name, p.question, p.answer AS gold,
+           f.incumbent_correct, f.candidate_correct,
+           CASE WHEN f.candidate_correct THEN 'wrong -> right' ELSE 'right -> wrong' END AS flip,
+           i.completion AS incumbent_completion, i.reason AS incumbent_reason, i.parsed AS incumbent_parsed,
+           i.finish_reason AS incumbent_finish_reason,
+           c.completion AS candidate_completion, c.reason AS candidate_reason, c.parsed AS candidate_parsed,
+           c.finish_reason AS candidate_finish_reason
+    FROM f JOIN g USING (round_id)
+    JOIN side i ON i.checkpoint_id = g.inc AND i.eval_set_id = f.eval_set_id AND i.prompt_id = f.prompt_id
+               AND i.verifier_version = g.verifier_version
+    JOIN side c ON c.checkpoint_id = g.cand AND c.eval_set_id = f.eval_set_id AND c.prompt_id = f.prompt_id
+               AND c.verifier_version = g.verifier_version
+    LEFT JOIN prompts p ON p.prompt_id = f.prompt_id
+    LEFT JOIN (SELECT DISTINCT r.round_id, e.prompt_id, e.eval_name
+               FROM eval_set_prompts e JOIN rounds r USING (campaign_id)) m ON m.round_id = f.round_id AND m.prompt_id = f.prompt_id
+    ORDER BY f.candidate_correct, eval_name, f.prompt_id"""
+
+
+def round_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None = None) -> list[dict]:
+    """The round's flipped held-out prompts (``gate_flips``), right -> wrong first, each with its eval set name, the
+    question and gold, and both checkpoints' greedy completion with the verdict's reason and parsed answer.
+
+    ``limit``: at most that many rows (None: all). Empty for a round without a judged candidate, or whose decision
+    did not record its eval set and verifier version.
+    """
+    rows = _rows(con.execute(_FLIPS_SQL + ("" if limit is None else f" LIMIT {int(limit)}"), [round_id, round_id]))
+    return rows
+
+
+def flip_counts(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
+    """``{"right_to_wrong": n, "wrong_to_right": m}`` of the round's flipped prompts (``gate_flips``)."""
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE incumbent_correct), count(*) FILTER (WHERE candidate_correct) "
+        "FROM gate_flips WHERE round_id = ?",
+        [round_id],
+    ).fetchone()
+    return {"right_to_wrong": row[0], "wrong_to_right": row[1]}
