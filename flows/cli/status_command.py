@@ -78,14 +78,25 @@ def status(
     if format == "json":
         print(json.dumps(doc, indent=1))
         return
-    cols = ("campaign", "round", "state", "decision", "candidate pass@1", "confirmed pass@1", "incumbent pass@1")
+    # the confirmation set's column only where one was read (gate.confirmation_prompts): the table stays narrow enough
+    # for a running stage's progress to show whole
+    confirmed = any(r.get("confirmed_pass1") is not None for c in doc["campaigns"] for r in c["rounds"])
+    cols = (
+        "campaign",
+        "round",
+        "state",
+        "decision",
+        "candidate pass@1",
+        *(("confirmed pass@1",) * confirmed),
+        "incumbent pass@1",
+    )
     t = plain_table(*cols, title=f"Ratchet store {db}")
     for c in doc["campaigns"]:
         for r in c["rounds"] or [{"index": "—", "state": "", "decision": None, "candidate_pass1": None, "incumbent_pass1": None}]:
             f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
             state = f"{r['state']} ({describe_stage(r['stage'])})" if r.get("stage") else r["state"]
-            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]), f(r.get("confirmed_pass1")),
-                      f(r["incumbent_pass1"])]  # fmt: skip
+            values = [c["name"], r["index"], state, r["decision"] or "", f(r["candidate_pass1"]),
+                      *((f(r.get("confirmed_pass1")),) * confirmed), f(r["incumbent_pass1"])]  # fmt: skip
             t.add_row(*map(cell, values))
     console.print(t)
     for c in doc["campaigns"]:
