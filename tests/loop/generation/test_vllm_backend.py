@@ -161,19 +161,6 @@ def test_update_weights_in_place_gives_the_saved_policys_greedy_tokens(vllm_back
     assert after == saved
 
 
-def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
-    """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
-    import psutil
-
-    engine_procs = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM::")]
-    assert engine_procs, "expected vLLM engine processes (VLLM::EngineCore, VLLM::Worker)"
-    vllm_backend.close()
-    vllm_backend.close()
-    assert vllm_backend.llm is None
-    _, alive = psutil.wait_procs(engine_procs, timeout=10)
-    assert not alive, f"engine processes still running after close(): {alive}"
-
-
 def test_episodes_on_vllm_feed_each_turn_as_token_ids(vllm_backend):
     """Multi-turn episodes on vLLM (``TokenPrompt`` prompts): every episode takes two turns, the stream and its mask
     pair up, the model's tokens are exactly its turns' text and the environment's decode to the template's text."""
@@ -197,3 +184,17 @@ def test_episodes_on_vllm_feed_each_turn_as_token_ids(vllm_backend):
         env = tok.decode([t for t, m in zip(ep.token_ids, ep.mask) if not m])
         assert env.endswith("<|im_start|>user\nCheck it again.<|im_end|>\n<|im_start|>assistant\n")
         assert all(lp == 0.0 for lp, m in zip(ep.logprobs, ep.mask) if not m)
+
+
+# Last: it closes the module's shared engine.
+def test_close_shuts_down_engine_processes_and_is_idempotent(vllm_backend):
+    """Runs last: it closes the module's engine (the fixture's own close is then a no-op)."""
+    import psutil
+
+    engine_procs = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM::")]
+    assert engine_procs, "expected vLLM engine processes (VLLM::EngineCore, VLLM::Worker)"
+    vllm_backend.close()
+    vllm_backend.close()
+    assert vllm_backend.llm is None
+    _, alive = psutil.wait_procs(engine_procs, timeout=10)
+    assert not alive, f"engine processes still running after close(): {alive}"
