@@ -60,11 +60,12 @@ from ratchet.store.retention import check_free_disk, round_write_bytes
 from ratchet.verifiers.cross_check import check_available
 
 
-def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
+def preflight(cfg: RatchetConfig, *, dry_run: bool = False, log_warnings: bool = True) -> list[str]:
     """Check what a campaign needs before any flow starts, so bad input fails fast in one line.
 
     Returns warnings (one line each): e.g. an eval set too small to detect a 5-point drop at ``gate.alpha``.
     ``dry_run``: the same checks, writing nothing (no store is created; an existing one is only read).
+    ``log_warnings``: also log them (the daemon's only output); a caller that prints them itself passes False.
 
     Raises:
         StoreError, ModelError, TaskDataError, CampaignConflict: with what is wrong and the fix.
@@ -93,7 +94,7 @@ def preflight(cfg: RatchetConfig, *, dry_run: bool = False) -> list[str]:
         check_available(cfg.verifier.cross_check)  # the gate's second verifier must be installed before round 1
     name, size = smallest_gating_set(ctx)
     warning = gate_warning(cfg, size, name) if not cfg.gate.sequential else sequential_warning(cfg, len(ctx.heldout()))
-    if warning:
+    if warning and log_warnings:
         logging.getLogger(__name__).warning("campaign %s: %s", cfg.campaign, warning)
     return [warning] if warning else []
 

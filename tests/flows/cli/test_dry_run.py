@@ -93,3 +93,27 @@ def test_ctrl_c_during_the_pilot_of_a_check_says_nothing_was_written(tmp_path, t
     assert proc.returncode == 130, (out, errs)
     assert "ratchet check: interrupted; nothing was written" in errs and "resume the round" not in errs, errs
     assert not (tmp_path / "r.duckdb").exists()
+
+
+def test_a_preflight_warning_is_printed_once(tmp_path, tiny_model_dir):
+    """Issue 42, finding 8: the gate's small-eval-set warning came twice, as a log line and as 'warning:'."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
+    cfg = tmp_path / "r.toml"
+    cfg.write_text(
+        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
+        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
+        "[preflight]\npilot = false\n"
+    )
+    ratchet = str(Path(sys.executable).with_name("ratchet"))
+    env = {**os.environ, "RATCHET_HOME": str(tmp_path / "home")}
+    p = subprocess.run([ratchet, "check", "--config", str(cfg)], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert out.count("is small for its rule") == 1 and "warning: the gate's eval set 'heldout' is small" in p.stderr, out
