@@ -223,10 +223,11 @@ def _sampler(cfg: RatchetConfig, engine, model_dir: Path, todo: list[Prompt], ch
         return lambda params, name: engine.generate(chats, params, name)
     from transformers import AutoTokenizer
 
-    from ratchet.loop.environments import EpisodeSpec, load_environment, prompt_record, sample_mixed
+    from ratchet.flows.rounds.stages.multi_turn import episode_token_bound, source_environment
+    from ratchet.loop.environments import EpisodeSpec, prompt_record, sample_mixed
 
-    ref = load_environment(src.environment, src.plugin_dir or str(Path(src.path).parent))
+    ref = source_environment(src)
     specs = [EpisodeSpec(ref.make, prompt_record(p), chat, src.max_turns, ref.name) for p, chat in zip(todo, chats)]
     tok = AutoTokenizer.from_pretrained(model_dir)
-    bound = min(cfg.sft.max_seq_len, cfg.generation.max_model_len or cfg.sft.max_seq_len)
+    bound = episode_token_bound(cfg)
     return lambda params, name: sample_mixed(lambda batch, p: engine.generate(batch, p, name), tok, chats, specs, params, bound)

@@ -44,7 +44,7 @@ def _tokenizer(model_dir: str):
     return AutoTokenizer.from_pretrained(model_dir)
 
 
-def _source_environment(src: TaskSourceConfig) -> EnvironmentRef:
+def source_environment(src: TaskSourceConfig) -> EnvironmentRef:
     """A source's environment, imported from its ``plugin_dir`` (the config file's folder) or its task file's first
     (loaded on each use, not cached: ``load_plugin`` imports an edited module again, and the identity follows it)."""
     return load_environment(src.environment, src.plugin_dir or (str(Path(src.path).parent) if src.path else None))
@@ -78,7 +78,7 @@ def sample_prompts(
     chats = [ctx.messages(p) for p in prompts]
     if not any(p.source in envs for p in prompts):
         return sample(ctx, engine, checkpoint_id, chats, params, desc)
-    refs = {name: _source_environment(src) for name, src in envs.items() if any(p.source == name for p in prompts)}
+    refs = {name: source_environment(src) for name, src in envs.items() if any(p.source == name for p in prompts)}
     specs = [
         EpisodeSpec(refs[p.source].make, prompt_record(p), chat, envs[p.source].max_turns, refs[p.source].name)
         if p.source in envs
@@ -88,6 +88,10 @@ def sample_prompts(
     calls = itertools.count(1)  # the single-turn prompts' call, then one per turn: each its own progress bar
     gen = lambda batch, p: sample(ctx, engine, checkpoint_id, batch, p, f"{desc}, call {next(calls)}")
     tok = _tokenizer(str(_model_dir(ctx, checkpoint_id)))
-    # an episode fits the trainer's sequence (sft.max_seq_len) and the engine's context (generation.max_model_len)
-    bound = min(ctx.cfg.sft.max_seq_len, ctx.cfg.generation.max_model_len or ctx.cfg.sft.max_seq_len)
-    return sample_mixed(gen, tok, chats, specs, params, max_tokens=bound)
+    return sample_mixed(gen, tok, chats, specs, params, max_tokens=episode_token_bound(ctx.cfg))
+
+
+def episode_token_bound(cfg) -> int:
+    """Tokens an episode may reach, prompt included: it fits the trainer's sequence (``sft.max_seq_len``) and the
+    engine's context (``generation.max_model_len``)."""
+    return min(cfg.sft.max_seq_len, cfg.generation.max_model_len or cfg.sft.max_seq_len)

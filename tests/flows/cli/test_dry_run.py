@@ -32,21 +32,37 @@ def test_dry_run_checks_and_writes_nothing(tmp_path, smollm2_dir):
     assert r.exit_code == 2 and "max_new_tokens_min" in r.stderr
 
 
-def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
-    """Issue 24, finding 2: before the first round, a few samples of the base model at the round's settings say, one
-    line each, what would waste the round: here nothing would be right to train on. The tiny model answers every
-    question 'Answer: 7' and no gold here is 7. (Cut completions, the cap that fits and unreadable answers:
-    tests/loop/train/test_pilot_checks.py; the second, longer sample would cost this test another worker process.)"""
+def _sums_config(tmp_path, model_dir, preflight: str = "pilot_prompts = 2"):
+    """A tiny-model campaign over 40 sums none of whose golds is 7 (the tiny model's only answer), 4 held out."""
     import json
 
     tasks = tmp_path / "t.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
     cfg = tmp_path / "r.toml"
     cfg.write_text(
-        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
+        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{model_dir}"\n'
         f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
-        "train_prompts_per_round = 8\n[generation]\nmax_new_tokens = 12\ngroup_size = 2\n[preflight]\npilot_prompts = 2\n"
+        f"train_prompts_per_round = 8\n[generation]\nmax_new_tokens = 12\ngroup_size = 2\n[preflight]\n{preflight}\n"
     )
+    return cfg
+
+
+def _ratchet_cli(tmp_path):
+    """The installed `ratchet` script and an environment with its own RATCHET_HOME (for a run in a subprocess)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    return str(Path(sys.executable).with_name("ratchet")), {**os.environ, "RATCHET_HOME": str(tmp_path / "home")}
+
+
+def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
+    """Issue 24, finding 2: before the first round, a few samples of the base model at the round's settings say, one
+    line each, what would waste the round: here nothing would be right to train on. The tiny model answers every
+    question 'Answer: 7' and no gold here is 7. (Cut completions, the cap that fits and unreadable answers:
+    tests/loop/train/test_pilot_checks.py; the second, longer sample would cost this test another worker process.)"""
+
+    cfg = _sums_config(tmp_path, tiny_model_dir)
     r = runner.invoke(app, ["check", "--config", str(cfg)])
     assert r.exit_code == 0 and "passed every preflight check (store, model, tasks, lengths, disk, gate, pilot)" in r.stdout
     assert (
@@ -59,26 +75,14 @@ def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
 
 def test_ctrl_c_during_the_pilot_of_a_check_says_nothing_was_written(tmp_path, tiny_model_dir):
     """Issue 42, finding 2: a dry run has no round to resume, so its Ctrl-C says so (not 'resume the round')."""
-    import json
-    import os
     import signal
     import subprocess
-    import sys
     import time
-    from pathlib import Path
 
     import psutil
 
-    tasks = tmp_path / "t.jsonl"
-    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
-    cfg = tmp_path / "r.toml"
-    cfg.write_text(
-        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
-        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
-        "train_prompts_per_round = 8\n[generation]\nmax_new_tokens = 12\ngroup_size = 2\n[preflight]\npilot_prompts = 2\n"
-    )
-    ratchet = str(Path(sys.executable).with_name("ratchet"))
-    env = {**os.environ, "RATCHET_HOME": str(tmp_path / "home")}
+    cfg = _sums_config(tmp_path, tiny_model_dir)
+    ratchet, env = _ratchet_cli(tmp_path)
     proc = subprocess.Popen(
         [ratchet, "check", "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -97,22 +101,10 @@ def test_ctrl_c_during_the_pilot_of_a_check_says_nothing_was_written(tmp_path, t
 
 def test_a_preflight_warning_is_printed_once(tmp_path, tiny_model_dir):
     """Issue 42, finding 8: the gate's small-eval-set warning came twice, as a log line and as 'warning:'."""
-    import json
-    import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    tasks = tmp_path / "t.jsonl"
-    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 10?", "answer": str(a + 10)}) + "\n" for a in range(40)))
-    cfg = tmp_path / "r.toml"
-    cfg.write_text(
-        f'db = "{tmp_path / "r.duckdb"}"\n[model]\nname_or_path = "{tiny_model_dir}"\n'
-        f'[tasks]\nsource = "jsonl"\npath = "{tasks}"\nfewshot = 0\nsystem_prompt = "sys"\nheldout_prompts = 4\n'
-        "[preflight]\npilot = false\n"
-    )
-    ratchet = str(Path(sys.executable).with_name("ratchet"))
-    env = {**os.environ, "RATCHET_HOME": str(tmp_path / "home")}
+    cfg = _sums_config(tmp_path, tiny_model_dir, "pilot = false")
+    ratchet, env = _ratchet_cli(tmp_path)
     p = subprocess.run([ratchet, "check", "--config", str(cfg)], capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout + p.stderr

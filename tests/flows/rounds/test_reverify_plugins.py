@@ -14,6 +14,17 @@ from tests.store.test_store import NOW, traj
 CHECKS = "def verify(completion, record):\n    return completion.strip() == record['reference']\n"
 
 
+def _campaign_round_prompt(con, cfg):
+    """Campaign ``c`` of ``cfg``, its completed round ``r1`` and the records prompt ``p1`` ("Say 7.", reference 7)."""
+    insert_rows(con, "campaigns", [dict(campaign_id="c", name="c", base_checkpoint_id="c0", created_at=NOW,
+                                        config_json=cfg.model_dump_json())])  # fmt: skip
+    insert_rows(con, "rounds", [dict(round_id="r1", campaign_id="c", round_index=1, incumbent_checkpoint_id="c0",
+                                     status="completed", started_at=NOW, finished_at=NOW, stage_seconds_json=None)])  # fmt: skip
+    rec = json.dumps({"prompt": "Say 7.", "reference": "7"}, sort_keys=True)
+    insert_rows(con, "prompts", [dict(prompt_id="p1", source="own", task="own", question="Say 7.", answer="7",
+                                      split="train", task_format="records", record_json=rec)])  # fmt: skip
+
+
 def seed(tmp_path):
     (tmp_path / "own_checks.py").write_text(CHECKS)
     (tmp_path / "own.jsonl").write_text(json.dumps({"prompt": "Say 7.", "reference": "7"}) + "\n")
@@ -24,13 +35,7 @@ def seed(tmp_path):
     cfg = load_config(tmp_path / "r.toml")
     init_db(db)
     with transaction(db) as con:
-        insert_rows(con, "campaigns", [dict(campaign_id="c", name="c", base_checkpoint_id="c0", created_at=NOW,
-                                            config_json=cfg.model_dump_json())])  # fmt: skip
-        insert_rows(con, "rounds", [dict(round_id="r1", campaign_id="c", round_index=1, incumbent_checkpoint_id="c0",
-                                         status="completed", started_at=NOW, finished_at=NOW, stage_seconds_json=None)])  # fmt: skip
-        rec = json.dumps({"prompt": "Say 7.", "reference": "7"}, sort_keys=True)
-        insert_rows(con, "prompts", [dict(prompt_id="p1", source="own", task="own", question="Say 7.", answer="7",
-                                          split="train", task_format="records", record_json=rec)])  # fmt: skip
+        _campaign_round_prompt(con, cfg)
         insert_rows(con, "trajectories", [traj("a", "p1", "7"), traj("b", "p1", "seven", sample=1)])
     return db
 
@@ -95,13 +100,7 @@ def test_episodes_of_an_environment_with_score_are_reverified_by_it(tmp_path):
         return {**traj(tid, "p1", last, sample=sample), "turns": 2, "messages": json.dumps(msgs), "prompt_messages": opening}
 
     with transaction(db) as con:
-        insert_rows(con, "campaigns", [dict(campaign_id="c", name="c", base_checkpoint_id="c0", created_at=NOW,
-                                            config_json=cfg.model_dump_json())])  # fmt: skip
-        insert_rows(con, "rounds", [dict(round_id="r1", campaign_id="c", round_index=1, incumbent_checkpoint_id="c0",
-                                         status="completed", started_at=NOW, finished_at=NOW, stage_seconds_json=None)])  # fmt: skip
-        rec = json.dumps({"prompt": "Say 7.", "reference": "7"}, sort_keys=True)
-        insert_rows(con, "prompts", [dict(prompt_id="p1", source="own", task="own", question="Say 7.", answer="7",
-                                          split="train", task_format="records", record_json=rec)])  # fmt: skip
+        _campaign_round_prompt(con, cfg)
         insert_rows(con, "trajectories", [episode("a", "6", "7", 0), episode("b", "7", "8", 1)])
     first = reverify(db)
     assert first["rescored"] == 2
