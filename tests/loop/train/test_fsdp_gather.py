@@ -6,6 +6,7 @@ each pass to give its engine the full weights (``GRPOLearner.state_dict`` with `
 """
 
 import copy
+import os
 import subprocess
 import sys
 
@@ -73,7 +74,11 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     _train(sharded)
     local = sharded.policy.model.embed_tokens.weight.to_local().shape[0]
     torch.save({"local_rows": local, "full": full_state_dict(sharded, prefix="policy.")}, f"{out}.{rank}")
-    dist.destroy_process_group()
+    dist.barrier()  # both ranks have written their file
+    # No teardown: gloo's destroy_process_group can abort a rank whose peer already exited ("terminate called without
+    # an active exception", SIGABRT, seen once in CI after the file was written). The round's engine ranks do not tear
+    # their group down either; the parent stops and kills them.
+    os._exit(0)
 
 
 def test_every_rank_of_two_gets_the_whole_trained_weights(tmp_path):
