@@ -20,6 +20,15 @@ overhead). "engine only" (pre-tokenized ids, no detokenizing, outputs untouched)
 adapter's own cost.
 
 Run (vLLM lives in its own environment): ``.venv-vllm/bin/python benchmarks/generation_bench.py`` (a venv set up as docs/devices.md says).
+
+``--backends transformers`` needs no vLLM and measures the transformers backend against the machine's bound: with no
+other flag, the demo's evaluation shape (greedy, 128 demo chats, 32 new tokens, ``generation.batch_size``'s default).
+Each of ``--repeats`` passes runs, in a rotating order: the backend's ``generate``; a forward pass over the same
+tokens (each completion with its prompt, the same batches, threads and weights: the prefill rate, what the model's
+arithmetic allows here); and plain ``model.generate`` (left padding, transformers' defaults), the baseline. Last line::
+
+    {"hf_tokens_per_s", "prefill_tokens_per_s", "hf_fraction_of_bound" (median of per-pass ratios),
+     "generate_tokens_per_s", "speedup_vs_generate", "greedy_match_rate" (vs plain generate), per-pass lists, ...}
 """
 
 from __future__ import annotations
@@ -73,14 +82,25 @@ def engine_generate(backend, msgs, params) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--backends", default="transformers,vllm", help="'transformers' alone: the bound mode (no vLLM)")
+    ap.add_argument("--prompts", type=int, default=None, help="default 32 (128 with --backends transformers)")
+    ap.add_argument("--n", type=int, default=None, help="default 4 (1 with --backends transformers)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--repeats", type=int, default=5, help="rounds of interleaved passes (one per backend each); >= 5")
-    ap.add_argument("--hf-batch-size", type=int, default=32)
+    ap.add_argument("--temperature", type=float, default=None, help="default 0.8 (0, greedy, with --backends transformers)")
+    ap.add_argument("--repeats", type=int, default=None, help="rounds of interleaved passes; default 5 (>= 5), 3 alone")
+    ap.add_argument("--hf-batch-size", type=int, default=None, help="default: generation.batch_size's default")
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args()
+    from ratchet.loop.config import GenerationConfig
+
+    args.hf_batch_size = args.hf_batch_size or GenerationConfig().batch_size
+    if {b.strip() for b in args.backends.split(",")} == {"transformers"}:
+        from generation_bound import bound_main
+
+        return bound_main(args, chats(args.prompts or 128, args.seed))
+    args.prompts, args.n = args.prompts or 32, args.n or 4
+    args.temperature = 0.8 if args.temperature is None else args.temperature
+    args.repeats = args.repeats or 5
     if args.repeats < 5:
         ap.error(f"--repeats ({args.repeats}) must be >= 5: fewer per-pass ratios cannot resolve a 3% overhead on a busy machine")
 

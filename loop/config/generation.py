@@ -57,7 +57,11 @@ class GenerationConfig(_Frozen):
         256, ge=1, description="'auto' max_new_tokens: upper bound, tokens; also the evaluation cap and the preflight bound."
     )
     batch_size: int = Field(
-        32, ge=1, description="Sequences per forward batch. On 2 CPU cores 32-48 is fastest; 192 was 3x slower per token."
+        64,
+        ge=1,
+        description="Sequences per forward batch (transformers backend; shards of a pool are whole batches). On 2 CPU "
+        "cores, greedy demo chats: 410 tokens/s at 64, 360 at 128, 300 at 32 (benchmarks/generation_bench.py "
+        "--backends transformers).",
     )
     seed: int = Field(
         0,

@@ -1,12 +1,12 @@
-"""The transformers generation backend: batched ``model.generate`` with a shared-prefix KV cache (CPU or one GPU)."""
+"""The transformers generation backend: batched decoding with a shared-prefix KV cache (CPU or one GPU)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from pathlib import Path
 
 from ratchet.common.seeds import batch_seed
+from ratchet.loop.generation.decoding import decode, onednn_linears, prefill_prefix, register_attention
 from ratchet.loop.generation.sampling import (
     Completion,
     ProgressFn,
@@ -23,7 +23,9 @@ from ratchet.loop.generation.sampling import (
 
 
 class TransformersBackend:
-    """Batched ``model.generate`` with left padding; ``batch_size`` sequences per forward pass.
+    """Batched decoding with left padding, ``batch_size`` sequences per forward pass, through Ratchet's decode loop
+    (``ratchet.loop.generation.decoding``: a preallocated KV cache, finished rows leave the batch, greedy outputs equal
+    ``model.generate``'s). Jobs are batched in order of prompt length.
 
     Sampling is reproducible: batch ``b`` of the (prompt, sample) job list seeds torch with
     ``batch_seed(params.seed, b)`` (``ratchet.common.seeds``), and a shard of the jobs (``jobs=``) runs exactly the batches the whole
@@ -37,7 +39,7 @@ class TransformersBackend:
         model_path: str | Path,
         *,
         dtype: str = "float32",
-        batch_size: int = 32,
+        batch_size: int = 64,
         device: str = "cpu",
         prefix_cache: bool = True,
     ) -> None:
@@ -50,10 +52,15 @@ class TransformersBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
+        if str(device).startswith("cpu") and self.model.config._attn_implementation == "sdpa":
+            # grouped-query heads without copies (ratchet.loop.generation.decoding); on GPUs, SDPA's masked GQA falls
+            # back to its math kernel, so transformers' own path stays there
+            self.model.set_attn_implementation(register_attention())
         self.device = device
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
         self.shared = False  # True: self.model is a co-located learner's policy (share_module)
+        self._packed: dict = {}  # oneDNN copies of the weights (decoding.onednn_linears), kept while they are current
         self.eos_ids = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
 
     def render(self, messages: list[dict[str, str]]) -> str:
@@ -87,7 +94,8 @@ class TransformersBackend:
         training = self.model.training  # a shared learner's policy is in train mode between its passes
         self.model.eval()
         try:
-            return self._generate(messages, params, progress, jobs)
+            with onednn_linears(self.model, self._packed):  # repacked where a weight changed (decoding.py: 1.6x here)
+                return self._generate(messages, params, progress, jobs)
         finally:
             self.model.train(training)
 
@@ -95,51 +103,34 @@ class TransformersBackend:
         torch = self.torch
         ids = prompt_token_ids(self.tokenizer, messages)
         plen = _shared_prefix_len(ids) if self.prefix_cache else 0
-        prefix_cache = None
-        if plen >= 8:
-            with torch.inference_mode():
-                prefix_cache = self.model(torch.tensor([ids[0][:plen]], device=self.device), use_cache=True).past_key_values
-        else:
-            plen = 0
-        all_jobs = [(i, s) for i in range(len(messages)) for s in range(params.n)]
+        prefix = prefill_prefix(self.model, ids[0][:plen], self.device) if plen >= 8 else None
+        plen = plen if prefix else 0
+        # Jobs sorted by prompt length (stable), so a batch's rows need little padding; batch b is the same rows in a
+        # whole call and in the shard that holds it.
+        order = sorted(range(len(messages)), key=lambda i: len(ids[i]))
+        all_jobs = [(i, s) for i in order for s in range(params.n)]
         sel = check_jobs(jobs, len(all_jobs), self.batch_size)
+        processors = _sampling_processors(params)
+        stopping = None
+        if params.stop:  # sampling ends at a stop string (transformers' StopStringCriteria); cut by make_completion
+            from transformers import StopStringCriteria
+
+            stopping = StopStringCriteria(self.tokenizer, list(params.stop))
         out: list[Completion] = []
         for b, start in enumerate(range(0, len(all_jobs), self.batch_size)):
             if start not in sel:
                 continue
             chunk = all_jobs[start : start + self.batch_size]
             input_ids, mask = self._layout([ids[i] for i, _ in chunk], plen)  # (B, P + S) int64 each
-            recorder = _SampledLogprobs() if params.logprobs else None
-            kw = dict(logits_processor=_sampling_processors(params, recorder), top_k=0)
-            if params.temperature > 0:  # the warpers are ours (above), so HF adds none of its own: temperature 1, top-p 1
-                kw.update(do_sample=True, temperature=1.0, top_p=1.0)
-            else:
-                kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            if params.stop:  # sampling ends at a stop string (transformers' StopStringCriteria); cut by make_completion
-                kw.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
-            if prefix_cache is not None:
-                cache = copy.deepcopy(prefix_cache)
-                cache.batch_repeat_interleave(len(chunk))
-                kw["past_key_values"] = cache
-            torch.manual_seed(batch_seed(params.seed, b))
-            with torch.inference_mode():
-                seqs = self.model.generate(
-                    input_ids=input_ids,
-                    attention_mask=mask,
-                    max_new_tokens=params.max_new_tokens,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=list(self.eos_ids),
-                    **kw,
-                )
-            gen = seqs[:, input_ids.shape[1] :]  # (B, new_tokens) int64
-            lps = recorder.finish(gen) if recorder is not None else None  # (B, new_tokens) float32
-            for row, (pi, si) in enumerate(chunk):
-                tok_ids = _trim(gen[row].tolist(), self.eos_ids)
-                lp = lps[row, : len(tok_ids)].tolist() if lps is not None else None
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, tok_ids, ids[pi], lp, params.stop))
+            generator = torch.Generator(device=self.device).manual_seed(batch_seed(params.seed, b))
+            rows = decode(self.model, input_ids, mask, max_new_tokens=params.max_new_tokens, eos_ids=self.eos_ids,
+                          prefix=prefix, processors=processors, do_sample=params.temperature > 0, generator=generator,
+                          stopping=stopping, logprobs=params.logprobs)  # fmt: skip
+            for (pi, si), row in zip(chunk, rows):
+                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, row.token_ids, ids[pi], row.logprobs, params.stop))
             if progress:
                 progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
-        return out
+        return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
 
     def _layout(self, rows: list[list[int]], plen: int):
         """``[prefix][left padding][suffix]`` token ids and the matching attention mask, both (B, P + S) int64."""
@@ -168,6 +159,7 @@ class TransformersBackend:
         if type(model) is not type(self.model) or mine != theirs:
             return False
         self.model, self.shared = model, True
+        self._packed.clear()
         return True
 
     def update_weights(self, weights: Weights | str | Path) -> None:
@@ -197,13 +189,13 @@ class TransformersBackend:
             )
 
     def close(self) -> None:
+        self._packed.clear()
         del self.model
 
 
-def _sampling_processors(params: SamplingParams, recorder=None):
+def _sampling_processors(params: SamplingParams):
     """The logits processors that turn the model's logits into the sampling distribution, in transformers' own
-    order (temperature, then top-p: ``GenerationMixin._get_logits_processor``), then ``recorder`` (which must see the
-    processed scores, so it cannot sit among transformers' processors, which run before its warpers)."""
+    order (temperature, then top-p: ``GenerationMixin._get_logits_processor``)."""
     from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
     procs = LogitsProcessorList()
@@ -211,39 +203,7 @@ def _sampling_processors(params: SamplingParams, recorder=None):
         procs.append(TemperatureLogitsWarper(params.temperature))
     if params.temperature > 0 and params.top_p < 1.0:
         procs.append(TopPLogitsWarper(top_p=params.top_p, min_tokens_to_keep=1))
-    if recorder is not None:
-        procs.append(recorder)
     return procs
-
-
-class _SampledLogprobs:
-    """A logits processor (last in the list) that records log pi_sampler(y_t), the sampled token's log-prob under the
-    processed scores (logits / temperature, top-p: tokens outside the nucleus are -inf, so the log-softmax is
-    renormalised over the kept ones; vLLM's ``processed_logprobs``). Step t's token is known only at step t + 1's call
-    (it is then the last column of ``input_ids``); ``finish`` gathers the last step's. Holds one (B, V) tensor, not
-    every step's scores as ``output_scores`` would."""
-
-    def __init__(self) -> None:
-        self.steps: list = []  # (B,) float32 per generated position
-        self.last = None  # (B, V) float32 log-softmax of the latest processed scores
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        if self.last is not None:
-            self.steps.append(self.last.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.last = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, generated):
-        """(B, new_tokens) float32 log-probs of ``generated`` (B, new_tokens) int64, the rows' sampled ids."""
-        import torch
-
-        if self.last is not None and len(self.steps) < generated.shape[1]:
-            self.steps.append(self.last.gather(1, generated[:, len(self.steps) : len(self.steps) + 1]).squeeze(1))
-        if not self.steps:
-            return torch.zeros(generated.shape, dtype=torch.float32)
-        return torch.stack(self.steps, dim=1).cpu()
 
 
 def _shared_prefix_len(rows: list[list[int]]) -> int:
@@ -254,11 +214,3 @@ def _shared_prefix_len(rows: list[list[int]]) -> int:
         if any(r[k] != t for r in rows):
             return k
     return max(n, 0)
-
-
-def _trim(ids: list[int], eos: set[int]) -> list[int]:
-    """Cut a generated row after its first EOS (the rest is padding)."""
-    for k, t in enumerate(ids):
-        if t in eos:
-            return ids[: k + 1]
-    return ids
