@@ -60,8 +60,8 @@ class GenerationConfig(_Frozen):
         64,
         ge=1,
         description="Sequences per forward batch (transformers backend; shards of a pool are whole batches). On 2 CPU "
-        "cores, greedy demo chats: 410 tokens/s at 64, 360 at 128, 300 at 32 (benchmarks/generation_bench.py "
-        "--backends transformers).",
+        "cores, greedy demo chats: 370-410 tokens/s at 64, 360 at 128, 350 at 32 (benchmarks/generation_bench.py "
+        "--backends transformers; docs/devices.md).",
     )
     seed: int = Field(
         0,
