@@ -73,9 +73,10 @@ def onednn_linears(model, packed: dict | None = None) -> Iterator[int]:
     at 2,048 rows. The products differ from ``F.linear``'s in the last bits (~1e-4 on 576-wide rows).
 
     Args:
-        packed: a dict the caller keeps between calls: a layer whose weight has not changed since (same storage, same
-            ``Tensor._version``, which every in-place update such as an optimizer step or ``load_state_dict`` bumps)
-            reuses its packed copy instead of packing again (~0.15 s for SmolLM2-135M); None: pack on every call.
+        packed: a dict the caller keeps between calls and clears whenever it changes the weights: a layer found in it
+            (same module, same storage) reuses its packed copy instead of packing again (~0.15 s for SmolLM2-135M).
+            None: pack on every call, for weights that change where the caller cannot see (a co-located learner's:
+            fused AdamW updates them in place without bumping ``Tensor._version``).
 
     Yields:
         the number of layers switched (0 where oneDNN is not available or the model is not float32 on CPU).
@@ -89,7 +90,7 @@ def onednn_linears(model, packed: dict | None = None) -> Iterator[int]:
         return
     packed = {} if packed is None else packed
     for m in layers:
-        stamp = tuple((p.data_ptr(), p._version) for p in (m.weight, m.bias) if p is not None)
+        stamp = tuple(p.data_ptr() for p in (m.weight, m.bias) if p is not None)
         if id(m) not in packed or packed[id(m)][0] != stamp:
             bias = m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.weight.shape[0])
             packed[id(m)] = (stamp, m.weight.detach().to_mkldnn(), bias.to_mkldnn())

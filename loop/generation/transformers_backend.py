@@ -60,7 +60,7 @@ class TransformersBackend:
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
         self.shared = False  # True: self.model is a co-located learner's policy (share_module)
-        self._packed: dict = {}  # oneDNN copies of the weights (decoding.onednn_linears), kept while they are current
+        self._packed: dict = {}  # oneDNN copies of the weights (decoding.onednn_linears), cleared by update_weights
         self.eos_ids = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
 
     def render(self, messages: list[dict[str, str]]) -> str:
@@ -94,7 +94,8 @@ class TransformersBackend:
         training = self.model.training  # a shared learner's policy is in train mode between its passes
         self.model.eval()
         try:
-            with onednn_linears(self.model, self._packed):  # repacked where a weight changed (decoding.py: 1.6x here)
+            # oneDNN-packed weights (decoding.py: 1.6x here); a shared learner's policy changes under us: packed per call
+            with onednn_linears(self.model, None if self.shared else self._packed):
                 return self._generate(messages, params, progress, jobs)
         finally:
             self.model.train(training)
@@ -178,6 +179,7 @@ class TransformersBackend:
         if self.shared:
             raise ValueError("update_weights: the engine generates from the co-located learner's policy; train it instead")
         state = read_weights(weights) if isinstance(weights, str | Path) else dict(weights)
+        self._packed.clear()  # the packed copies are of the old weights
         with torch.no_grad():
             missing, unexpected = self.model.load_state_dict(state, strict=False)
         given = {p.data_ptr() for n, p in self.model.named_parameters(remove_duplicate=False) if n in state}

@@ -116,6 +116,7 @@ class VLLMBackend:
         # callable only with this set, and reads it in the engine processes it is about to spawn.
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         self.sleep_mode = bool(engine_kwargs.get("enable_sleep_mode", False)) and not self.on_cpu  # CUDA only
+        self.sync_route: str | None = None  # how update_weights last reached the workers: memory, file or checkpoint
         if self.on_cpu:
             engine_kwargs.pop("enable_sleep_mode", None)
         t0 = time.perf_counter()
@@ -233,9 +234,10 @@ class VLLMBackend:
 
         Every engine worker (one per tensor-parallel rank, in vLLM's own processes) runs the model's
         ``load_weights`` (which shards each tensor for its rank) through ``LLM.collective_rpc``, as verl and
-        TRL do. A state dict is first written to one safetensors file under ``/dev/shm`` (vLLM's workers live in
-        other processes; a file is how the tensors cross), then read back by each worker. The prefix cache
-        holds KV computed with the old weights, so it is reset.
+        TRL do. A state dict's tensors go to the workers as they are (``sync_route`` "memory": TRL's colocate
+        route; an in-process engine gets the learner's tensors without a copy), and only where vLLM's RPC cannot carry
+        them through one safetensors file under ``/dev/shm`` ("file"); a checkpoint directory is read by each worker
+        ("checkpoint"). The prefix cache holds KV computed with the old weights, so it is reset.
 
         Args:
             weights: a state dict (Hugging Face names -> tensors) or a checkpoint directory / safetensors file.
@@ -249,17 +251,29 @@ class VLLMBackend:
         if isinstance(weights, str | Path):
             files = [str(f) for f in _weight_files(Path(weights))]
             self.llm.collective_rpc(_load_weight_files, args=(files,))
+            self.sync_route = "checkpoint"
         else:
-            import tempfile
-
-            from safetensors.torch import save_file
-
-            tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
-            with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
-                f = Path(tmp) / "weights.safetensors"
-                save_file(unshared_state(weights), str(f))
-                self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
+            state = unshared_state(weights)
+            try:  # the tensors themselves: in-process workers get them as they are, others through vLLM's RPC
+                self.llm.collective_rpc(_load_weight_tensors, args=(list(state.items()),))
+                self.sync_route = "memory"
+            except (TypeError, ValueError, RuntimeError) as e:  # an RPC that cannot carry tensors: the measured fallback
+                logger.warning("vLLM weight sync in memory failed (%s); through a /dev/shm file instead", e)
+                self._sync_through_file(state)
+                self.sync_route = "file"
         self.llm.reset_prefix_cache()
+
+    def _sync_through_file(self, state: dict) -> None:
+        """The fallback route: one safetensors file under ``/dev/shm``, read back by each worker."""
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+            f = Path(tmp) / "weights.safetensors"
+            save_file(state, str(f))
+            self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
 
     def sleep(self) -> bool:
         """Free the engine's GPU memory while a co-located learner trains (vLLM sleep mode, level 1: weights
@@ -341,6 +355,12 @@ def _weight_files(path: Path) -> list[Path]:
     return files
 
 
+def _load_weight_tensors(worker, named: list) -> int:
+    """Runs inside each vLLM worker: load ``named`` ((name, tensor) pairs, Hugging Face names) into its model, as
+    ``_load_weight_files`` loads a file's. Returns the number of tensors."""
+    return _load_into(worker, iter(named))
+
+
 def _load_weight_files(worker, files: list[str]) -> int:
     """Runs inside each vLLM worker (``collective_rpc`` passes the worker as the first argument): stream the files'
     tensors into the worker's model. Returns the number of tensors read.
@@ -359,12 +379,17 @@ def _load_weight_files(worker, files: list[str]) -> int:
                 for name in fh.keys():
                     yield name, fh.get_tensor(name)
 
+    return _load_into(worker, tensors())
+
+
+def _load_into(worker, items) -> int:
+    """Stream (name, tensor) ``items`` into the worker's model (see ``_load_weight_files``); the count loaded."""
     runner = worker.model_runner
     model = runner.get_model() if hasattr(runner, "get_model") else runner.model
     count = [0]
 
     def counted():
-        for item in tensors():
+        for item in items:
             count[0] += 1
             yield item
 
