@@ -17,7 +17,9 @@ hidden 64, a 512-token vocabulary) it measures, per model:
   learner's saved policy (the round's candidate, what the next round loads) and (b) an engine holding the starting
   weights after ``TransformersBackend.update_weights(learner.state_dict())`` (the in-place path of an engine that
   does not share the learner's module); and (b)'s engine must have given other tokens before its update, so the
-  check can fail.
+  check can fail. ``weight_sync_s`` per route the transformers engine has (``shared_module``: the learner's own
+  module, nothing moves; ``memory``: ``update_weights`` from the learner's tensors; ``checkpoint``: from the saved
+  folder) and ``route_weights_equal``: after each route the engine's weights equal the learner's exactly.
 
 A step is ``--prompts-per-step`` prompts x ``--group-size`` completions of ``--max-new-tokens`` tokens (a random model
 rarely stops early, so every completion runs to the cap and truncated completions are kept in the loss on both
@@ -286,6 +288,7 @@ def ours_phase(args, model_dir: Path, dtype: str, chats, tmp: Path, check_sync: 
 def weight_sync(args, learner, engine, model_dir: Path, dtype: str, chats, run, tmp: Path) -> dict:
     """The learner's greedy tokens vs an engine loaded from its saved policy and an engine updated in place from its
     state dict (see the module docstring); ``ok`` needs both equal and the in-place engine changed by its update."""
+    import torch
     from grpo_parity import grpo_samples
 
     from ratchet.loop.generation.sampling import SamplingParams
@@ -301,16 +304,28 @@ def weight_sync(args, learner, engine, model_dir: Path, dtype: str, chats, run, 
     greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=args.max_new_tokens)
     tokens = lambda e: [list(c.token_ids) for c in e.generate(fixed, greedy)]  # noqa: E731
     own = tokens(engine)  # the engine shares the learner's module: the learner's own greedy tokens
-    fresh = TransformersBackend(learner.save(tmp / f"synced-{dtype}"), dtype=dtype, batch_size=p * g, device=args.device)
+    saved_dir = learner.save(tmp / f"synced-{dtype}")
+    fresh = TransformersBackend(saved_dir, dtype=dtype, batch_size=p * g, device=args.device)
     from_saved = tokens(fresh)
     fresh.close()
     in_place = TransformersBackend(model_dir, dtype=dtype, batch_size=p * g, device=args.device)
     before = tokens(in_place)
-    in_place.update_weights(learner.state_dict())
+    want = {k: v.detach() for k, v in learner.state_dict().items()}
+    seconds, equal = {"shared_module": 0.0}, {}  # a shared module is the learner's own: nothing moves
+    for route, source in (("memory", learner.state_dict), ("checkpoint", lambda: saved_dir)):
+        if route == "checkpoint":  # back to the base first, so this route's load is what makes the weights equal
+            in_place.update_weights(model_dir)
+        t0 = time.perf_counter()
+        in_place.update_weights(source())
+        seconds[route] = round(time.perf_counter() - t0, 4)
+        got = in_place.model.state_dict()
+        equal[route] = all(torch.equal(got[k].to(v.device), v) for k, v in want.items() if k in got)
     after = tokens(in_place)
     in_place.close()
-    res = {"saved_equal": from_saved == own, "in_place_equal": after == own, "before_update_differs": before != own}
+    res = {"saved_equal": from_saved == own, "in_place_equal": after == own, "before_update_differs": before != own,
+           "routes_weights_equal": all(equal.values())}  # fmt: skip
     res["ok"] = all(res.values())
+    res["weight_sync_s"], res["route_weights_equal"] = seconds, equal
     res["prompts"], res["tokens_per_prompt"] = len(fixed), args.max_new_tokens
     return res
 
