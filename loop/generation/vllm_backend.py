@@ -234,10 +234,10 @@ class VLLMBackend:
 
         Every engine worker (one per tensor-parallel rank, in vLLM's own processes) runs the model's
         ``load_weights`` (which shards each tensor for its rank) through ``LLM.collective_rpc``, as verl and
-        TRL do. A state dict's tensors go to the workers as they are (``sync_route`` "memory": TRL's colocate
-        route; an in-process engine gets the learner's tensors without a copy), and only where vLLM's RPC cannot carry
-        them through one safetensors file under ``/dev/shm`` ("file"); a checkpoint directory is read by each worker
-        ("checkpoint"). The prefix cache holds KV computed with the old weights, so it is reset.
+        TRL do. A state dict goes to the workers in memory, as one safetensors buffer in the RPC itself (``sync_route``
+        "memory"; vLLM's workers are other processes and its RPC serializes tensors it cannot carry as bytes), and
+        only where that fails through one safetensors file under ``/dev/shm`` ("file"); a checkpoint directory is
+        read by each worker ("checkpoint"). The prefix cache holds KV computed with the old weights, so it is reset.
 
         Args:
             weights: a state dict (Hugging Face names -> tensors) or a checkpoint directory / safetensors file.
@@ -253,11 +253,13 @@ class VLLMBackend:
             self.llm.collective_rpc(_load_weight_files, args=(files,))
             self.sync_route = "checkpoint"
         else:
+            from safetensors.torch import save
+
             state = unshared_state(weights)
-            try:  # the tensors themselves: in-process workers get them as they are, others through vLLM's RPC
-                self.llm.collective_rpc(_load_weight_tensors, args=(list(state.items()),))
+            try:  # the tensors as one safetensors buffer in memory: vLLM's RPC to its worker processes carries bytes
+                self.llm.collective_rpc(_load_weight_bytes, args=(save(state),))
                 self.sync_route = "memory"
-            except (TypeError, ValueError, RuntimeError) as e:  # an RPC that cannot carry tensors: the measured fallback
+            except Exception as e:  # noqa: BLE001 (vLLM raises a bare Exception for a worker's error): the fallback
                 logger.warning("vLLM weight sync in memory failed (%s); through a /dev/shm file instead", e)
                 self._sync_through_file(state)
                 self.sync_route = "file"
@@ -355,10 +357,12 @@ def _weight_files(path: Path) -> list[Path]:
     return files
 
 
-def _load_weight_tensors(worker, named: list) -> int:
-    """Runs inside each vLLM worker: load ``named`` ((name, tensor) pairs, Hugging Face names) into its model, as
+def _load_weight_bytes(worker, blob: bytes) -> int:
+    """Runs inside each vLLM worker: load a safetensors buffer's tensors (Hugging Face names) into its model, as
     ``_load_weight_files`` loads a file's. Returns the number of tensors."""
-    return _load_into(worker, iter(named))
+    from safetensors.torch import load
+
+    return _load_into(worker, iter(load(blob).items()))
 
 
 def _load_weight_files(worker, files: list[str]) -> int:
