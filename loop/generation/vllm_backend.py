@@ -116,7 +116,7 @@ class VLLMBackend:
         # callable only with this set, and reads it in the engine processes it is about to spawn.
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         self.sleep_mode = bool(engine_kwargs.get("enable_sleep_mode", False)) and not self.on_cpu  # CUDA only
-        self.sync_route: str | None = None  # how update_weights last reached the workers: memory, file or checkpoint
+        self.sync_route: str | None = None  # how update_weights last reached the workers: file or checkpoint
         if self.on_cpu:
             engine_kwargs.pop("enable_sleep_mode", None)
         t0 = time.perf_counter()
@@ -234,10 +234,9 @@ class VLLMBackend:
 
         Every engine worker (one per tensor-parallel rank, in vLLM's own processes) runs the model's
         ``load_weights`` (which shards each tensor for its rank) through ``LLM.collective_rpc``, as verl and
-        TRL do. A state dict goes to the workers in memory, as one safetensors buffer in the RPC itself (``sync_route``
-        "memory"; vLLM's workers are other processes and its RPC serializes tensors it cannot carry as bytes), and
-        only where that fails through one safetensors file under ``/dev/shm`` ("file"); a checkpoint directory is
-        read by each worker ("checkpoint"). The prefix cache holds KV computed with the old weights, so it is reset.
+        TRL do. A state dict reaches vLLM's worker processes as one safetensors file under ``/dev/shm``
+        (``sync_route`` "file": 9x faster here than the same tensors as bytes through the RPC, see below); a checkpoint
+        directory is read by each worker ("checkpoint"). The prefix cache holds KV computed with the old weights, so it is reset.
 
         Args:
             weights: a state dict (Hugging Face names -> tensors) or a checkpoint directory / safetensors file.
@@ -253,20 +252,16 @@ class VLLMBackend:
             self.llm.collective_rpc(_load_weight_files, args=(files,))
             self.sync_route = "checkpoint"
         else:
-            from safetensors.torch import save
-
-            state = unshared_state(weights)
-            try:  # the tensors as one safetensors buffer in memory: vLLM's RPC to its worker processes carries bytes
-                self.llm.collective_rpc(_load_weight_bytes, args=(save(state),))
-                self.sync_route = "memory"
-            except Exception as e:  # noqa: BLE001 (vLLM raises a bare Exception for a worker's error): the fallback
-                logger.warning("vLLM weight sync in memory failed (%s); through a /dev/shm file instead", e)
-                self._sync_through_file(state)
-                self.sync_route = "file"
+            # The state dict crosses to vLLM's worker processes as one safetensors file under /dev/shm. Measured on
+            # 2 cores (SmolLM2-135M, 3 syncs): 0.71 s, against 6.6 s for the same tensors as bytes inside
+            # collective_rpc (vLLM serializes and copies them through its message queue) and 0.24 s to read a
+            # checkpoint folder; so the file is the route here, not a fallback.
+            self._sync_through_file(unshared_state(weights))
+            self.sync_route = "file"
         self.llm.reset_prefix_cache()
 
     def _sync_through_file(self, state: dict) -> None:
-        """The fallback route: one safetensors file under ``/dev/shm``, read back by each worker."""
+        """One safetensors file under ``/dev/shm`` with ``state``, read back by each worker."""
         import tempfile
 
         from safetensors.torch import save_file
@@ -355,14 +350,6 @@ def _weight_files(path: Path) -> list[Path]:
     if not files:
         raise FileNotFoundError(f"no .safetensors weights at {path}; pass a checkpoint directory saved by save_pretrained")
     return files
-
-
-def _load_weight_bytes(worker, blob: bytes) -> int:
-    """Runs inside each vLLM worker: load a safetensors buffer's tensors (Hugging Face names) into its model, as
-    ``_load_weight_files`` loads a file's. Returns the number of tensors."""
-    from safetensors.torch import load
-
-    return _load_into(worker, iter(load(blob).items()))
 
 
 def _load_weight_files(worker, files: list[str]) -> int:

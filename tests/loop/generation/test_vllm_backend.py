@@ -155,7 +155,7 @@ def test_update_weights_in_place_gives_the_saved_policys_greedy_tokens(vllm_back
     chats, params = arithmetic_chats(12), SamplingParams(n=1, temperature=0.0, max_new_tokens=16)
     before = [c.token_ids for c in vllm_backend.generate(chats, params)]
     vllm_backend.update_weights(policy.state_dict())
-    assert vllm_backend.sync_route == "memory"  # the tensors themselves, no /dev/shm file
+    assert vllm_backend.sync_route == "file"  # one /dev/shm file (9x faster than bytes through vLLM's RPC here)
     after = [c.token_ids for c in vllm_backend.generate(chats, params)]
     saved = [c.token_ids for c in TransformersBackend(tmp_path / "policy", batch_size=12).generate(chats, params)]
     assert after != before
