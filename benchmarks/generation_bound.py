@@ -8,6 +8,18 @@ import statistics
 import time
 
 
+def left_padded(rows: list[list[int]], pad_id: int):
+    """(B, W) int64 ids and attention mask of ``rows`` left-padded to the longest."""
+    import torch
+
+    width = max(map(len, rows))
+    x = torch.full((len(rows), width), pad_id)
+    m = torch.zeros((len(rows), width), dtype=torch.long)
+    for k, r in enumerate(rows):
+        x[k, width - len(r) :], m[k, width - len(r) :] = torch.tensor(r), 1
+    return x, m
+
+
 def prefill_tokens_per_s(backend, msgs, completions, batch_size: int) -> float:
     """A forward pass over every completion with its prompt, in the backend's batches (left padded), with the weights
     as the backend multiplies them (``onednn_linears``): non-pad tokens / second. Logits for every position."""
@@ -21,12 +33,7 @@ def prefill_tokens_per_s(backend, msgs, completions, batch_size: int) -> float:
     tokens, seconds = 0, 0.0
     with onednn_linears(backend.model), torch.inference_mode():
         for s in range(0, len(seqs), batch_size):
-            rows = seqs[s : s + batch_size]
-            width = max(map(len, rows))
-            x = torch.full((len(rows), width), backend.tokenizer.pad_token_id)
-            m = torch.zeros((len(rows), width), dtype=torch.long)
-            for k, r in enumerate(rows):
-                x[k, width - len(r) :], m[k, width - len(r) :] = torch.tensor(r), 1
+            x, m = left_padded(seqs[s : s + batch_size], backend.tokenizer.pad_token_id)
             t0 = time.perf_counter()
             backend.model(input_ids=x, attention_mask=m, use_cache=False)
             seconds += time.perf_counter() - t0
@@ -48,12 +55,8 @@ def plain_generate(backend, msgs, params, batch_size: int) -> tuple[float, list[
     t0 = time.perf_counter()
     try:
         for s in range(0, len(ids), batch_size):
-            rows = ids[s : s + batch_size]
-            width = max(map(len, rows))
-            x = torch.full((len(rows), width), backend.tokenizer.pad_token_id)
-            m = torch.zeros((len(rows), width), dtype=torch.long)
-            for k, r in enumerate(rows):
-                x[k, width - len(r) :], m[k, width - len(r) :] = torch.tensor(r), 1
+            x, m = left_padded(ids[s : s + batch_size], backend.tokenizer.pad_token_id)
+            width = x.shape[1]
             with torch.inference_mode():
                 gen = backend.model.generate(input_ids=x, attention_mask=m, max_new_tokens=params.max_new_tokens,
                                              do_sample=False, pad_token_id=backend.tokenizer.pad_token_id,

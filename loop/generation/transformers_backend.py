@@ -128,7 +128,9 @@ class TransformersBackend:
                           prefix=prefix, processors=processors, do_sample=params.temperature > 0, generator=generator,
                           stopping=stopping, logprobs=params.logprobs)  # fmt: skip
             for (pi, si), row in zip(chunk, rows):
-                out.append(make_completion(self.tokenizer, self.eos_ids, pi, si, row.token_ids, ids[pi], row.logprobs, params.stop))
+                out.append(
+                    make_completion(self.tokenizer, self.eos_ids, pi, si, row.token_ids, ids[pi], row.logprobs, params.stop)
+                )
             if progress:
                 progress(min(start + self.batch_size, sel.stop) - sel.start, len(sel))
         return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
