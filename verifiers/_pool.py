@@ -35,6 +35,20 @@ MAX_REPLY_BYTES = 1 << 20  # one reply line, at most: a worker that sends more i
 MAX_ATTEMPTS = 2  # an item whose worker died is tried once more on a fresh worker before the death is its own
 
 
+def serve_json_lines(judge: Callable[[Any, Any], dict]) -> None:
+    """A worker's side of the protocol: say ready, then answer each stdin line ``{"id", "gold", "pred"}`` with
+    ``judge(gold, pred)`` and its ``id`` on one stdout line, until stdin closes."""
+    out = sys.stdout
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        reply = judge(req["gold"], req["pred"])
+        reply["id"] = req["id"]
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
 class _Worker:
     """One worker process and its line buffer."""
 

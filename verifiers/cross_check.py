@@ -10,10 +10,8 @@ own ``signal.alarm`` timeouts (they break outside the main thread and cannot sto
 from __future__ import annotations
 
 import importlib.util
-import json
-import sys
 
-from ratchet.verifiers._pool import WorkerPool
+from ratchet.verifiers._pool import WorkerPool, serve_json_lines
 
 CROSS_CHECKS: tuple[str, ...] = ("math_verify",)
 ITEM_TIMEOUT_S = 10.0  # per completion; Math-Verify judged ~30 cases/s on this machine (docs: DESIGN.md)
@@ -57,12 +55,4 @@ def main() -> None:
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     _judge("1", "1")  # warm up its lazy imports before saying ready
-    out = sys.stdout
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        req = json.loads(line)
-        reply = _judge(req["gold"], req["pred"])
-        reply["id"] = req["id"]
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+    serve_json_lines(_judge)

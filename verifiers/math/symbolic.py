@@ -11,10 +11,8 @@ text as Python.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import resource
-import sys
 from fractions import Fraction
 from typing import Any
 
@@ -278,15 +276,9 @@ def main() -> None:
     """Worker loop: one JSON request per stdin line -> one JSON reply per stdout line."""
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     warm_up()
-    out = sys.stdout
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        req = json.loads(line)
-        reply = judge(req["gold"], req["pred"])
-        reply["id"] = req["id"]
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+    from ratchet.verifiers._pool import serve_json_lines
+
+    serve_json_lines(judge)
 
 
 if __name__ == "__main__":
