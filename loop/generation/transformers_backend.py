@@ -27,7 +27,7 @@ class TransformersBackend:
     (``ratchet.loop.generation.decoding``: a preallocated KV cache, finished rows leave the batch, greedy outputs equal
     ``model.generate``'s). Jobs are batched in order of prompt length.
 
-    Sampling is reproducible: batch ``b`` of the (prompt, sample) job list seeds torch with
+    Sampling is reproducible: batch ``b`` of the (prompt, sample) job list draws from a ``torch.Generator`` seeded with
     ``batch_seed(params.seed, b)`` (``ratchet.common.seeds``), and a shard of the jobs (``jobs=``) runs exactly the batches the whole
     call would run, so shards generated in separate processes merge into the single call's output.
     """

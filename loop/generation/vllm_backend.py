@@ -256,21 +256,17 @@ class VLLMBackend:
             # 2 cores (SmolLM2-135M, 3 syncs): 0.71 s, against 6.6 s for the same tensors as bytes inside
             # collective_rpc (vLLM serializes and copies them through its message queue) and 0.24 s to read a
             # checkpoint folder; so the file is the route here, not a fallback.
-            self._sync_through_file(unshared_state(weights))
+            import tempfile
+
+            from safetensors.torch import save_file
+
+            tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
+            with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+                f = Path(tmp) / "weights.safetensors"
+                save_file(unshared_state(weights), str(f))
+                self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
             self.sync_route = "file"
         self.llm.reset_prefix_cache()
-
-    def _sync_through_file(self, state: dict) -> None:
-        """One safetensors file under ``/dev/shm`` with ``state``, read back by each worker."""
-        import tempfile
-
-        from safetensors.torch import save_file
-
-        tmp_root = "/dev/shm" if Path("/dev/shm").is_dir() else None
-        with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
-            f = Path(tmp) / "weights.safetensors"
-            save_file(state, str(f))
-            self.llm.collective_rpc(_load_weight_files, args=([str(f)],))
 
     def sleep(self) -> bool:
         """Free the engine's GPU memory while a co-located learner trains (vLLM sleep mode, level 1: weights
@@ -370,17 +366,12 @@ def _load_weight_files(worker, files: list[str]) -> int:
                 for name in fh.keys():
                     yield name, fh.get_tensor(name)
 
-    return _load_into(worker, tensors())
-
-
-def _load_into(worker, items) -> int:
-    """Stream (name, tensor) ``items`` into the worker's model (see ``_load_weight_files``); the count loaded."""
     runner = worker.model_runner
     model = runner.get_model() if hasattr(runner, "get_model") else runner.model
     count = [0]
 
     def counted():
-        for item in items:
+        for item in tensors():
             count[0] += 1
             yield item
 
