@@ -10,7 +10,18 @@ from ratchet.loop.config.frozen import SEED_MAX, _Frozen, identity
 
 
 class _LoRA(_Frozen):
-    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``)."""
+    """Settings shared by the trainers: LoRA (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``) and
+    sequence packing."""
+
+    packing: bool = Field(
+        True,
+        description="Train on packed micro-batches: one row, no padding, each shared prompt token computed once, "
+        "attention kept within each example by a prefix-tree mask and positions reset per example "
+        "(ratchet.loop.train.packing; TRL's padding_free generalised to shared prompts). The loss equals the padded "
+        "path's (tests/loop/train/test_packing.py). false: right-padded batches (needed with flash attention, which "
+        "takes no 4D mask).",
+        json_schema_extra=identity("run"),
+    )
 
     lora_r: int = Field(
         0,

@@ -52,7 +52,7 @@ def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: f
         temperature: > 0; the logits are divided by it.
 
     Returns:
-        (B, T) float32 log-probabilities (<= 0).
+        (B, T) float32 log-probabilities (<= 0); float64 for float64 logits (the exactness tests run in float64).
 
     Raises:
         ValueError: non-positive temperature or mismatched shapes.
@@ -64,7 +64,7 @@ def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: f
             f"logits {tuple(logits.shape)} and token_ids {tuple(token_ids.shape)} disagree on (B, T); "
             "slice the logits to the completion positions first"
         )
-    z = logits.float() / temperature  # (B, T, V) float32
+    z = (logits if logits.dtype == torch.float64 else logits.float()) / temperature  # (B, T, V) float32 (float64 kept)
     picked = torch.gather(z, dim=-1, index=token_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
     return picked - torch.logsumexp(z, dim=-1)  # (B, T)
 

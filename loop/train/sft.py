@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
 StepFn = Callable[[int, int, float], None]  # (step, total_steps, loss)
+Parts = tuple[list[int], list[int], list[int]]  # tokenize_parts: prompt ids, completion ids, loss mask
 
 
 @dataclass
@@ -37,23 +38,35 @@ class SFTResult:
     rank_examples: list[int] = field(default_factory=list)  # indices of the examples this rank trained on
 
 
-def tokenize_example(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list[int], list[int]]:
-    """Token ids and labels for one example; labels are -100 on prompt tokens (and on a multi-turn episode's
-    environment tokens: ``loss_mask``).
+def tokenize_parts(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list[int], list[int], list[int]]:
+    """One example's prompt ids, completion ids and the completion's loss mask, cut to ``max_seq_len`` together.
 
     The prompt is rendered with the chat template exactly as at generation time; the completion is its sampled ids
     (``completion_token_ids``: text re-tokenized only where none were stored), ending in the end-of-turn token so
     the model learns to stop. When too long, prompt tokens are dropped from the left (the completion is cut only
-    when it alone exceeds ``max_seq_len``).
+    when it alone exceeds ``max_seq_len``). The mask is 1 on ids that carry loss, 0 on a multi-turn episode's
+    environment tokens (``loss_mask``).
 
     Returns:
-        ``(input_ids, labels)``, two int lists of equal length <= ``max_seq_len``.
+        ``(prompt_ids, completion_ids, keep)``: int lists, ``len(prompt_ids) + len(completion_ids) <= max_seq_len``
+        and ``len(keep) == len(completion_ids)``.
     """
     prompt = render_prompt(tokenizer, ex.messages)
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     c_ids = completion_token_ids(tokenizer, ex)[:max_seq_len]
     keep = loss_mask(tokenizer, ex)[: len(c_ids)]  # 0 on a multi-turn episode's environment tokens
     p_ids = p_ids[-(max_seq_len - len(c_ids)) :] if max_seq_len > len(c_ids) else []
+    return p_ids, c_ids, keep
+
+
+def tokenize_example(tokenizer, ex: ChatExample, max_seq_len: int) -> tuple[list[int], list[int]]:
+    """Token ids and labels for one example (``tokenize_parts`` joined); labels are -100 on prompt tokens and on a
+    multi-turn episode's environment tokens.
+
+    Returns:
+        ``(input_ids, labels)``, two int lists of equal length <= ``max_seq_len``.
+    """
+    p_ids, c_ids, keep = tokenize_parts(tokenizer, ex, max_seq_len)
     return p_ids + c_ids, [IGNORE_INDEX] * len(p_ids) + [t if m else IGNORE_INDEX for t, m in zip(c_ids, keep)]
 
 
@@ -69,19 +82,45 @@ def truncation_counts(tokenizer, examples: Sequence[ChatExample], max_seq_len: i
     return {"train/truncated_prompts": prompts, "train/truncated_completions": completions}
 
 
-def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int):
-    """Right-pad a batch. Returns ``input_ids (B, T) int64``, ``attention_mask (B, T) int64``, ``labels (B, T) int64``."""
+def collate(batch: Sequence[Parts], pad_id: int):
+    """Right-pad a batch of ``tokenize_parts`` triples. Returns ``input_ids (B, T) int64``, ``attention_mask (B, T)
+    int64``, ``labels (B, T) int64`` (-100 on prompt, environment and pad tokens)."""
     import torch
 
-    T = max(len(ids) for ids, _ in batch)
-    ids = torch.full((len(batch), T), pad_id, dtype=torch.long)
-    labels = torch.full((len(batch), T), IGNORE_INDEX, dtype=torch.long)
-    mask = torch.zeros((len(batch), T), dtype=torch.long)
-    for i, (x, y) in enumerate(batch):
+    rows = [(p + c, [IGNORE_INDEX] * len(p) + [t if m else IGNORE_INDEX for t, m in zip(c, k)]) for p, c, k in batch]
+    T = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), T), IGNORE_INDEX, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, (x, y) in enumerate(rows):
         ids[i, : len(x)] = torch.tensor(x)
         labels[i, : len(y)] = torch.tensor(y)
         mask[i, : len(x)] = 1
     return ids, mask, labels
+
+
+def packed(batch: Sequence[Parts], pad_id: int):
+    """A batch of ``tokenize_parts`` triples as one packed row (``loop.train.packing.tree_batch``: identical prompts
+    share a row, the prompts' common prefix runs once) and the loss mask ``(B, C) bool`` over its completions
+    (True where a token carries loss and has a predictor, the tokens the padded path's labels keep)."""
+    import torch
+
+    from ratchet.loop.train.packing import common_prefix, tree_batch
+
+    rows: dict[tuple[int, ...], int] = {}
+    prompt_row = [rows.setdefault(tuple(p), len(rows)) for p, _, _ in batch]
+    prompts = list(rows)
+    plen = common_prefix(prompts)
+    tb = tree_batch(prompts[0][:plen], [p[plen:] for p in prompts], prompt_row, [c for _, c, _ in batch], pad_id)
+    keep = torch.zeros_like(tb.valid)
+    for b, (_, _, k) in enumerate(batch):
+        keep[b, : len(k)] = torch.tensor(k, dtype=torch.bool)
+    return tb, tb.valid & keep
+
+
+def loss_tokens(batch: Sequence[Parts]) -> int:
+    """Completion tokens of ``batch`` that carry loss (a first token with no prompt before it has no predictor)."""
+    return sum(sum(k) - (not p and bool(k) and bool(k[0])) for p, _, k in batch)
 
 
 def completion_nll(logits, labels, num_tokens: float | None = None):
@@ -92,11 +131,13 @@ def completion_nll(logits, labels, num_tokens: float | None = None):
         num_tokens: the denominator; under data parallelism the GLOBAL completion-token count / ranks
             (see ``loop.data_parallel``), so the ranks' averaged gradient is the whole batch's.
     Returns:
-        Scalar float32 loss.
+        Scalar float32 loss (float64 for float64 logits).
     """
+    import torch
     import torch.nn.functional as F
 
-    shift_logits = logits[:, :-1, :].float()  # (B, T-1, V)
+    shift_logits = logits[:, :-1, :]  # (B, T-1, V)
+    shift_logits = shift_logits if shift_logits.dtype == torch.float64 else shift_logits.float()
     shift_labels = labels[:, 1:]  # (B, T-1)
     total = F.cross_entropy(
         shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
@@ -148,31 +189,52 @@ def merged_lora_state(model) -> dict:
         model.unmerge_adapter()
 
 
-def _sft_step(accelerator, model, opt, sched, params, batch, mine: bool, cfg: SFTConfig, step: int) -> tuple[float, int]:
-    """One optimizer step on a collated batch ``(ids, mask, labels)``, each ``(B, T)`` int64; returns the whole
-    batch's mean completion NLL (nats/token, over every rank) and this rank's tokens. ``mine`` False: a
+def _sft_step(accelerator, model, opt, sched, params, batch: Sequence[Parts], mine: bool, cfg: SFTConfig, step: int, pad_id: int) -> tuple[float, int]:
+    """One optimizer step on ``batch`` (``tokenize_parts`` triples), packed (``cfg.packing``) or right-padded; returns
+    the whole batch's mean completion NLL (nats/token, over every rank) and this rank's tokens. ``mine`` False: a
     zero-weight pass (DDP needs one backward per rank).
 
     Raises:
         FloatingPointError: the loss is NaN or inf.
     """
-    import torch
-
     world = accelerator.num_processes
-    ids, mask, labels = (t.to(accelerator.device) for t in batch)
-    if not mine:
-        labels = torch.full_like(labels, IGNORE_INDEX)
-    n_tok = global_count(accelerator, float((labels[:, 1:] != IGNORE_INDEX).sum()))
-    logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
-    loss = completion_nll(logits, labels, n_tok / world)
-    if not torch.isfinite(loss):
+    n_tok = global_count(accelerator, float(loss_tokens(batch) if mine else 0))
+    loss, tokens = batch_nll(model, batch, pad_id, cfg.packing, n_tok / world, accelerator.device, zero=not mine)
+    if not math.isfinite(loss.item()):
         raise FloatingPointError(f"SFT loss is {loss.item()} at step {step}; lower sft.lr (now {cfg.lr}) — nothing was saved")
     accelerator.backward(loss)
     accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    return global_count(accelerator, loss.item()) / world, int(mask.sum()) if mine else 0
+    return global_count(accelerator, loss.item()) / world, tokens if mine else 0
+
+
+def batch_nll(model, batch: Sequence[Parts], pad_id: int, packing: bool, num_tokens: float | None = None, device=None, zero: bool = False):
+    """The completion NLL of ``batch`` under ``model`` (``completion_nll``'s sum over loss tokens / ``num_tokens``,
+    default their count), from one packed row (``packing``) or a right-padded batch: the same value either way
+    (``tests/loop/train/test_packing.py``). ``zero``: every token masked (a rank's zero-weight pass).
+
+    Returns:
+        (scalar float32 loss, the batch's prompt + completion tokens, as many with either layout).
+    """
+    import torch
+
+    from ratchet.loop.train.losses import token_logprobs
+    from ratchet.loop.train.packing import tree_logits
+
+    device = device or next(model.parameters()).device
+    tokens = sum(len(p) + len(c) for p, c, _ in batch)
+    if not packing:
+        ids, mask, labels = (t.to(device) for t in collate(batch, pad_id))
+        if zero:
+            labels = torch.full_like(labels, IGNORE_INDEX)
+        return completion_nll(model(input_ids=ids, attention_mask=mask).logits, labels, num_tokens), tokens
+    tb, keep = packed(batch, pad_id)
+    keep = torch.zeros_like(keep) if zero else keep.to(device)  # (B, C) bool
+    lp = token_logprobs(tree_logits(model, tb), tb.completion_ids.to(device))  # (B, C) float32
+    n = keep.sum().clamp(min=1) if num_tokens is None else max(float(num_tokens), 1e-12)
+    return -(lp * keep).sum() / n, tokens
 
 
 def train_sft(
@@ -217,7 +279,7 @@ def train_sft(
     model = AutoModelForCausalLM.from_pretrained(init_dir, dtype=getattr(torch, dtype))
     model.config.use_cache = False
     model = with_lora(model, cfg.lora_r, cfg.lora_alpha, cfg.lora_target_modules)
-    data = [tokenize_example(tok, ex, cfg.max_seq_len) for ex in examples]
+    data = [tokenize_parts(tok, ex, cfg.max_seq_len) for ex in examples]
     if retok := sum(ex.completion_ids is None for ex in examples):
         logger.info(
             "%d of %d examples have no sampled token ids (reference text, or an older store): tokenized from text",
@@ -243,7 +305,7 @@ def train_sft(
             share = rank_slice(full, rank, world)
             mine.update(share)
             batch = [data[i] for i in share or full[:1]]  # an empty share: a zero-weight pass (DDP needs one backward)
-            loss, n = _sft_step(accelerator, model, opt, sched, params, collate(batch, pad_id), bool(share), cfg, len(losses))
+            loss, n = _sft_step(accelerator, model, opt, sched, params, batch, bool(share), cfg, len(losses), pad_id)
             losses.append(loss)
             tokens += n
             if on_step:

@@ -34,7 +34,7 @@ def test_labels_mask_prompt_and_keep_whole_completion(smollm2_dir):
 
 
 def test_collate_pads_right():
-    ids, mask, labels = collate([([1, 2, 3], [-100, 2, 3]), ([4], [4])], pad_id=0)
+    ids, mask, labels = collate([([1], [2, 3], [1, 1]), ([], [4], [1])], pad_id=0)
     assert ids.tolist() == [[1, 2, 3], [4, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
     assert labels.tolist() == [[-100, 2, 3], [4, -100, -100]]
 
