@@ -10,18 +10,7 @@ from ratchet.loop.config.frozen import SEED_MAX, _Frozen, identity
 
 
 class _LoRA(_Frozen):
-    """Settings shared by the trainers: LoRA (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``) and
-    sequence packing."""
-
-    packing: bool = Field(
-        True,
-        description="Train on packed micro-batches: one row, no padding, each shared prompt token computed once, "
-        "attention kept within each example by a prefix-tree mask and positions reset per example "
-        "(ratchet.loop.train.packing; TRL's padding_free generalised to shared prompts). The loss equals the padded "
-        "path's (tests/loop/train/test_packing.py). false: right-padded batches (needed with flash attention, which "
-        "takes no 4D mask).",
-        json_schema_extra=identity("run"),
-    )
+    """LoRA settings shared by the trainers (SFT and GRPO use the same peft path, ``loop/train/grpo/learner.py``)."""
 
     lora_r: int = Field(
         0,
@@ -47,6 +36,15 @@ class SFTConfig(_LoRA):
     warmup_ratio: float = Field(0.1, ge=0.0, lt=1.0, description="Share of steps with linear LR warmup.")
     weight_decay: float = Field(0.0, ge=0.0)
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping threshold (L2 norm).")
+    packing: bool = Field(
+        False,
+        description="Train on packed micro-batches: one row, no padding, each shared prompt token computed once, "
+        "attention kept within each example by a prefix-tree mask and positions reset per example "
+        "(ratchet.loop.train.packing; TRL's padding_free generalised to shared prompts). The loss equals the padded "
+        "path's (tests/loop/train/test_packing.py); not with flash attention, which takes no 4D mask. Off by default "
+        "until it is measured against TRL's SFTTrainer in whole rounds (one demo-shaped batch: docs/devices.md).",
+        json_schema_extra=identity("run"),
+    )
     max_per_prompt: int = Field(
         2, ge=1, description="Cap on distinct correct completions kept per prompt (avoids over-weighting easy prompts)."
     )

@@ -149,7 +149,7 @@ def prepared_mask(model, mask):
         return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
     raise ValueError(
         f"packed sequences need an attention implementation that takes a 4D mask ({', '.join(sorted(BOOL_MASK_ATTENTION | FLOAT_MASK_ATTENTION))}); "
-        f"the model uses {impl!r}: set sft.packing = false / grpo.packing = false"
+        f"the model uses {impl!r}: set sft.packing = false"
     )
 
 

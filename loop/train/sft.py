@@ -189,7 +189,9 @@ def merged_lora_state(model) -> dict:
         model.unmerge_adapter()
 
 
-def _sft_step(accelerator, model, opt, sched, params, batch: Sequence[Parts], mine: bool, cfg: SFTConfig, step: int, pad_id: int) -> tuple[float, int]:
+def _sft_step(
+    accelerator, model, opt, sched, params, batch: Sequence[Parts], mine: bool, cfg: SFTConfig, step: int, pad_id: int
+) -> tuple[float, int]:
     """One optimizer step on ``batch`` (``tokenize_parts`` triples), packed (``cfg.packing``) or right-padded; returns
     the whole batch's mean completion NLL (nats/token, over every rank) and this rank's tokens. ``mine`` False: a
     zero-weight pass (DDP needs one backward per rank).
@@ -210,7 +212,9 @@ def _sft_step(accelerator, model, opt, sched, params, batch: Sequence[Parts], mi
     return global_count(accelerator, loss.item()) / world, tokens if mine else 0
 
 
-def batch_nll(model, batch: Sequence[Parts], pad_id: int, packing: bool, num_tokens: float | None = None, device=None, zero: bool = False):
+def batch_nll(
+    model, batch: Sequence[Parts], pad_id: int, packing: bool, num_tokens: float | None = None, device=None, zero: bool = False
+):
     """The completion NLL of ``batch`` under ``model`` (``completion_nll``'s sum over loss tokens / ``num_tokens``,
     default their count), from one packed row (``packing``) or a right-padded batch: the same value either way
     (``tests/loop/train/test_packing.py``). ``zero``: every token masked (a rank's zero-weight pass).

@@ -35,8 +35,14 @@ def _parts(tok):
     """Tokenized examples as a round's RFT batch has them: shared system prompt, two completions of one prompt, an
     episode whose middle tokens are the environment's (loss mask 0), and one whose prompt was cut away entirely."""
     base = tok("<|im_start|>system\nSolve it.<|im_end|>\n", add_special_tokens=False)["input_ids"]
-    q = [tok(f"<|im_start|>user\nWhat is {a} + {b}?<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"] for a, b in [(2, 3), (10, 7), (4, 4)]]
-    c = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in ["2 + 3 = 5\nAnswer: 5", "Answer: 5", "10 + 7 = 17. Answer: 17", "4 + 4 = 8"]]
+    q = [
+        tok(f"<|im_start|>user\nWhat is {a} + {b}?<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+        for a, b in [(2, 3), (10, 7), (4, 4)]
+    ]
+    c = [
+        tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        for t in ["2 + 3 = 5\nAnswer: 5", "Answer: 5", "10 + 7 = 17. Answer: 17", "4 + 4 = 8"]
+    ]
     episode = c[2] + c[1]
     return [
         (base + q[0], c[0], [1] * len(c[0])),

@@ -39,7 +39,8 @@ def test_collate_pads_right():
     assert labels.tolist() == [[-100, 2, 3], [4, -100, -100]]
 
 
-def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("packing", [False, True])
+def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path, packing):
     exs = [ChatExample(chat_messages("sys", [], f"What is {i} * 2?"), f"Answer: {2 * i}") for i in range(8)]
     res = train_sft(
         tiny_model_dir,
@@ -54,6 +55,7 @@ def test_train_sft_lowers_loss_and_saves(tiny_model_dir, tmp_path):
             max_grad_norm=1.0,
             max_seq_len=128,
             seed=0,
+            packing=packing,
         ),
     )
     assert res.metrics["train/loss_last"] < res.metrics["train/loss_first"]
