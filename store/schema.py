@@ -100,8 +100,27 @@ class ConfirmationPrompt(SQLModel, table=True):
 
     __tablename__ = "confirmation_prompts"
     campaign_id: str = Field(primary_key=True)
-    position: int = Field(primary_key=True, description="Order in the confirmation set (0-based)")
+    position: int = Field(primary_key=True, description="Order in the confirmation set (0-based, over every set's slice)")
     prompt_id: str
+    created_at: datetime
+    eval_name: str | None = Field(
+        None, description="The eval set whose confirmation slice it is ([[evals]] name or 'heldout'; NULL: 'heldout')"
+    )
+
+
+class EvalSetVersion(SQLModel, table=True):
+    """A refresh of a campaign's gating slice (``gate.refresh_after``): the eval set it replaced and the new one, whose
+    prompts ``eval_set_prompts`` now holds; the replaced slice's prompts are kept here, never to be drawn again."""
+
+    __tablename__ = "eval_set_versions"
+    campaign_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True, description="1 for the first refresh (0: the slice pinned at the start)")
+    round_id: str = Field(description="The round that drew it, before its incumbent's evaluation")
+    promotions: int = Field(description="The campaign's promotions when it was drawn (a refresh every refresh_after)")
+    eval_set_id: str = Field(description="The new eval set id (its prompts, decoding settings and verifier version)")
+    replaced_eval_set_id: str = Field(description="The eval set id it replaced")
+    num_prompts: int
+    replaced_prompt_ids_json: str = Field(description="The replaced slice's prompt ids (JSON list): gated on, retired")
     created_at: datetime
 
 
@@ -332,6 +351,10 @@ class GateSetDecision(SQLModel, table=True):
         default=None, description="(1 - alpha) lower bound of the pass@K change vs the incumbent (BCa cluster bootstrap)"
     )
     pass_at_k_base_lower_bound: float | None = _dbl(default=None, description="The same vs the base")
+    confirmed_pass1: float | None = _dbl(
+        default=None,
+        description="A promoted candidate's greedy pass@1 on this set's confirmation slice (NULL: not promoted, none)",
+    )
 
 
 class RoundMonitorRow(SQLModel, table=True):
@@ -396,6 +419,7 @@ TABLES = [
     PromptRow,
     EvalSetPrompt,
     ConfirmationPrompt,
+    EvalSetVersion,
     Trajectory,
     VerdictRow,
     TrainingRun,

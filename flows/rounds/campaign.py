@@ -22,6 +22,7 @@ from ratchet.flows.rounds.gating.gate_inputs import (
     training_guards,
 )
 from ratchet.flows.rounds.gating.monitor_inputs import measure_stored, monitor_rows
+from ratchet.flows.rounds.gating.refresh import refresh_eval_set
 from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
 from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
 from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_owner, run_logger
@@ -426,7 +427,10 @@ def round_run_name() -> str:
 
 @flow(name="improvement_round", flow_run_name=round_run_name, log_prints=True)
 def improvement_round(config_path: str, round_index: int) -> dict:
-    """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate.
+    """(generate -> verify -> filter -> train) x steps -> evaluate (incumbent, candidate) -> gate (-> confirm).
+
+    With ``gate.refresh_after`` the round first draws a fresh gating slice when one is due
+    (``ratchet.flows.rounds.gating.refresh``), so everything after evaluates on it.
 
     Under ``[[phases]]`` the round runs with its phase's config (``ratchet.loop.campaign.curriculum.phase_of``). An sft round
     (cold start) skips generate and verify and trains on its prompts' reference solutions; with
@@ -435,10 +439,13 @@ def improvement_round(config_path: str, round_index: int) -> dict:
     round's candidate. Every other round has one step. The round's one engine (``ratchet.flows.rounds.stages.round_engine``)
     is loaded on the incumbent at the start and serves every stage; the steps: ``ratchet.flows.rounds.stages.steps``.
     """
+    refreshed = refresh_eval_set(config_path, round_index)  # gate.refresh_after: a fresh gating slice, evaluated first
     incumbent = start_round(config_path, round_index)
     try:
         ctx = load_ctx(config_path, round_index)
         budget = NightBudget.of(ctx)  # [schedule] max_wall_s / max_tokens of this attempt
+        if refreshed and refreshed["best"]:  # the best ever promoted, on its own engine: the gate's floor on the new slice
+            evaluate(config_path, round_index, refreshed["best"])
         with round_engine(ctx, incumbent) as engine:  # loaded once, on the incumbent, for every stage of the round
             if not ctx.cfg.gate.sequential:
                 evaluate(config_path, round_index, incumbent, engine=engine)  # the engine holds it: nothing to load

@@ -166,6 +166,13 @@ class Ctx:
         """The evaluation prompts in their pinned order (drawn once per context: sympy computes arithmetic golds)."""
         return self._heldout
 
+    def with_heldout(self, prompts: list[Prompt]) -> Ctx:
+        """This context evaluating ``prompts`` instead of the pinned ones (a refreshed gating slice: its eval set id
+        before it is pinned)."""
+        other = Ctx(self.cfg, self.round_index, self.step, self.campaign_cfg, self.phase_index)
+        other.__dict__["_heldout"] = list(prompts)  # the cached property's slot (frozen dataclass: no setattr)
+        return other
+
     def train_prompts(self) -> list[Prompt]:
         """This step's share of the round's seeded train prompts (all of them in a one-step round); never an eval
         question. The prompts a round samples are ``round_slots``' (the same ones under ``tasks.selection = "uniform"``

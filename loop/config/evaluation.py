@@ -174,8 +174,19 @@ class GateConfig(_Frozen):
         ge=0,
         description="Held-out prompts of the confirmation set, pinned beside the gating set and read only when a candidate "
         "is promoted: the promoted checkpoint's greedy pass@1 there is unbiased by the selection on the gating set (the "
-        "gating score of a kept incumbent is biased upward; benchmarks/gate_longrun.py). 0: none. Campaigns without "
-        "[[evals]] (one pooled set over the task sources).",
+        "gating score of a kept incumbent is biased upward; benchmarks/gate_longrun.py). 0: none. With "
+        "[[evals]] sets: applied to each gating set (an entry's own confirmation_prompts overrides it), each set's "
+        "slice drawn from that set's own reserve and its confirmed pass@1 stored and shown per set.",
+    )
+    refresh_after: int | None = Field(
+        None,
+        ge=1,
+        description="After every N promotions, replace each gating set's prompts by as many fresh held-out prompts "
+        "from its reserve (the held-out split minus every slice ever gated on and the confirmation slices: never "
+        "trained on, never looked at), as a new eval set version (``eval_set_versions``: new and replaced "
+        "eval_set_id); the incumbent and the best ever promoted are evaluated on it before the next decision, so the "
+        "gate compares on the same prompts. Limits the selection's adaptation to one slice (docs/gate.md). When a "
+        "reserve holds fewer fresh prompts than its set, one line says so and the current slice stays. None: never.",
     )
     monitors: MonitorsConfig = Field(
         MonitorsConfig(), description="[gate.monitors]: reward-hacking monitors that halt (ratchet.loop.gate.monitors)."

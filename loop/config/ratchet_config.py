@@ -180,11 +180,6 @@ class RatchetConfig(_Frozen):
                 f"gate.pass_at_k = {k} needs at least {k} sampled completions per held-out prompt (eval.num_samples = "
                 f"{self.eval.num_samples}); set eval.num_samples >= {k} or unset gate.pass_at_k"
             )
-        if self.gate.confirmation_prompts and self.evals:
-            raise ValueError(
-                f"gate.confirmation_prompts = {self.gate.confirmation_prompts} draws from the task sources' held-out "
-                "split; with [[evals]] sets it is not supported yet; set gate.confirmation_prompts = 0"
-            )
         names = [e.name for e in self.evals]
         if self.evals and not any(e.role == "gate" for e in self.evals):
             raise ValueError(f"no [[evals]] entry has role = 'gate' ({names}); the gate needs at least one set to decide on")
@@ -292,6 +287,7 @@ class RatchetConfig(_Frozen):
         settings = _identity_settings(self, "campaign", skip={unused} if unused else set())
         for entry in settings.get("evals") or ():
             entry.pop("role", None)  # how a set gates is a gate setting (not part of the identity), not what is evaluated
+            entry.pop("confirmation_prompts", None)  # a gate setting too: the confirmation slice is read beside the set
         if not self.phases:
             settings.pop("phases", None)  # campaigns recorded before phases existed keep their settings hash
             # the temperature sampled with, as campaigns recorded it before the per-algorithm default: an rft campaign

@@ -151,6 +151,22 @@ class EvalSetConfig(_Frozen):
         "measured. Not part of the campaign's identity.",
         json_schema_extra=identity("run"),
     )
+    confirmation_prompts: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="Prompts of this set's confirmation slice (read only on promotion; docs/gate.md), drawn from the "
+        "set's own reserve (its source's held-out split, or its file past the prompts the set uses). Unset: "
+        "gate.confirmation_prompts for a 'gate' set, none for a guard or report set. 0: none.",
+        json_schema_extra=identity("run"),
+    )
+
+    def confirmation_size(self, default: int) -> int:
+        """This set's confirmation prompts: its own ``confirmation_prompts``, else ``default``
+        (``gate.confirmation_prompts``) for a 'gate' set and 0 for a guard or report set."""
+        if self.confirmation_prompts is not None:
+            return self.confirmation_prompts
+        return default if self.role == "gate" else 0
 
     @model_validator(mode="after")
     def _check(self) -> EvalSetConfig:

@@ -140,6 +140,29 @@ class TaskSet:
             return [("heldout", got)]
         return [(e.name, self._eval_entry(e, t.seed, t.heldout_fraction)) for e in cfg.evals]
 
+    def reserve(self, cfg: RatchetConfig, name: str, n: int, exclude: set[str], tag: str) -> list[Prompt]:
+        """Up to ``n`` held-out prompts for eval set ``name`` (an ``[[evals]]`` entry, or ``"heldout"``: the pooled
+        set over the sources, by weight) whose ids are not in ``exclude`` (every prompt already pinned or gated on),
+        drawn with a seed of the campaign's seed, ``tag`` and the set's name: a confirmation slice or a refreshed
+        gating slice. Held-out prompts are never trained on (the split is fixed by the question's hash). Fewer than
+        ``n`` (the caller decides) when the reserve holds fewer: a file's held-out prompts, an entry's file past the
+        prompts it was given, or the arithmetic levels' distinct questions.
+        """
+        seed = sub_seed(cfg.tasks.seed, tag, name)
+        if not cfg.evals:
+            out: list[Prompt] = []
+            for m, k in zip(self.members, apportion(n, [m.weight for m in self.members])):
+                out += _fresh(m.source, k, exclude, sub_seed(seed, "source", m.name))
+            return out
+        e = next((x for x in cfg.evals if x.name == name), None)
+        if e is None:
+            raise TaskDataError(f"no [[evals]] entry named {name!r}; entries are {[x.name for x in cfg.evals]}")
+        if e.source is not None:
+            return _fresh(self.member(e.source).source, n, exclude, seed)
+        assert e.file is not None
+        src = FileTasks(e.file, f"eval:{e.name}", cfg.tasks.heldout_fraction, split="heldout")
+        return [p for p in src.prompts if p.prompt_id not in exclude][:n]
+
     def _eval_entry(self, e: EvalSetConfig, seed: int, heldout_fraction: float) -> list[Prompt]:
         if e.source is not None:
             m = self.member(e.source)
@@ -162,6 +185,19 @@ class TaskSet:
         """``draw(n, "train", seed)`` without any prompt whose normalized question is an evaluation question."""
         banned = {normalize_question(p.question) for p in evals}
         return [p for p in self.draw(n, "train", seed) if normalize_question(p.question) not in banned]
+
+
+def _fresh(source: TaskSource, n: int, exclude: set[str], seed: int) -> list[Prompt]:
+    """Up to ``n`` of ``source``'s held-out prompts outside ``exclude``: a draw of ``n + len(exclude)`` (enough however
+    many excluded ones it meets) with the excluded dropped; [] when the source cannot draw that many (arithmetic
+    levels with fewer distinct held-out questions: then fewer than ``n`` are fresh)."""
+    if n <= 0:
+        return []
+    try:
+        drawn = source.draw(n + len(exclude), "heldout", seed)
+    except TaskDataError:
+        return []
+    return [p for p in drawn if p.prompt_id not in exclude][:n]
 
 
 def _with_fewshot_file(src: FileTasks, path: str | None) -> FileTasks:
