@@ -29,16 +29,17 @@ def confirmed_by_round(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
     return dict(con.execute("SELECT round_id, confirmed_pass1 FROM gate_decisions WHERE confirmed_pass1 IS NOT NULL").fetchall())
 
 
-def confirmed_by_set(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
-    """``{round_id: {eval set name: confirmed pass@1}}`` of every promoted round read on per-set confirmation slices
-    (empty for a store older than the column)."""
+def confirmed_by_set(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, dict]]:
+    """``{round_id: {eval set name: {"candidate_pass1", "confirmed_pass1"}}}`` (the gating score beside the confirmed
+    one) of every promoted round read on per-set confirmation slices; empty for a store older than the column."""
     has = "SELECT count(*) FROM information_schema.columns WHERE table_name = 'gate_set_decisions' AND column_name = ?"
     if not con.execute(has, ["confirmed_pass1"]).fetchone()[0]:
         return {}
-    out: dict[str, dict[str, float]] = {}
-    sql = "SELECT round_id, eval_name, confirmed_pass1 FROM gate_set_decisions WHERE confirmed_pass1 IS NOT NULL ORDER BY ALL"
-    for round_id, name, value in con.execute(sql).fetchall():
-        out.setdefault(round_id, {})[name] = value
+    out: dict[str, dict[str, dict]] = {}
+    sql = """SELECT round_id, eval_name, candidate_pass1, confirmed_pass1 FROM gate_set_decisions
+             WHERE confirmed_pass1 IS NOT NULL ORDER BY round_id, eval_name"""
+    for round_id, name, cand, conf in con.execute(sql).fetchall():
+        out.setdefault(round_id, {})[name] = {"candidate_pass1": cand, "confirmed_pass1": conf}
     return out
 
 

@@ -18,7 +18,7 @@ def status(
     """Campaigns, their rounds, states and gate decisions."""
     from ratchet.flows.report.picks import selection_line, selection_rows
     from ratchet.flows.rounds.observe.progress import describe_stage, running_stage
-    from ratchet.store.confirmation import confirmed_by_round
+    from ratchet.store.confirmation import confirmed_by_round, confirmed_by_set
     from ratchet.store.costs import cost_per_point, round_costs
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
@@ -37,6 +37,7 @@ def status(
             run_dirs = round_run_dirs(con)
             costs = {n: {r["round_index"]: r for r in round_costs(con, n)} for n in names}
             confirmed = confirmed_by_round(con) if _has_column(con, "gate_decisions", "confirmed_pass1") else {}
+            confirmed_sets = confirmed_by_set(con)
     except StoreError as e:
         fail(str(e))
     for r in rounds:  # a round whose process is gone (e.g. SIGKILL) is crashed, whether or not a daemon marked it yet
@@ -64,6 +65,7 @@ def status(
                         "reason": r["reason"],
                         "candidate_pass1": r["candidate_pass1"],
                         "confirmed_pass1": confirmed.get(r["round_id"]),  # the confirmation set's, on promotion
+                        "confirmed_sets": confirmed_sets.get(r["round_id"]),  # per eval set, beside its gating score
                         "incumbent_pass1": r["incumbent_pass1"],
                         "selection": _selection_doc(picked[name].get(r["round_index"])),
                         **_cost_doc(costs[name].get(r["round_index"])),
@@ -106,6 +108,8 @@ def status(
         console.print(f"{c['name']}: {done}, {nxt_run}{why}", highlight=False)
         console.print(f"  {cost_line(c['cost'])}", highlight=False)
         for r in c["rounds"][-STATUS_SELECTION_ROUNDS:]:  # --format json has every round's
+            if r.get("confirmed_sets") and len(r["confirmed_sets"]) > 1:
+                console.print(f"  {confirmed_line(r['index'], r['confirmed_sets'])}", highlight=False)
             if r.get("selection"):
                 console.print(f"  {selection_line({'round_index': r['index'], **r['selection']})}", highlight=False)
         for e in c.get("events", [])[-3:]:
@@ -137,6 +141,12 @@ def cost_line(c: dict) -> str:
         f"{head}; {c['promoted_points']:+.1f} points of promoted pass@1: {c['tokens_per_point']:,.0f} tokens, "
         f"{c['compute_s_per_point'] / 60:.1f} compute min, {c['wall_s_per_point'] / 60:.1f} wall min per point"
     )
+
+
+def confirmed_line(index: int, sets: dict[str, dict]) -> str:
+    """One line: a promoted round's confirmed pass@1 per eval set beside the set's gating score."""
+    parts = [f"{name} {v['confirmed_pass1']:.3f} (gating {v['candidate_pass1']:.3f})" for name, v in sets.items()]
+    return f"round {index} confirmed pass@1 per set: " + ", ".join(parts)
 
 
 def _has_column(con, table: str, column: str) -> bool:

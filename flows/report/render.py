@@ -276,10 +276,11 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 <details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}phase {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
 {% if r.gate_sets|length > 1 %}
-<table><tr><th>eval set</th><th>role</th><th>prompts</th><th>incumbent pass@1</th><th>candidate pass@1</th><th>&Delta; lower bound</th>
-<th>vs best promoted</th><th>passed</th><th>reason</th></tr>
+<table><tr><th>eval set</th><th>role</th><th>prompts</th><th>incumbent pass@1</th><th>candidate pass@1</th><th>confirmed pass@1</th>
+<th>&Delta; lower bound</th><th>vs best promoted</th><th>passed</th><th>reason</th></tr>
 {% for g in r.gate_sets %}<tr><td>{{ g.eval_name }}</td><td>{{ g.role }}</td><td class="num">{{ g.num_prompts }}</td>
 <td class="num">{{ fmt(g.incumbent_pass1) }}</td><td class="num">{{ fmt(g.candidate_pass1) }}</td>
+<td class="num">{{ fmt(g.get('confirmed_pass1')) }}</td>
 <td class="num">{{ fmt(g.lower_bound, '+.3f') }}</td><td class="num">{{ fmt(g.best_lower_bound, '+.3f') }}</td>
 <td>{{ 'yes' if g.passed else 'no' }}</td><td>{{ g.reason }}</td></tr>
 {% endfor %}</table>

@@ -60,7 +60,9 @@ def test_a_refresh_draws_a_new_eval_set_version_and_the_next_decision_uses_it(tm
     evaluate_as(path, 2, "cand2", lambda i, p: i < 27)
     d = gate.fn(str(path), 2, inc, "cand2")
     assert d["decision"] == "reject"
-    row = query(db, "SELECT eval_set_id, incumbent_pass1, candidate_pass1 FROM gate_decisions WHERE round_id = ?", [ctx2.round_id])
+    row = query(
+        db, "SELECT eval_set_id, incumbent_pass1, candidate_pass1 FROM gate_decisions WHERE round_id = ?", [ctx2.round_id]
+    )
     assert row[1][0] == (got["eval_set_id"], 0.75, 0.45)  # both on the new slice's 60 prompts, not on the old one
     assert query(db, "SELECT num_prompts FROM gate_set_decisions WHERE round_id = ?", [ctx2.round_id])[1] == [(60,)]
 

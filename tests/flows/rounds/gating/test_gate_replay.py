@@ -40,13 +40,14 @@ def config(tmp_path, model_dir, **over):
     return save_config(load_config(None, **{**base, **over}))
 
 
-def evaluate_as(path, round_index, checkpoint, solved):
-    """Store greedy evaluations of ``checkpoint`` on the campaign's eval set: right on prompts where ``solved(i, prompt)``
-    (the gold, else the gold + 1: answers as varied as the golds, so the same-answer monitor stays quiet)."""
+def evaluate_as(path, round_index, checkpoint, solved, *, prompts=None, eval_set_id=None):
+    """Store greedy evaluations of ``checkpoint`` on the campaign's eval set (or on ``prompts`` as ``eval_set_id``):
+    right on prompts where ``solved(i, prompt)`` (the gold, else the gold + 1: answers as varied as the golds, so the
+    same-answer monitor stays quiet)."""
     ctx = load_ctx(path, round_index)
-    es, ts = ctx.eval_set_id(), now()
+    es, ts = eval_set_id or ctx.eval_set_id(), now()
     trajs, verdicts = [], []
-    for i, p in enumerate(ctx.heldout()):
+    for i, p in enumerate(ctx.heldout() if prompts is None else prompts):
         tid = short_hash(es, p.prompt_id, checkpoint, "eval_greedy", 0)
         ok = bool(solved(i, p))
         said = p.answer if ok else str(int(p.answer) + 1)
