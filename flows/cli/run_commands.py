@@ -160,23 +160,27 @@ def _stop_run(signum, frame=None, line: str | None = None) -> None:
 
 
 def print_rounds(db: str, campaign: str) -> None:
-    """The campaign's held-out pass@1 per round (base first), the lower confidence bound of each round's change the
-    gate decided on, each gate decision and, in plain words, why."""
+    """The campaign's held-out pass@1 per round (base first), a promoted round's confirmed pass@1 (its confirmation
+    set's, when the campaign has one), the lower confidence bound of each round's change the gate decided on, each
+    gate decision and, in plain words, why."""
     from ratchet.store.db import connect
     from ratchet.store.reports import campaign_table
 
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, campaign)
     f = lambda x, spec=".3f": "—" if x is None else format(x, spec)  # noqa: E731
+    confirmed = any(r.get("confirmed_pass1") is not None for r in rows)  # a confirmation set was read (on promotion)
     t = plain_table(title=f"campaign {campaign}: held-out pass@1 (greedy)")
-    for c in ["round", "candidate", "held-out pass@1", "Δ vs incumbent", "Δ lower bound", "trained on", "gate", "why"]:
+    cols = ["round", "candidate", "held-out pass@1", *(["confirmed"] * confirmed), "Δ vs incumbent", "Δ lower bound"]
+    for c in [*cols, "trained on", "gate", "why"]:
         t.add_column(cell(c), justify="right" if c not in ("candidate", "gate", "why") else "left")
-    t.add_row(*map(cell, ["base", "", f(base), "", "", "", "", ""]))
+    t.add_row(*map(cell, ["base", "", f(base), *([""] * confirmed), "", "", "", "", ""]))
     for r in rows:
         values = [
             r["round_index"],
             (r["candidate_checkpoint_id"] or "—")[:12],
             f(r["candidate_pass1"]),
+            *([f(r.get("confirmed_pass1")) if r["decision"] == "promote" else ""] * confirmed),
             f(r["delta"], "+.3f"),
             f(r.get("lower_bound"), "+.3f"),
             r["training_examples"],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 DEMO_TASKS = ("arithmetic", "code", "mixed")
 DEMO_HELDOUT_PROMPTS = 400
+DEMO_CONFIRMATION_PROMPTS = 200
 
 
 class DemoTasksError(ValueError):
@@ -35,8 +36,10 @@ def demo_overrides(tasks: str) -> dict:
         raise DemoTasksError(f"--tasks {tasks!r} is not one of {', '.join(DEMO_TASKS)}")
     if tasks == "arithmetic":
         # 400 held-out prompts: the gate's non-inferiority bound needs ~180 to hold a 5-point drop to <= 5% and pass
-        # a 5-point gain 80% of the time (`ratchet gate plan --eval-prompts 48` vs 400); evaluating them takes ~1 min
-        return {"tasks.heldout_prompts": DEMO_HELDOUT_PROMPTS}
+        # a 5-point gain 80% of the time (`ratchet gate plan --eval-prompts 48` vs 400); evaluating them takes ~1 min.
+        # 200 more as the confirmation set, read only on promotion: the promoted checkpoint's unbiased pass@1
+        # (docs/gate.md); one greedy evaluation of 200 prompts per promotion (measured in docs/gate.md)
+        return {"tasks.heldout_prompts": DEMO_HELDOUT_PROMPTS, "gate.confirmation_prompts": DEMO_CONFIRMATION_PROMPTS}
     code = {"path": str(data_path("code_tasks.jsonl")), "name": "code", "format": "humaneval", "fewshot": 1}
     math = {"path": str(data_path("math_tasks.jsonl")), "name": "math", "format": "math", "fewshot": 2}
     if tasks == "code":

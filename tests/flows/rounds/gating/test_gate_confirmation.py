@@ -9,6 +9,8 @@ import re
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
+from ratchet.flows.cli.common import console
+from ratchet.flows.cli.run_commands import print_rounds
 from ratchet.flows.rounds.campaign import gate, prepare_campaign, start_round
 from ratchet.flows.rounds.gating.confirmation import _record, confirm, confirmation_eval_set_id, confirmation_set
 from ratchet.loop.campaign.round_context import load_ctx
@@ -86,6 +88,9 @@ def test_each_eval_set_gets_its_own_confirmation_slice_stored_and_shown_per_set(
     }
     table = " ".join(CliRunner().invoke(app, ["status", "--db", str(db)]).stdout.split())  # wrapped at the console's width
     assert "round 1 confirmed pass@1 per set: alpha 0.750 (gating 1.000), beta 0.400 (gating 1.000)" in table
+    with console.capture() as cap:  # the table `ratchet run` / `demo` end with: the confirmed column beside the gating one
+        print_rounds(str(db), "gated")
+    assert "confi" in cap.get() and re.search(r"cand1\W+1\.000\W+0\.633\W", cap.get())  # headers cut at 80 columns
     out = tmp_path / "report.html"
     assert CliRunner().invoke(app, ["report", "--db", str(db), "--out", str(out)]).exit_code == 0
     html = out.read_text()
