@@ -78,7 +78,9 @@ class RoundEngine(Protocol):
 
     def start(self, learner: StartLearner | None = None) -> bool: ...
 
-    def generate(self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts") -> list[Completion]: ...
+    def generate(
+        self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts", jobs: range | None = None
+    ) -> list[Completion]: ...
 
     def train_step(self, step: GRPOStep | SFTStep) -> dict: ...
 
@@ -243,18 +245,22 @@ class EngineBase:
             return self.compute.generate_timeout_s, "compute.generate_timeout_s"
         return self.compute.train_timeout_s, "compute.train_timeout_s"
 
-    def generate(self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts") -> list[Completion]:
-        """``params.n`` completions per chat, sharded over the ranks on batch boundaries; in (prompt_index,
-        sample_index) order.
+    def generate(
+        self, messages: list[PromptInput], params: SamplingParams, name: str = "rollouts", jobs: range | None = None
+    ) -> list[Completion]:
+        """``params.n`` completions per chat (or only the ``jobs`` of the flattened (prompt_index, sample_index) job
+        list, bounds on multiples of ``job_alignment``: a resumable stage's batch), sharded over the ranks on batch
+        boundaries; in (prompt_index, sample_index) order, indices global.
 
         Raises:
             StageTimeout: past ``compute.generate_timeout_s`` (the rank is killed). WorkerFailed: a rank died or failed.
         """
+        sel = range(len(messages) * params.n) if jobs is None else jobs
         if self.ranks == 1:
-            reqs = [Generate(messages, params, name)]
-        else:
+            reqs = [Generate(messages, params, name, None if jobs is None else (sel.start, sel.stop))]
+        else:  # shards of the selection, in alignment units from its (aligned) start
             align = job_alignment(self.gen.backend, params, self.gen.batch_size)
-            shards = shard_jobs(len(messages), params.n, self.ranks, align)
+            shards = [range(sel.start + j.start, sel.start + j.stop) for j in shard_jobs(len(sel), 1, self.ranks, align)]
             reqs = [Generate(messages, params, name, (j.start, j.stop)) for j in shards]
         replies = self._all(reqs, f"generating {name}", every=True, generate=True)
         return sorted((c for r in replies for c in r.value), key=lambda c: (c.prompt_index, c.sample_index))

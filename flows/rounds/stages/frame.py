@@ -40,6 +40,7 @@ class StageRun:
     log: logging.Logger | logging.LoggerAdapter
     timer: Timer
     marker: dict | None  # the stage's success marker when it already ran (its work is skipped)
+    counts: dict[str, int] = field(default_factory=dict)  # the work's own tallies, for its marker
     _ingests: list[tuple[str, list[Path]]] = field(default_factory=list)
     _on_commit: list[Callable[[Any], None]] = field(default_factory=list)
 

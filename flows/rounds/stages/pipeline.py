@@ -22,6 +22,7 @@ from ratchet.flows.compute.resolve import rollout_cap
 from ratchet.flows.rounds.stages.frame import StageRun, stage_frame
 from ratchet.flows.rounds.stages.multi_turn import sample_prompts
 from ratchet.flows.rounds.stages.rationale_data import rationalized_examples
+from ratchet.flows.rounds.stages.rollout_batches import batch_rollouts, drop_batches
 from ratchet.flows.rounds.stages.round_engine import engine_for
 from ratchet.flows.rounds.state import round_prompts as selection
 from ratchet.flows.rounds.state.reverify import carry_over
@@ -217,10 +218,10 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path], engi
     def sample(choices: list, refill_pass: int) -> list[bool]:
         nonlocal ntok
         batch = [c.prompt for c in choices]
-        got_rows, got = _sample_groups(s, policy, batch, refill_pass, engine)
+        got_rows = _sample_groups(s, policy, batch, refill_pass, engine)
         rows.extend(got_rows)
         prompts.extend(batch)
-        ntok += sum(c.completion_tokens for c in got)
+        ntok += sum(t["completion_tokens"] for t in got_rows)
         if not any(x.choice.pick == "reserve" and x.step == ctx.step for x in slots):
             return [True] * len(choices)  # no refill: nothing to decide, verification is the verify stage's
         scored = verdict_rows(ctx, got_rows, {p.prompt_id: asdict(p) for p in batch})
@@ -238,24 +239,23 @@ def _generate_work(s: StageRun, policy: str | None, files: dict[str, Path], engi
         write_parquet(verdicts, files["verdicts"], "verdicts")
     refilled = sum(k > 0 for _, k in taken)
     rate = ntok / max(s.timer.compute_s, 1e-9)
-    s.finish({"n": len(rows), "tokens": ntok, "tokens_per_s": rate, "prompts": len(taken), "refilled": refilled})
+    resumed = s.counts.get("batches_resumed", 0)
+    s.finish({"n": len(rows), "tokens": ntok, "tokens_per_s": rate, "prompts": len(taken), "refilled": refilled, **s.counts})
+    drop_batches(s.out)  # part-0.parquet and the marker hold them now
     s.log.info("generated %d rollouts (%d tokens, %.1f tokens/s; %d prompts refilled)", len(rows), ntok, rate, refilled)
+    if resumed:
+        s.log.info(
+            "resumed generation: %d of %d rollout batches were committed before the stop and read back; sampled the rest",
+            resumed,
+            s.counts["batches"],
+        )
 
 
-def _rollouts(
-    ctx: Ctx, engine: RoundEngine, policy: str, prompts: list[Prompt], params: SamplingParams, desc: str
-) -> list[Completion]:
-    """G rollouts (or, for a source with an environment, G episodes) of each prompt from ``policy`` on the round's engine."""
-    return sample_prompts(ctx, engine, policy, prompts, params, desc)
-
-
-def _sample_groups(
-    s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int, engine: RoundEngine
-) -> tuple[list[dict], list[Completion]]:
-    """G rollouts of each prompt from ``policy`` (G per task source) and their trajectory rows."""
+def _sample_groups(s: StageRun, policy: str, prompts: list[Prompt], refill_pass: int, engine: RoundEngine) -> list[dict]:
+    """The trajectory rows of G rollouts of each prompt from ``policy`` (G per task source), committed batch by batch
+    (``rollout_batches``: a resumed stage samples only the batches it has no shard of)."""
     ctx, g = s.ctx, s.ctx.cfg.generation
     rows: list[dict] = []
-    comps: list[Completion] = []
     by_g = ctx.tasks.group_sizes(prompts, g.group_size)  # G per task source ([[tasks.sources]] group_size)
     cap = rollout_cap(ctx)  # generation.max_new_tokens, or the 'auto' length rule on the last round
     seed = (
@@ -276,11 +276,15 @@ def _sample_groups(
         desc = f"round {ctx.round_index}: rollouts" + (f" (step {ctx.step + 1}/{ctx.steps})" if ctx.steps > 1 else "")
         desc += f", G={G}" if len(by_g) > 1 else ""
         desc += f", refill {refill_pass}" if refill_pass else ""
+        to_rows = lambda comps, subset=subset, params=params: trajectory_rows(  # noqa: E731
+            ctx, subset, comps, policy, "rollout", params, g.backend
+        )
         with s.timer.compute():
-            got = _rollouts(ctx, engine, policy, subset, params, desc)
-        comps += got
-        rows += trajectory_rows(ctx, subset, got, policy, "rollout", params, g.backend)
-    return rows, comps
+            got = batch_rollouts(ctx, engine, policy, subset, params, desc, s.out, to_rows)
+        rows += got.rows
+        s.counts["batches"] = s.counts.get("batches", 0) + got.batches
+        s.counts["batches_resumed"] = s.counts.get("batches_resumed", 0) + got.resumed
+    return rows
 
 
 @task(name="verify", cache_policy=NONE)

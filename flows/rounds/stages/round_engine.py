@@ -11,7 +11,7 @@ loaded once, for its evaluation.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -92,17 +92,31 @@ def engine_for(ctx: Ctx, checkpoint_id: str, engine: RoundEngine | None) -> Iter
 
 
 def sample(
-    ctx: Ctx, engine: RoundEngine, checkpoint_id: str, chats: list[list[dict[str, str]]], params: SamplingParams, desc: str
+    ctx: Ctx,
+    engine: RoundEngine,
+    checkpoint_id: str,
+    chats: list[list[dict[str, str]]],
+    params: SamplingParams,
+    desc: str,
+    jobs: range | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> list[Completion]:
     """``params.n`` completions per chat from ``checkpoint_id`` (loaded into the engine first when it holds another
-    checkpoint), with a progress bar named ``desc``."""
+    checkpoint), with a progress bar named ``desc``.
+
+    Args:
+        jobs: only these of the flattened (prompt_index, sample_index) jobs (a resumable stage's batch, see
+            ``rollout_batches``); ``None`` = all.
+        progress: report ``(done, total)`` of this call here instead of a bar of its own (the caller's bar
+            spans several calls).
+    """
     if engine.holds != checkpoint_id:
         seconds = engine.sync(checkpoint_path(ctx, checkpoint_id), checkpoint_id)
         run_logger().info("engine: loaded %s in %.1f s", checkpoint_id, seconds)
-    progress = bar(f"{ctx.round_id}-{desc}", desc)
+    progress = progress or bar(f"{ctx.round_id}-{desc}", desc)
     engine.progress = lambda _name, done, total: progress(done, total)
     try:
-        out = engine.generate(chats, params)
+        out = engine.generate(chats, params, jobs=jobs) if jobs is not None else engine.generate(chats, params)
     finally:
         engine.progress = None
     # Ranks report progress on their stdout, which the parent reads on another thread: the last line may still be in

@@ -1,6 +1,6 @@
 """The generate stage's refill (grpo.max_oversample, DAPO dynamic sampling) on a real store, with a fake engine.
 
-Only the engine is faked (``stages._rollouts``, what the stage calls to sample): it answers a prompt right on
+Only the engine is faked (``stages.batch_rollouts``, what the stage calls to sample): it answers a prompt right on
 both samples when its gold is even (a zero-variance group) and right on one of two otherwise. Selection, refill,
 verification, the Parquet files and the store's rows are the real ones.
 """
@@ -8,6 +8,7 @@ verification, the Parquet files and the store's rows are the real ones.
 from datetime import UTC, datetime
 
 from ratchet.flows.rounds.stages import pipeline as stages
+from ratchet.flows.rounds.stages.rollout_batches import Batched
 from ratchet.loop.campaign.round_context import load_ctx, save_config
 from ratchet.loop.config import RatchetConfig
 from ratchet.loop.generation.sampling import Completion
@@ -17,7 +18,11 @@ from ratchet.store.ingest import insert_rows
 NOW = datetime.now(UTC)
 
 
-def _fake_rollouts(ctx, engine, policy, prompts, params, desc):
+def _fake_batches(ctx, engine, policy, prompts, params, desc, stage_dir, to_rows):
+    return Batched(to_rows(_fake_rollouts(prompts, params)), 1, 0)
+
+
+def _fake_rollouts(prompts, params):
     comps = []
     for i, p in enumerate(prompts):
         for k in range(params.n):
@@ -48,7 +53,7 @@ def _campaign(tmp_path, **over) -> str:
 
 
 def test_refill_replaces_zero_variance_groups_within_max_oversample(tmp_path, monkeypatch):
-    monkeypatch.setattr(stages, "_rollouts", _fake_rollouts)
+    monkeypatch.setattr(stages, "batch_rollouts", _fake_batches)
     path = _campaign(tmp_path, max_oversample=0.5)  # at most 4 refill prompts in the round, 2 per step
     for step in (0, 1):
         stages.generate.fn(path, 1, step, "b", None)
@@ -77,7 +82,7 @@ def test_refill_replaces_zero_variance_groups_within_max_oversample(tmp_path, mo
 
 
 def test_without_max_oversample_nothing_is_refilled(tmp_path, monkeypatch):
-    monkeypatch.setattr(stages, "_rollouts", _fake_rollouts)
+    monkeypatch.setattr(stages, "batch_rollouts", _fake_batches)
     path = _campaign(tmp_path)
     stages.generate.fn(path, 1, 0, "b", None)
     ctx = load_ctx(path, 1)
