@@ -306,16 +306,26 @@ def running_rounds(con: duckdb.DuckDBPyConnection) -> list[dict]:
     )
 
 
-def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], finished_at) -> int:
-    """Move these rounds from ``running`` to ``crashed``; returns how many changed."""
+def mark_rounds_crashed(con: duckdb.DuckDBPyConnection, round_ids: list[str], finished_at, status: str = "crashed") -> int:
+    """Move these rounds from ``running`` to ``status`` (``crashed``: their process died; ``interrupted``: a signal
+    stopped it); returns how many changed."""
     if not round_ids:
         return 0
     changed = con.execute(
-        """UPDATE rounds SET status = 'crashed', finished_at = coalesce(finished_at, ?)
+        """UPDATE rounds SET status = ?, finished_at = coalesce(finished_at, ?)
                              WHERE status = 'running' AND list_contains(?, round_id) RETURNING round_id""",
-        [finished_at, round_ids],
+        [status, finished_at, round_ids],
     ).fetchall()
     return len(changed)
+
+
+def mark_rounds_interrupted(con: duckdb.DuckDBPyConnection, owner: str, finished_at) -> list[dict]:
+    """Move the rounds ``owner`` (``'<host>:<pid>'``) runs from ``running`` to ``interrupted`` (a signal stopped that
+    process; the next run resumes them as it resumes a crashed round); returns ``{round_id, campaign, round_index,
+    flow_run_id}`` of each."""
+    rows = [r for r in running_rounds(con) if r["owner"] == owner]
+    mark_rounds_crashed(con, [r["round_id"] for r in rows], finished_at, status="interrupted")
+    return rows
 
 
 def eval_sample_verdicts(

@@ -33,7 +33,8 @@ class Round(SQLModel, table=True):
     round_index: int = Field(description="1-based; round 0 is the base evaluation")
     incumbent_checkpoint_id: str = Field(description="Policy that generated this round's rollouts")
     status: str = Field(
-        description="running | completed | failed | crashed (its process died while running) | budget_spent (stopped at "
+        description="running | completed | failed | crashed (its process died while running) | interrupted (a signal "
+        "stopped its process: Ctrl-C, SIGTERM, `ratchet up` stopping; the next run resumes it) | budget_spent (stopped at "
         "a stage boundary by [schedule] max_wall_s / max_tokens; the next run resumes it)"
     )
     started_at: datetime

@@ -59,7 +59,8 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
         return
     path = save_config(cfg)
     cols = [TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    previous = {sig: signal.signal(sig, _stop_run) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop = functools.partial(_stop_run, db=cfg.db)  # marks its round interrupted, its flow run Cancelled
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     # A run that is stopping (Ctrl-C, an error) may stop Prefect's log service before the engine's ranks print their
     # last lines: such a line is dropped, never printed as a logging traceback (the setting Python's docs give for
     # production use).
@@ -139,18 +140,25 @@ def _quiet_termination(record: logging.LogRecord) -> bool:
     return "termination signal" not in record.getMessage()
 
 
-def _stop_run(signum, frame=None, line: str | None = None) -> None:
-    """SIGINT/SIGTERM during ``ratchet run``: stop its worker processes and exit at once (130 / 143) with one line.
+def _stop_run(signum, frame=None, line: str | None = None, db: str | None = None) -> None:
+    """SIGINT/SIGTERM during ``ratchet run``: mark the round ``interrupted`` (its flow run Cancelled), stop the worker
+    processes and exit at once (130 / 143) with one line.
 
-    Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction, so the
-    next ``ratchet run`` resumes the round at the stage that was running (the round's owner process is gone). A
-    graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first. ``line``: what to
-    say instead (a dry run's pilot: nothing to resume).
+    Nothing is lost: every stage writes its outputs atomically and commits the store in one transaction (generation
+    commits its rollouts batch by batch), so the next ``ratchet run`` resumes the round at the stage that was running.
+    A graceful unwind instead would wait minutes on the temporary Prefect API, which shuts down first. ``line``: what
+    to say instead (a dry run's pilot: nothing to resume). ``db``: the store whose running rounds this process owns.
     """
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C while stopping changes nothing
     name = signal.Signals(signum).name
-    line = line or f"ratchet run: {name} received, stopped; run the same command again to resume the round"
+    if line is None:
+        from ratchet.flows.rounds.observe.run_log import record_interruption
+
+        rounds = record_interruption(db, name) if db else []
+        what = ", ".join(f"round {r['round_index']} of campaign {r['campaign']}" for r in rounds)
+        line = f"ratchet run: {name} received, stopped" + (f"; {what} is interrupted" if what else "")
+        line += "; run the same command again to resume " + ("it" if what else "the round")
     err.print(line, highlight=False, soft_wrap=True)
     from ratchet.common.procs import stop_descendants
 

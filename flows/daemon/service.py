@@ -112,10 +112,11 @@ def owner_alive(owner: str | None) -> bool:
         return False
 
 
-def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict]:
+def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0, status: str = "crashed") -> list[dict]:
     """Mark rounds left ``running`` by a dead process as ``crashed`` in each store; returns those rows.
 
-    ``wait_s``: give owners up to this many seconds to exit first (at shutdown, after killing them).
+    ``wait_s``: give owners up to this many seconds to exit first (at shutdown, after killing them). ``status``:
+    ``interrupted`` at a shutdown a signal began (the daemon stopped those processes itself).
     Raises StoreError as ``store.db.connect`` does.
     """
     from ratchet.loop.campaign.round_context import now
@@ -134,20 +135,24 @@ def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0) -> list[dict
             time.sleep(0.2)
         dead = [r for r in rows if not owner_alive(r["owner"])]
         with transaction(db) as con:
-            mark_rounds_crashed(con, [r["round_id"] for r in dead], now())
+            mark_rounds_crashed(con, [r["round_id"] for r in dead], now(), status=status)
         for r in dead:
             logger.warning(
-                "round %d of campaign %s was left running by %s (gone): marked crashed",
+                "round %d of campaign %s was left running by %s (gone): marked %s",
                 r["round_index"],
                 r["campaign"],
                 r["owner"] or "an unknown process",
+                status,
             )
         marked += dead
     return marked
 
 
-def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, everything: bool, message: str) -> list[str]:
-    """Set flow runs still Running/Pending/Cancelling to Crashed (forced); returns their ids.
+def crash_flow_runs(
+    client, *, flow_run_ids: set[str], deployment_ids: set, everything: bool, message: str, cancelled: bool = False
+) -> list[str]:
+    """Set flow runs still Running/Pending/Cancelling to Crashed (forced; ``cancelled``: to Cancelled, the runs a
+    signal's shutdown stopped); returns their ids.
 
     Those crashed: the ones in ``flow_run_ids`` (recorded on crashed rounds), the ones of
     ``deployment_ids`` (this daemon's deployments) and, with ``everything``, all of them (only safe
@@ -155,7 +160,7 @@ def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, ever
     """
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
     from prefect.client.schemas.objects import StateType
-    from prefect.states import Crashed
+    from prefect.states import Cancelled, Crashed
 
     runs = client.read_flow_runs(
         flow_run_filter=FlowRunFilter(
@@ -166,17 +171,20 @@ def crash_flow_runs(client, *, flow_run_ids: set[str], deployment_ids: set, ever
     out = []
     for r in runs:
         if everything or str(r.id) in flow_run_ids or r.deployment_id in deployment_ids:
-            client.set_flow_run_state(r.id, Crashed(message=message), force=True)
+            state = Cancelled(message=message) if cancelled else Crashed(message=message)
+            client.set_flow_run_state(r.id, state, force=True)
             out.append(str(r.id))
     return out
 
 
-def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float = 0.0) -> None:
+def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float = 0.0, interrupted: bool = False) -> None:
+    """Rounds and flow runs left running: ``crashed`` / Crashed, or (``interrupted``: a signal stopped the daemon, which
+    stopped them) ``interrupted`` / Cancelled."""
     from prefect.client.orchestration import get_client
 
     from ratchet.flows.daemon.schedules import ratchet_deployments
 
-    rounds = mark_crashed_rounds(dbs, wait_s=wait_s)
+    rounds = mark_crashed_rounds(dbs, wait_s=wait_s, status="interrupted" if interrupted else "crashed")
     with get_client(sync_client=True) as client:
         ids = crash_flow_runs(
             client,
@@ -184,9 +192,10 @@ def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float
             deployment_ids={d.id for d in ratchet_deployments(client)},
             everything=everything,
             message=message,
+            cancelled=interrupted,
         )
     for i in ids:
-        logger.warning("flow run %s was left running: marked Crashed", i)
+        logger.warning("flow run %s was left running: marked %s", i, "Cancelled" if interrupted else "Crashed")
 
 
 # --- serving ------------------------------------------------------------------------------------------
@@ -421,6 +430,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
                         everything=not prior_url,
                         wait_s=15.0,
                         message=f"`ratchet up` stopped ({stop_signals[0] if stop_signals else 'exit'}) while it ran",
+                        interrupted=bool(stop_signals),
                     )
                     drain_prefect_workers()
         _stop_descendants(tree, spare_pgids=[])  # the server's group is gone; anything else left of ours goes too

@@ -210,7 +210,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
  th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
  th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
  .promote { color: #2ca02c; font-weight: bold; } .reject { color: #ff7f0e; font-weight: bold; } .no_candidate { color: #7f7f7f; }
- .halt, .failed, .crashed { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
+ .halt, .failed, .crashed, .interrupted { color: #d62728; font-weight: bold; } .empty { color: #666; font-style: italic; }
  pre { white-space: pre-wrap; margin: 0; max-width: 28em; font-size: 0.85em; }
  details { margin: 0.3em 0 1em; } summary { cursor: pointer; font-weight: 600; }
 </style></head><body>

@@ -1,8 +1,8 @@
 """What a newcomer does first, on the real SmolLM2-135M-Instruct (issue 24, "Done when").
 
 A GSM8K-format file of easy one-step word problems -> `ratchet init --tasks` -> `ratchet run --dry-run` (rc 0, no
-store) -> `ratchet run --rounds 1`, interrupted with Ctrl-C (one line, exit 130, within seconds) and run again
-(it resumes) -> the round trains on > 0 verified-correct trajectories -> `ratchet export --what training-set
+store) -> `ratchet run --rounds 1`, interrupted with Ctrl-C during generation (one line, exit 130, within seconds;
+the round `interrupted` in the store) and run again (it resumes, sampling only the rollout batches not committed) -> the round trains on > 0 verified-correct trajectories -> `ratchet export --what training-set
 --format jsonl` rows render, with the model's chat template, to exactly their `prompt_tokens`.
 
 Sizes are cut to fit CI (8 train prompts x G = 4, 8 held-out prompts, 64-token cap): the config `init` wrote is
@@ -52,30 +52,39 @@ def test_newcomer_gsm8k_file_to_an_exact_export(tmp_path, smollm2_dir):
     assert 'max_new_tokens = "auto"' in text and "fewshot = 2" in text
     text = re.sub(r"heldout_prompts = \d+", "heldout_prompts = 8", text)
     text = re.sub(r"train_prompts_per_round = \d+", "train_prompts_per_round = 8", text)
-    text = re.sub(r"max_new_tokens_min = \d+", "max_new_tokens_min = 64\nmax_new_tokens_max = 64\ngroup_size = 4", text)
+    text = re.sub(
+        r"max_new_tokens_min = \d+", "max_new_tokens_min = 64\nmax_new_tokens_max = 64\ngroup_size = 4\nbatch_size = 8", text
+    )
     (tmp_path / "ratchet.toml").write_text(text.replace("[sft]\n", "[sft]\nepochs = 1\n"))
 
     r = ratchet("run", "--dry-run", cwd=tmp_path)
     assert r.returncode == 0 and "nothing was written" in r.stdout, r.stdout + r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["easy.jsonl", "ratchet.easy.fewshot.jsonl", "ratchet.toml"]
 
-    # Ctrl-C (SIGINT to the terminal's process group) once the round runs: one line, exit 130, in seconds
+    # Ctrl-C (SIGINT to the terminal's process group) once the first of the round's 4 rollout batches (8 prompts x G=4,
+    # 8 per batch) is committed: one line, exit 130, in seconds
     p = subprocess.Popen([RATCHET, "run", "--rounds", "1"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)  # fmt: skip
     db = tmp_path / "ratchet.duckdb"
+    generate = tmp_path / "ratchet.runs" / "easy" / "round-1" / "generate"
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and p.poll() is None and not (tmp_path / "ratchet.runs" / "easy" / "round-1").is_dir():
-        time.sleep(0.5)
+    while time.monotonic() < deadline and p.poll() is None and not list(generate.glob("batches/*/batch-*.parquet")):
+        time.sleep(0.05)
     assert p.poll() is None, p.communicate()
+    assert not (generate / "_SUCCESS.json").exists()
     t0 = time.monotonic()
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)
     stopped_s = time.monotonic() - t0
     assert p.returncode == 130 and stopped_s < 15, (p.returncode, stopped_s, err[-2000:])
     assert "Traceback" not in err and err.count("SIGINT received, stopped") == 1, err[-2000:]
+    assert "round 1 of campaign easy is interrupted" in err, err[-2000:]
+    assert query(db, "SELECT status FROM rounds")[1] == [("interrupted",)]
 
     r = ratchet("run", "--rounds", "1", cwd=tmp_path)  # resumes the interrupted round
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    marker = json.loads((generate / "_SUCCESS.json").read_text())
+    assert marker["batches"] == 4 and 1 <= marker["batches_resumed"] < 4, marker  # only the missing batches sampled
     trained = query(db, "SELECT count(*) FROM training_examples")[1][0][0]
     assert trained > 0, r.stdout[-3000:]
 
@@ -88,4 +97,4 @@ def test_newcomer_gsm8k_file_to_an_exact_export(tmp_path, smollm2_dir):
         prompt = tok.apply_chat_template(row["messages"][:-1], tokenize=False, add_generation_prompt=True)
         assert len(tok(prompt, add_special_tokens=False)["input_ids"]) == row["prompt_tokens"], row["trajectory_id"]
         assert row["messages"][0]["content"].startswith("Solve the problem") and "<<" not in row["messages"][2]["content"]
-    print(json.dumps({"interrupt_exit_s": round(stopped_s, 2), "trained_on": trained, "export_rows": len(rows)}))
+    print(json.dumps({"interrupt_exit_s": round(stopped_s, 2), "trained_on": trained, "export_rows": len(rows), "batches_resumed": marker["batches_resumed"]}))  # fmt: skip

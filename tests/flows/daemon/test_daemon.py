@@ -254,3 +254,41 @@ def test_a_tick_during_a_running_round_is_skipped_without_a_flow_run(prefect_har
         assert tick.id not in left and {running.id, later.id, asked.id, other.id} <= left
         assert not [r for r in client.read_flow_runs() if r.deployment_id == busy and r.state.type.value == "CANCELLED"]
         assert skip_ticks(client, [idle], horizon_s=16) == []  # nothing in flight there
+
+
+def test_a_signal_marks_its_own_rounds_interrupted_and_their_flow_runs_cancelled(prefect_harness, tmp_path):
+    """Issue 42, finding 9: what `ratchet run`'s SIGINT/SIGTERM handler records before the process exits (and the
+    daemon's shutdown, through ``status``/``cancelled``): this process's running rounds become ``interrupted``, their
+    flow runs Cancelled; a round another process runs and a finished one are untouched."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    from ratchet.flows.rounds.observe.run_log import process_owner, record_interruption
+
+    @flow(name="interrupt-probe")
+    def probe():
+        pass
+
+    with get_client(sync_client=True) as client:
+        mine, theirs = client.create_flow_run(probe, state=Running()), client.create_flow_run(probe, state=Running())
+    db = tmp_path / "s.duckdb"
+    init_db(db)
+    with transaction(db) as con:
+        insert_rows(con, "campaigns", [dict(campaign_id="c1", name="camp", base_checkpoint_id="base", config_json="{}", created_at=datetime.now(UTC))])  # fmt: skip
+        rows = [_round("c1", 1, "completed", process_owner()), _round("c1", 2, "running", process_owner())]
+        rows += [_round("c1", 3, "running", f"{HOST}:{os.getppid()}")]
+        rows[1]["flow_run_id"], rows[2]["flow_run_id"] = str(mine.id), str(theirs.id)
+        insert_rows(con, "rounds", rows)
+    marked = record_interruption(str(db), "SIGINT")
+    assert [(r["round_index"], r["campaign"]) for r in marked] == [(2, "camp")]
+    states = dict(query(db, "SELECT round_index, status FROM rounds ORDER BY ALL")[1])
+    assert states == {1: "completed", 2: "interrupted", 3: "running"}
+    with get_client(sync_client=True) as client:
+        assert client.read_flow_run(mine.id).state.type.value == "CANCELLED"
+        assert "SIGINT received" in client.read_flow_run(mine.id).state.message
+        assert client.read_flow_run(theirs.id).state.type.value == "RUNNING"
+        # the daemon's shutdown: what it stopped is interrupted / Cancelled, not crashed / Crashed
+        assert crash_flow_runs(client, flow_run_ids={str(theirs.id)}, deployment_ids=set(), everything=False, message="stop", cancelled=True) == [str(theirs.id)]  # fmt: skip
+        assert client.read_flow_run(theirs.id).state.type.value == "CANCELLED"
+    assert record_interruption(str(db), "SIGTERM") == []  # nothing of ours is running any more

@@ -84,8 +84,9 @@ def test_rationalize_stage_then_filter_trains_unhinted(tmp_path):
     class FakeEngine:  # the round engine's verbs the stages call; it already holds the policy "b"
         holds, progress, shared, ranks = "b", None, False, 1
 
-        def generate(self, chats, params, name="rollouts"):
-            return engine(chats)
+        def generate(self, chats, params, name="rollouts", jobs=None):  # jobs: a commit batch of the generate stage
+            out = engine(chats)
+            return out if jobs is None else [out[j] for j in jobs]
 
     cfg = RatchetConfig.model_validate(
         {"campaign": "rat", "db": str(tmp_path / "r.duckdb"), "algorithm": "rft", "sft": {"rationalization": True},
