@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -85,7 +87,9 @@ def tasks_check(
                 verifier=verifier, plugin_dir=Path.cwd() if verifier else None, sandbox=sandbox,
             )  # fmt: skip
     except (TaskDataError, PluginError) as e:
-        fail(str(e))
+        fail(_cli_hint(str(e)))
+    results = [dataclasses.replace(r, detail=_cli_hint(r.detail)) for r in results]
+    summary["groups"] = [{**g, "detail": _cli_hint(g["detail"])} for g in summary["groups"]]
     bad = [r for r in results if r.status not in ("passed", "loaded")]
     if output == "json":
         for r in bad:
@@ -115,3 +119,9 @@ def tasks_check(
 def register(app: typer.Typer) -> None:
     """Add ``tasks`` to the main CLI."""
     app.add_typer(tasks_app, name="tasks")
+
+
+def _cli_hint(text: str) -> str:
+    """A loader message's config-key fix (``or set question_field``) as this command's flag (``or pass
+    --question-field``): `ratchet tasks check` is told fields on its command line."""
+    return re.sub(r"\(or set (\w+)_field\)", lambda m: f"(or pass --{m.group(1).replace('_', '-')}-field)", text)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.loop.evaluation.scoring import score_items
-from ratchet.loop.tasks.formats import TaskDataError, TaskRecord, detect_format, read_records, to_record
+from ratchet.loop.tasks.formats import TaskDataError, TaskRecord, detect_format, detect_spec, read_records, to_record
+from ratchet.loop.tasks.gold_style import gold_style_problems
 from ratchet.loop.tasks.sources import gold_conflict_message, gold_conflicts, make_prompt
 from ratchet.verifiers.plugins.runner import resolve_verifier
 from ratchet.verifiers.reward import RewardSpec
@@ -104,12 +105,17 @@ def check_task_file(
         resolve_verifier(verifier, base_dir=plugin_dir, sandbox=sandbox)  # a bad reference fails before any record
     base = fields.model_dump() if fields is not None else {}
     spec = RecordFields(**{**base, "path": str(path), "format": task_format})
+    first = next(iter(read_records(spec)), None)
+    if first is not None and task_format is None:  # the fields and format `ratchet init` would detect
+        spec = detect_spec(spec, *first)
+        task_format = spec.format
     wanted = read_samples(samples) if samples is not None else None
     results: list[TaskResult] = []
     jobs: list[tuple[str, str, dict]] = []  # (task_id, program, prompt row)
     fmt: str | None = task_format
     seen: dict[str, str] = {}
     loaded = []  # (task id, prompt) of every record that converts: the campaign's whole-file checks run on them
+    golds: list[tuple[str, tuple[str, object, str]]] = []  # (task id, gold_style input) of each math record
     for where, raw in read_records(spec):
         tid = str(raw.get("task_id", where))
         if tid in seen:  # one id, one result: a second record would merge into the first's verdicts
@@ -129,6 +135,8 @@ def check_task_file(
             entry_point=rec.entry_point, solution=rec.solution, record_json=rec.record_json,
         )  # fmt: skip
         loaded.append((tid, prompt))
+        if fmt == "math" and raw.get("choices") is None:
+            golds.append((tid, (where, raw.get(spec.answer_field or "answer"), rec.answer)))
         row = prompt.__dict__
         completions = wanted.get(tid, []) if wanted is not None else [_program(fmt, rec, None)]
         if fmt == "records" and wanted is None and completions[0] is None:
@@ -142,6 +150,11 @@ def check_task_file(
         jobs += [(tid, _program(fmt, rec, c) if wanted is not None else c, row) for c in completions]
     conflicts = {id(p): (a, b) for p, a, b in gold_conflicts([p for _, p in loaded])}
     refused = {tid for tid, p in loaded if id(p) in conflicts}
+    for i, line in gold_style_problems([g for _, g in golds], spec.answer_field or "answer"):
+        if golds[i][0] in refused:
+            continue
+        refused.add(golds[i][0])
+        results.append(TaskResult(golds[i][0], "error", line))
     for tid, p in loaded:
         if id(p) in conflicts:
             results.append(TaskResult(tid, "error", gold_conflict_message(p.question, *conflicts[id(p)])))

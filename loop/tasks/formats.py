@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from ratchet.loop.config import RecordFields, TaskFormat
+from ratchet.loop.tasks.gold_style import gold_style_problems
 from ratchet.loop.tasks.readers import TaskDataError, read_records
 from ratchet.loop.tasks.record_prompts import record_json, record_prompt, record_reference
 from ratchet.verifiers.math.extract import find_boxed
@@ -69,6 +70,35 @@ class TaskRecord:
     task: str
     task_id: str
     record_json: str | None = None
+
+
+# Where a file's question/gold live when not under the format's usual names (first match wins).
+QUESTION_ALIASES = ("query", "instruction", "input")
+ANSWER_ALIASES = ("response", "output", "target", "final_answer")
+
+
+def guess_fields(first: dict) -> dict[str, str]:
+    """``question_field``/``answer_field`` for a record without the usual names (MetaMathQA: query, response)."""
+    out = {}
+    if not any(k in first for k in ("question", "problem", "prompt", "text")):
+        q = next((k for k in QUESTION_ALIASES if isinstance(first.get(k), str)), None)
+        out |= {"question_field": q} if q else {}
+    if not any(k in first for k in ("answer", "solution", "test", "test_list", "inputs", "outputs", "input_output")):
+        a = next((k for k in ANSWER_ALIASES if k in first), None)
+        out |= {"answer_field": a} if a else {}
+    return out
+
+
+def detect_spec(spec: RecordFields, where: str, first: dict) -> RecordFields:
+    """``spec`` with the fields and format a file's first record shows, where ``spec`` leaves them unset: the one
+    detection ``ratchet init`` and ``ratchet tasks check`` share (MetaMathQA's ``query``/``response`` included).
+
+    Raises:
+        TaskDataError: as ``detect_format``.
+    """
+    unset = {k: v for k, v in guess_fields(first).items() if getattr(spec, k) is None}
+    spec = spec.model_copy(update=unset)
+    return spec if spec.format else spec.model_copy(update={"format": detect_format(first, where, spec)})
 
 
 def detect_format(rec: dict, where: str, spec: RecordFields | None = None) -> TaskFormat:
@@ -375,10 +405,31 @@ def load_records(spec: RecordFields, default_task: str) -> tuple[TaskFormat, lis
     """
     plugged = getattr(spec, "verifier", None) or getattr(spec, "environment", None)
     fmt: TaskFormat | None = spec.format or ("records" if plugged else None)
-    out = []
+    out, golds = [], []
     for where, rec in read_records(spec):
         fmt = fmt or detect_format(rec, where, spec)
         out.append(to_record(rec, where, fmt, spec, default_task))
+        if fmt == "math" and rec.get("choices") is None:
+            golds.append((where, rec.get(spec.answer_field or "answer"), out[-1].answer))
     if not out:
         raise TaskDataError(f'{spec.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
+    check_gold_style(golds, spec)
     return fmt or "math", out
+
+
+def check_gold_style(golds: list[tuple[str, object, str]], spec: RecordFields) -> None:
+    """Refuse a math file whose golds break its own style (``ratchet.loop.tasks.gold_style``), every such gold listed.
+
+    Raises:
+        TaskDataError: one line per bad gold (``<path>:<line>: <what was found>``), at most 20 then a count.
+    """
+    problems = [line for _, line in gold_style_problems(golds, spec.answer_field or "answer")]
+    if problems:
+        more = (
+            f"\n… and {len(problems) - 20} more (`ratchet tasks check {spec.path}` lists them all)" if len(problems) > 20 else ""
+        )
+        raise TaskDataError(
+            f"{spec.path}: {len(problems)} gold(s) are not what the file's other golds are; fix them:\n"
+            + "\n".join(problems[:20])
+            + more
+        )

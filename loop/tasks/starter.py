@@ -21,13 +21,18 @@ from pathlib import Path
 
 from ratchet.loop.config import GenerationConfig, RecordFields, TaskConfig
 from ratchet.loop.config.template import toml_value
-from ratchet.loop.tasks.formats import DEFAULT_SYSTEM_PROMPTS, TaskDataError, detect_format, read_records, worked_solution
+from ratchet.loop.tasks.formats import (
+    DEFAULT_SYSTEM_PROMPTS,
+    TaskDataError,
+    detect_format,
+    detect_spec,
+    guess_fields,
+    read_records,
+    worked_solution,
+)
 from ratchet.loop.tasks.sources import FileTasks, split_of
 from ratchet.verifiers.plugins.runner import resolve_verifier
 
-# Where a file's question/gold live when not under the format's usual names (first match wins).
-QUESTION_ALIASES = ("query", "instruction", "input")
-ANSWER_ALIASES = ("response", "output", "target", "final_answer")
 FEWSHOT = 2
 MAX_HELDOUT = 400  # enough for the gate to see a few-point change (docs/gate.md); more only costs eval time
 CHARS_PER_TOKEN = 3.0  # a deliberately low estimate: English ~4 characters per token, digits and code fewer
@@ -46,18 +51,6 @@ class StarterSource:
     heldout: int
     longest_shot_chars: int
     longest_prompt_chars: int  # system prompt, examples and the longest question
-
-
-def guess_fields(first: dict) -> dict[str, str]:
-    """``question_field``/``answer_field`` for a record without the usual names (MetaMathQA: query, response)."""
-    out = {}
-    if not any(k in first for k in ("question", "problem", "prompt", "text")):
-        q = next((k for k in QUESTION_ALIASES if isinstance(first.get(k), str)), None)
-        out |= {"question_field": q} if q else {}
-    if not any(k in first for k in ("answer", "solution", "test", "test_list", "inputs", "outputs", "input_output")):
-        a = next((k for k in ANSWER_ALIASES if k in first), None)
-        out |= {"answer_field": a} if a else {}
-    return out
 
 
 def _records_source(path: Path, heldout_fraction: float, verifier: str) -> StarterSource:
@@ -90,10 +83,8 @@ def read_source(
             detect_format(first[1], first[0], RecordFields(path=str(path), **guess_fields(first[1])))
         except TaskDataError:
             return _records_source(path, heldout_fraction, verifier)
-    fields = guess_fields(first[1])
-    spec = RecordFields(path=str(path), **fields)
-    fmt = detect_format(first[1], first[0], spec)
-    spec = spec.model_copy(update={"format": fmt})
+    spec = detect_spec(RecordFields(path=str(path)), *first)  # as `ratchet tasks check` detects it
+    fmt, fields = spec.format, guess_fields(first[1])
     name = _name(path)
     tasks = FileTasks(spec, name, heldout_fraction)  # the campaign's loader and its refusals
     shots = _math_shots(spec, heldout_fraction, fewshot) if fmt == "math" else []

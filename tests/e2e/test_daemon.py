@@ -138,6 +138,7 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert alive == [], f"orphans after SIGTERM: {[(p.pid, p.cmdline()) for p in alive]}"
     assert _q(db, "SELECT count(*) FROM rounds WHERE status = 'running'")[0][0] == 0
+    assert _q(db, "SELECT count(*) FROM rounds WHERE status = 'crashed'")[0][0] == 0  # stopped by us: 'interrupted'
     with sqlite3.connect(tmp_path / "home" / "prefect" / "prefect.db") as con:
         left = con.execute(
             "SELECT name, state_type FROM flow_run WHERE state_type IN ('RUNNING', 'PENDING', 'CANCELLING')"
