@@ -130,10 +130,11 @@ def init(
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it, or --path OTHER.toml")
     extra: dict[Path, str] = {}
+    notes: list[str] = []
     try:
         check_output(path, force=force, option="--path")
         if files:
-            text, extra = starter_config(files, path, verifier=verifier)
+            text, extra, notes = starter_config(files, path, verifier=verifier)
         else:
             text = render_recipe(recipe) if recipe else render_default_toml()
         for p, content in extra.items():
@@ -145,7 +146,13 @@ def init(
         fail(f"cannot write {path} ({e.strerror}); pass a writable --path")
     for p in extra:
         console.print(f"wrote {p} (worked few-shot examples from your file)", highlight=False)
-    console.print(f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`", highlight=False)
+    for line in notes:  # what init chose and why (the held-out size, from the gate's plan)
+        console.print(line, highlight=False, soft_wrap=True)
+    console.print(
+        f"wrote {path}; edit it, then `ratchet run --config {path}` or `ratchet up --config {path}`",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _with_client(fn):

@@ -6,7 +6,7 @@ file (golds ``... #### 42``) a record whose answer has no ``####`` gives its who
 ``Answer: 12``). ``gold_style_problems`` looks at a file's math golds together and returns one
 ``<path>:<line>: <what was found>`` line per gold that breaks the file's own style:
 
-* **no ``####``** where at least half of the file's answers end with ``#### <answer>``;
+* **no ``####``** where most (over half) of the file's answers end with ``#### <answer>``;
 * **a text gold** (the math verifier's ``kind == "text"``: not a number, fraction, expression, interval, set, choice
   letter or relation, per ``ratchet.verifiers.math.parse``, docs/verifier-policy.md) where most of the file's golds are
   values it compares. A file of text golds (yes/no, names) is left as it is: there, literal comparison is the intent.
@@ -44,7 +44,7 @@ def gold_style_problems(golds: list[tuple[str, object, str]], answer_field: str 
     text = sum(k == "text" for k in kinds)
     out = []
     for i, ((where, raw, gold), has_mark, kind) in enumerate(zip(golds, marked, kinds)):
-        if sum(marked) * 2 >= n and not has_mark:
+        if sum(marked) * 2 > n and not has_mark:
             shown = " ".join(str(raw).split())
             out.append(
                 (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from ratchet.loop.tasks.sources import FileTasks, split_of
 from ratchet.verifiers.plugins.runner import resolve_verifier
 
 FEWSHOT = 2
-MAX_HELDOUT = 400  # enough for the gate to see a few-point change (docs/gate.md); more only costs eval time
+MAX_HELDOUT = 400  # the most init writes: past the gate plan's size more prompts only cost eval time (docs/gate.md)
 CHARS_PER_TOKEN = 3.0  # a deliberately low estimate: English ~4 characters per token, digits and code fewer
 
 
@@ -113,6 +114,14 @@ def qa_style(shots: list[tuple[str, str]]) -> bool:
     return any(_QA_LINE.search(q) and re.search(r"^[ \t]{0,4}Q[ \t]{0,2}:", q + "\n" + a, re.M) for q, a in shots)
 
 
+def config_relative(path: Path, config_dir: Path) -> str:
+    """``path`` as the config writes it: relative to the config's folder when it lies under it (the folder then moves,
+    or is copied to the server of the systemd unit, with its task files), else absolute. A config's relative paths are
+    read against its own folder, whatever the working directory (``loop.config.loading``)."""
+    path = path.resolve()
+    return str(path.relative_to(config_dir)) if path.is_relative_to(config_dir) else str(path)
+
+
 def _name(path: Path) -> str:
     stem = path.name.split(".")[0]
     clean = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-._") or "tasks"
@@ -136,10 +145,50 @@ def _math_shots(spec: RecordFields, heldout_fraction: float, k: int) -> list[tup
     return shots
 
 
+def heldout_plan(sources: list[StarterSource], heldout_fraction: float, config_name: str) -> tuple[int, str]:
+    """The held-out size ``init`` writes and the terminal line that says why, from the gate's plan
+    (``loop.gate.error_rates``, what ``ratchet gate plan`` prints): the size at which the default gate promotes a true
+    5-point drop <= alpha and a true 5-point gain >= 80% of the time (discordance 0.2), rounded up to 2 digits and
+    at most ``MAX_HELDOUT``, or what the files give when that is fewer (every source its equal share), then the
+    promote rates at that size and the one-line fix (``tasks.heldout_fraction``).
+
+    Returns:
+        ``(held-out prompts, line)``.
+    """
+    from ratchet.loop.config import GateConfig
+    from ratchet.loop.gate.error_rates import EFFECT, needed_prompts, promote_rate, rounded_up
+
+    gate, n = GateConfig(), len(sources)
+    target = min(rounded_up(needed_prompts(gate, 100) or MAX_HELDOUT), MAX_HELDOUT)
+    per_source = min(s.heldout for s in sources)
+    size = min(per_source, -(-target // n)) * n
+    rate = lambda d: promote_rate(gate, size, d, 400, seed=1)  # noqa: E731
+    if size >= target:
+        return size, (
+            f"held-out set: {size} prompts, the gate's plan for a 5-point change: a true -{EFFECT * 100:.0f} points is "
+            f"promoted {rate(-EFFECT):.1%} of the time, +{EFFECT * 100:.0f} points {rate(EFFECT):.0%} "
+            f"(`ratchet gate plan --eval-prompts {size}`)"
+        )
+    short = min(sources, key=lambda s: s.heldout)
+    why = f"{short.name} gives {short.heldout} and every source gives an equal share" if n > 1 else "all the file gives"
+    need = heldout_fraction * -(-target // n) / max(per_source, 1)
+    fix = (
+        f"raise tasks.heldout_fraction to ~{min(-(-need * 100 // 5) * 5 / 100, 0.5):g} in {config_name} (it is "
+        f"{heldout_fraction:g}: that share of the questions, by hash, is held out)"
+        + ("" if need <= 0.5 else ", and add tasks: half of them would still be too few")
+    )
+    return size, (
+        f"held-out set: only {size} prompts ({why}); the gate's plan needs ~{target} to promote a true +5 points 80% of the "
+        f"time: at {size} it promotes a true +10 points {rate(0.10):.0%} of the time, +5 points {rate(EFFECT):.0%}. "
+        f"To promote smaller real gains, {fix}"
+    )
+
+
 def starter_config(
     files: list[Path], config_path: Path, *, fewshot: int = FEWSHOT, verifier: str | None = None
-) -> tuple[str, dict[Path, str]]:
-    """The TOML text of a campaign over ``files`` and the few-shot files it names (path -> JSONL text).
+) -> tuple[str, dict[Path, str], list[str]]:
+    """The TOML text of a campaign over ``files``, the few-shot files it names (path -> JSONL text), and the lines
+    the terminal shows about what was chosen and why (the held-out size: ``heldout_plan``).
 
     Raises:
         TaskDataError: a file cannot be loaded, or the files leave no held-out prompt for some source.
@@ -155,8 +204,9 @@ def starter_config(
     if len(set(names)) < len(names):
         sources = [StarterSource(**{**s.__dict__, "name": f"{s.name}-{i}"}) for i, s in enumerate(sources)]
     # TaskSet.draw splits the held-out set over the (equally weighted) sources: each must hold its share.
-    n = len(sources)
-    heldout = min(min(s.heldout for s in sources), MAX_HELDOUT // n) * n
+    heldout, plan_line = (
+        heldout_plan(sources, t.heldout_fraction, config_path.name) if all(s.heldout for s in sources) else (0, "")
+    )
     if heldout < 1:
         empty = [s.name for s in sources if s.heldout == 0]
         raise TaskDataError(
@@ -170,14 +220,13 @@ def starter_config(
     prompt_tokens = max(s.longest_prompt_chars / CHARS_PER_TOKEN + 10 * (2 * fewshot + 2) for s in sources)
     max_seq_len = -(-int(prompt_tokens + cap + 1) // 64) * 64
     lines = [
-        f"# Written by `ratchet init --tasks`: a first campaign over {', '.join(str(f) for f in files)}.",
+        f"# Written by `ratchet init --tasks`: a first campaign over {', '.join(config_relative(f, config_dir) for f in files)}.",
         "# Every other key takes its default (`ratchet init --path full.toml` writes them all, with what each does).",
         "# Check it without starting a round: `ratchet run --dry-run --config " + config_path.name + "`.",
         f"campaign = {toml_value(sources[0].name)}",
         "",
         "[tasks]",
-        f"# every source can give its share of {heldout} held-out prompts (at most {MAX_HELDOUT}: enough for the gate to see a",
-        "# few-point change; fewer make the gate promote only large gains)",
+        *(f"# {line}" for line in textwrap.wrap(plan_line, 116)),
         f"heldout_prompts = {heldout}",
         f"train_prompts_per_round = {train}",
         "",
@@ -202,7 +251,12 @@ def starter_config(
     ]
     extra: dict[Path, str] = {}
     for s in sources:
-        lines += ["", "[[tasks.sources]]", f"name = {toml_value(s.name)}", f"path = {toml_value(str(s.path))}"]
+        lines += [
+            "",
+            "[[tasks.sources]]",
+            f"name = {toml_value(s.name)}",
+            f"path = {toml_value(config_relative(s.path, config_dir))}",
+        ]
         lines += [f"{k} = {toml_value(v)}" for k, v in s.fields.items()]
         lines += [f"system_prompt = {toml_value(DEFAULT_SYSTEM_PROMPTS[s.format])}"]
         if s.format == "math" and s.shots:
@@ -210,7 +264,7 @@ def starter_config(
             extra[shot_path] = "".join(json.dumps({"question": q, "answer": a}, ensure_ascii=False) + "\n" for q, a in s.shots)
             lines += [
                 f"fewshot = {len(s.shots)}",
-                f"fewshot_path = {toml_value(str(shot_path))}  # worked examples from the file",
+                f"fewshot_path = {toml_value(config_relative(shot_path, config_dir))}  # worked examples from the file",
             ]
         elif s.format == "records":
             lines += ["fewshot = 0  # each record's prompt is the whole chat; the verifier decides what it reads"]
@@ -218,4 +272,4 @@ def starter_config(
             lines += [f"fewshot = {min(fewshot, 1)}  # the file's own reference solution as the example"]
         else:
             lines += ["fewshot = 0  # the file has only bare answers: no worked example to show"]
-    return "\n".join(lines) + "\n", extra
+    return "\n".join(lines) + "\n", extra, [plan_line]

@@ -132,10 +132,12 @@ class TaskSet:
         if not cfg.evals:
             got = self.draw(t.heldout_prompts, "heldout", seed=t.seed)
             if len(got) < t.heldout_prompts:
+                need = min(0.9, t.heldout_fraction * t.heldout_prompts / max(len(got), 1))
                 raise TaskDataError(
                     f"tasks.heldout_prompts = {t.heldout_prompts} but the tasks hold only {len(got)} held-out prompts "
-                    f"({t.heldout_fraction:.0%} of the questions, by hash); set tasks.heldout_prompts <= {len(got)} "
-                    "or add tasks"
+                    f"({t.heldout_fraction:.0%} of the questions, by hash); raise tasks.heldout_fraction (about "
+                    f"{-(-need * 100 // 5) * 5 / 100:g} would hold them; it moves questions out of training), set "
+                    f"tasks.heldout_prompts <= {len(got)}, or add tasks"
                 )
             return [("heldout", got)]
         return [(e.name, self._eval_entry(e, t.seed, t.heldout_fraction)) for e in cfg.evals]

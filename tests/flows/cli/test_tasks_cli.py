@@ -89,7 +89,7 @@ def test_unreadable_task_file_is_one_line(tmp_path):
         (
             b"".join(b'{"question": "q%d?", "answer": "%d"}\n' % (i, i) for i in range(3)),
             "heldout_prompts = 48\n",
-            "set tasks.heldout_prompts <= ",
+            "raise tasks.heldout_fraction (about 0.9 would hold them; it moves questions out of training), set tasks.heldout_prompts <= ",
         ),
         (b'{"question": "q?", "answer": "1"}\n', "heldout_prompts = 100000000\n", "tasks.heldout_prompts"),
     ],

@@ -2,6 +2,7 @@
 (issue 24, findings 2-4)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -72,3 +73,47 @@ def test_init_tasks_refuses_a_bad_file_in_one_line(tmp_path):
     bad.write_text('{"question": "q?", "answer": "\\\\frac{"}\n')
     r = runner.invoke(app, ["init", "--tasks", str(bad), "--path", str(tmp_path / "r.toml")])
     assert r.exit_code == 2 and "cannot be parsed by the math verifier" in r.stderr and not (tmp_path / "r.toml").exists()
+
+
+def test_init_writes_paths_relative_to_the_config_folder_so_the_folder_can_move(tmp_path):
+    """Issue 42, finding 3: the task file and the few-shot file under the config's folder are written relative to it
+    (read against the config's folder, whatever the working directory); a file elsewhere stays absolute."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    gsm = gsm8k_file(proj / "data" / "gsm.jsonl")
+    outside = metamath_file(tmp_path / "meta.jsonl")
+    r = runner.invoke(app, ["init", "--tasks", str(gsm), str(outside), "--path", str(proj / "ratchet.toml")])
+    assert r.exit_code == 0, r.output
+    text = (proj / "ratchet.toml").read_text()
+    assert 'path = "data/gsm.jsonl"' in text and 'fewshot_path = "ratchet.gsm.fewshot.jsonl"' in text
+    assert f'path = "{outside}"' in text and str(proj) not in text
+    moved = shutil.move(str(proj), str(tmp_path / "elsewhere"))  # the folder goes to the server
+    cfg = load_config(Path(moved) / "ratchet.toml")
+    assert cfg.tasks.sources[0].path == str(Path(moved) / "data" / "gsm.jsonl")
+    assert len(TaskSet(cfg.tasks).eval_prompts(cfg)) == cfg.tasks.heldout_prompts
+
+
+def test_init_sizes_the_heldout_set_with_the_gate_plan_and_says_why(tmp_path):
+    """Issue 42, finding 5: the size comes from the gate's plan (capped by what the files give, each source its equal
+    share); the terminal says what was chosen, the promote rates at that size and the fix naming
+    tasks.heldout_fraction."""
+    from ratchet.loop.config import GateConfig
+    from ratchet.loop.gate.error_rates import needed_prompts, rounded_up
+
+    target = rounded_up(needed_prompts(GateConfig(), 100))
+    small = gsm8k_file(tmp_path / "small.jsonl")
+    r = runner.invoke(app, ["init", "--tasks", str(small), "--path", str(tmp_path / "s.toml")])
+    assert r.exit_code == 0, r.output
+    cfg = load_config(tmp_path / "s.toml")
+    line = " ".join(r.stdout.split())
+    assert f"held-out set: only {cfg.tasks.heldout_prompts} prompts (all the file gives)" in line
+    assert f"needs ~{target}" in line and "raise tasks.heldout_fraction to ~" in line and "in s.toml" in line
+    assert "promotes a true +10 points" in line
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(json.dumps({"question": f"What is {i} + 3?", "answer": f"#### {i + 3}"}) + "\n" for i in range(3000)))
+    r = runner.invoke(app, ["init", "--tasks", str(big), "--path", str(tmp_path / "b.toml")])
+    assert r.exit_code == 0, r.output
+    assert load_config(tmp_path / "b.toml").tasks.heldout_prompts == target
+    assert f"held-out set: {target} prompts" in " ".join(r.stdout.split())
