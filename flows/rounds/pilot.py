@@ -1,6 +1,7 @@
 """The pilot ``ratchet run`` samples before a campaign's first round (``[preflight] pilot``).
 
-A few of round 1's train prompts, ``group_size`` samples each, from the model that will generate (the base, or
+A few of round 1's train prompts (``preflight.pilot_prompts``, more when ``group_size`` is small: at least 22 samples,
+so that a true pass rate of 10% shows a correct one 90% of the time), ``group_size`` samples each, from the model that will generate (the base, or
 ``generation.teacher``), on an engine placed as a round's (``ratchet.flows.compute.engine``) and at its sampling settings and
 cap, verified as the round would. Only when many are cut at the cap does it sample them once more with a longer cap
 (``ratchet.loop.train.pilot_checks.probe_cap``) to name a cap that fits, so a pilot that finds nothing wrong costs one
@@ -26,7 +27,7 @@ from ratchet.loop.evaluation.scoring import score_items
 from ratchet.loop.generation.sampling import Completion, SamplingParams
 from ratchet.loop.tasks.sources import Prompt
 from ratchet.loop.train.lengths import round_max_new_tokens
-from ratchet.loop.train.pilot_checks import TRUNCATED_SHARE, PilotResult, probe_cap
+from ratchet.loop.train.pilot_checks import TRUNCATED_SHARE, PilotResult, pilot_samples, probe_cap
 from ratchet.verifiers.plugins import PluginError
 from ratchet.verifiers.verdict import Verdict
 
@@ -45,7 +46,9 @@ def run_pilot(cfg: RatchetConfig) -> PilotResult | None:
     if ctx.cfg.algorithm == "sft":
         return None
     episodic = {s.source_name() for s in ctx.cfg.tasks.sources if s.environment}  # multi-turn: not a one-shot pilot's
-    prompts = [p for p in ctx.train_prompts() if p.source not in episodic][: cfg.preflight.pilot_prompts]
+    # enough samples that its 'nothing to train on' warning is right >= 90% of the time (pilot_checks.pilot_samples)
+    wanted = max(cfg.preflight.pilot_prompts, -(-pilot_samples() // max(ctx.cfg.generation.group_size, 1)))
+    prompts = [p for p in ctx.train_prompts() if p.source not in episodic][:wanted]
     if not prompts:
         return None
     cap = round_max_new_tokens(ctx.cfg, None)  # round 1's cap ('auto': its minimum)

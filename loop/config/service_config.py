@@ -95,10 +95,15 @@ class PreflightConfig(_Frozen):
         description="Before a campaign's first round, `ratchet run` (and --dry-run, `ratchet check`) samples "
         "pilot_prompts train prompts x group_size with the model that will generate, at the round's sampling settings, "
         "and warns, one line each, about completions cut at max_new_tokens (with a cap that fits), a pass rate of 0 "
-        "(nothing to train on) and no parseable answer. false: skip it (tests, CI).",
+        "(with its 95% bound, the verdict reasons and a sample) and no parseable answer. false: skip it (tests, CI).",
     )
     pilot_prompts: int = Field(
-        4, ge=1, le=64, description="Train prompts the pilot samples (each group_size times); the first of round 1's draw."
+        4,
+        ge=1,
+        le=64,
+        description="Train prompts the pilot samples (each group_size times), the first of round 1's draw; more when "
+        "group_size is small: at least 22 samples, so that its 'few correct rollouts to train on' warning is wrong (a "
+        "true pass rate >= 10%) at most 10% of the time.",
     )
 
 

@@ -9,9 +9,11 @@ into one line per problem; it generates nothing.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ratchet.loop.evaluation.metrics import wilson_interval
 from ratchet.loop.generation.sampling import Completion
 from ratchet.loop.train.lengths import AUTO_FACTOR
 
@@ -19,6 +21,33 @@ PROBE_FACTOR = 4  # cut completions are sampled again with up to 4 x the round's
 PROBE_MAX_TOKENS = 512  # ... bounded: that second sample runs to its cap while any sequence rambles
 TRUNCATED_SHARE = 0.25  # warn when at least this share of the pilot's completions would be cut at the round's cap
 UNPARSED = ("no_answer", "parse_error", "ambiguous")  # verdict reasons that mean no answer could be read
+FEW_RATE = 0.10  # a base pass rate below this leaves a round few verified-correct rollouts (RFT) or varied groups (GRPO)
+WRONG_WARNING = 0.10  # the 'nothing to train on' warning may be wrong (a true rate >= FEW_RATE) at most this often
+
+
+def pilot_samples(rate: float = FEW_RATE, error: float = WRONG_WARNING) -> int:
+    """Samples the pilot draws at least so that a true pass rate of ``rate`` shows no correct sample at most ``error``
+    of the time: ``ceil(log(error) / log(1 - rate))`` (P(0 of n) = (1 - rate)^n); 22 at the defaults."""
+    return math.ceil(math.log(error) / math.log(1 - rate))
+
+
+def rate_upper_bound(k: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided exact (Clopper-Pearson, 1934) upper bound on a pass rate after ``k`` correct of ``n``: the rate at
+    which P(X <= k) = 1 - ``confidence`` for X ~ Binomial(n, rate), by bisection (0 of n: 1 - (1 - confidence)^(1/n)).
+
+    Raises:
+        ValueError: ``n`` < 1 or ``k`` outside [0, n].
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"rate_upper_bound needs 0 <= k <= n and n >= 1 (got k={k}, n={n})")
+    if k == n:
+        return 1.0
+    cdf = lambda p: sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))  # noqa: E731
+    lo, hi = k / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) > 1 - confidence else (lo, mid)
+    return hi
 
 
 def probe_cap(cap: int) -> int:
@@ -63,13 +92,28 @@ class PilotResult:
     auto: bool = False
 
     def summary(self) -> str:
-        """One line: what was sampled and how it scored."""
+        """One line: what was sampled, how it scored (with the 95% Wilson interval of the pass rate) and the verdict
+        reasons' counts."""
         n = len(self.completions)
         cut = sum(c.finish_reason == "length" for c in self.completions)
+        k = sum(self.correct)
+        lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
         return (
             f"pilot: {self.prompts} train prompt(s) x {n // max(self.prompts, 1)} samples of the base model: "
-            f"{sum(self.correct)}/{n} verified correct, {cut}/{n} cut at max_new_tokens = {self.cap}"
+            f"{k}/{n} verified correct (the true rate could be {lo:.0%}-{hi:.0%}, 95%), {cut}/{n} cut at "
+            f"max_new_tokens = {self.cap}; verdicts: {self.reason_counts()}"
         )
+
+    def reason_counts(self) -> str:
+        """``'wrong_answer 12, no_answer 4'``: the verdict reasons, most frequent first."""
+        return ", ".join(f"{r} {c}" for r, c in Counter(self.reasons).most_common())
+
+    def sample_text(self, width: int = 100) -> str:
+        """One completion, whitespace collapsed and cut to ``width`` characters, quoted as text (``repr``): the first
+        wrong one, else the first."""
+        pick = next((c for c, ok in zip(self.completions, self.correct) if not ok), self.completions[0])
+        text = " ".join(pick.text.split())
+        return repr(text[:width] + ("…" if len(text) > width else ""))
 
     def warnings(self) -> list[str]:
         """One line per problem that would waste the round: completions cut at the cap (with a cap that fits), a pass
@@ -88,9 +132,13 @@ class PilotResult:
             )
         if not any(self.correct):
             trainer = "GRPO" if self.algorithm == "grpo" else "RFT"
+            shown = 1 - (1 - FEW_RATE) ** n  # how often a true rate of FEW_RATE shows a correct sample in n
             out.append(
-                f"pilot: base pass rate 0/{n} on {self.prompts} train prompt(s): {trainer} will have nothing to train on: "
-                "raise group_size, add easier prompts, or use a teacher (generation.teacher)"
+                f"pilot: 0/{n} verified correct on {self.prompts} train prompt(s): the true base rate could still be up "
+                f"to ~{rate_upper_bound(0, n):.0%} (95% bound), but a rate of {FEW_RATE:.0%} or more would have shown a "
+                f"correct sample {shown:.0%} of the time, so {trainer} will likely find few correct rollouts to train on "
+                f"(verdicts: {self.reason_counts()}; e.g. {self.sample_text()}): raise group_size, add easier prompts, "
+                "or use a teacher (generation.teacher)"
             )
         if all(r in UNPARSED for r in self.reasons):
             example = self.completions[0].text.strip()[:80]

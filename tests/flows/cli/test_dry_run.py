@@ -65,10 +65,16 @@ def test_pilot_says_what_would_waste_the_round(tmp_path, tiny_model_dir):
     cfg = _sums_config(tmp_path, tiny_model_dir)
     r = runner.invoke(app, ["check", "--config", str(cfg)])
     assert r.exit_code == 0 and "passed every preflight check (store, model, tasks, lengths, disk, gate, pilot)" in r.stdout
+    # issue 42, finding 4: each count with its evidence; pilot_prompts = 2 x G = 2 is raised to round 1's whole draw
+    # of 8 prompts (22 samples wanted), so a true 10% would show a correct sample 81% of the time
+    line = " ".join(r.stderr.split())
     assert (
-        "pilot: 2 train prompt(s) x 2 samples of the base model: 0/4 verified correct, 0/4 cut at max_new_tokens = 12" in r.stderr
-    )
-    assert "RFT will have nothing to train on: raise group_size, add easier prompts, or use a teacher" in r.stderr
+        "pilot: 8 train prompt(s) x 2 samples of the base model: 0/16 verified correct (the true rate could be 0%-19%, "
+        "95%), 0/16 cut at max_new_tokens = 12; verdicts: wrong 16" in line
+    ), line
+    assert "pilot: 0/16 verified correct on 8 train prompt(s): the true base rate could still be up to ~17%" in line
+    assert "would have shown a correct sample 81% of the time" in line
+    assert "RFT will likely find few correct rollouts to train on (verdicts: wrong 16; e.g. 'Answer: 7')" in line
     assert "completions are cut" not in r.stderr and "parseable" not in r.stderr  # 'Answer: 7' fits and is read
     assert not (tmp_path / "r.duckdb").exists()  # the pilot writes nothing either
 

@@ -75,7 +75,7 @@ def test_dry_run_names_the_verifier_and_the_pilot_stops_on_a_broken_one(own, tmp
     r = runner.invoke(app, ["check", "--config", str(cfg)])
     assert r.exit_code == 2, r.output
     last = r.stderr.strip().splitlines()[-1]  # (above it, under CliRunner: Prefect's handler on a closed stream)
-    assert "the verifier 'own_checks:boom' of tasks source 'own' failed on 4/4 samples" in last
+    assert "the verifier 'own_checks:boom' of tasks source 'own' failed on 16/16 samples" in last
     assert "RuntimeError: my verifier is broken" in last
     assert not (tmp_path / "r.duckdb").exists()
 

@@ -41,8 +41,26 @@ def test_nothing_right_and_nothing_parseable():
     comps = [comp(8, True, "I think it is big")] * 3
     w = result(comps, [False] * 3, ["no_answer", "no_answer", "parse_error"], algorithm="grpo").warnings()
     assert len(w) == 2
-    assert w[0].startswith("pilot: base pass rate 0/3 on 1 train prompt(s): GRPO will have nothing to train on: raise group_size")
+    assert w[0].startswith("pilot: 0/3 verified correct on 1 train prompt(s): the true base rate could still be up to ~63%")
+    assert "GRPO will likely find few correct rollouts" in w[0] and "verdicts: no_answer 2, parse_error 1" in w[0]
+    assert "e.g. 'I think it is big'" in w[0] and w[0].endswith("or use a teacher (generation.teacher)")
     assert "none of the 3 completions has a parseable answer (e.g. 'I think it is big')" in w[1]
     assert len(result(comps, [False] * 3, ["wrong"] * 3).warnings()) == 1  # answers read, all wrong: one line
     s = result(comps, [False, True, False], ["wrong", "ok", "wrong"]).summary()
-    assert s == "pilot: 1 train prompt(s) x 3 samples of the base model: 1/3 verified correct, 0/3 cut at max_new_tokens = 32"
+    assert s == (
+        "pilot: 1 train prompt(s) x 3 samples of the base model: 1/3 verified correct (the true rate could be 6%-79%, "
+        "95%), 0/3 cut at max_new_tokens = 32; verdicts: wrong 2, ok 1"
+    )
+
+
+def test_the_zero_rate_warning_carries_its_evidence_and_its_sample_is_sized_to_be_right():
+    """Issue 42, finding 4: '0/16' is said with its uncertainty (the true rate could still be ~17%), and the pilot
+    samples enough that a true rate of 10% shows a correct sample >= 90% of the time."""
+    from ratchet.loop.train.pilot_checks import FEW_RATE, WRONG_WARNING, pilot_samples, rate_upper_bound
+
+    assert abs(rate_upper_bound(0, 16) - (1 - 0.05 ** (1 / 16))) < 1e-9 and round(rate_upper_bound(0, 16), 2) == 0.17
+    assert 0.25 < rate_upper_bound(3, 20) < 0.35 and rate_upper_bound(5, 5) == 1.0  # exact CP: 3/20 -> 0.34
+    n = pilot_samples()
+    assert n == 22 and (1 - FEW_RATE) ** n <= WRONG_WARNING < (1 - FEW_RATE) ** (n - 1)
+    w = result([comp(8, True, "Answer: 3")] * 16, [False] * 16, ["wrong_answer"] * 16).warnings()
+    assert "0/16 verified correct" in w[0] and "up to ~17% (95% bound)" in w[0] and "81% of the time" in w[0]
