@@ -117,9 +117,15 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
     """PNG (bytes) of a campaign's held-out pass@1 across rounds, or None when the campaign has no rounds yet.
 
     x: round index (0 = the base model); line: pass@1 of the checkpoint each round ends with;
-    points: each round's candidate, coloured by the gate's decision; failed or unfinished rounds
-    are marked on the axis.
+    points: each round's candidate, coloured by the gate's decision; a round without a decision is a vertical line
+    (dashed and labelled while it runs), never a point.
     """
+    drawn = pass1_axes(con, campaign)
+    return None if drawn is None else _png(*drawn)
+
+
+def pass1_axes(con: duckdb.DuckDBPyConnection, campaign: str):
+    """The pass@1 plot's matplotlib ``(Figure, Axes)`` before rendering (``pass1_plot``), or None without rounds."""
     from matplotlib.figure import Figure
 
     base, _ = campaign_table(con, campaign)
@@ -144,9 +150,17 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
             ax.scatter(
                 [x for x, _ in pts], [y for _, y in pts], color=color, marker="D", zorder=3, label=f"candidate: {decision}"
             )
-    undecided = [h["round_index"] for h in hist if h["decision"] is None]
-    if undecided:
-        ax.scatter(undecided, [0.0] * len(undecided), color="#7f7f7f", marker="x", zorder=3, label="no gate (failed / running)")
+    # A round without a gate decision has no pass@1 to plot: a vertical line at its index says so (a mark at 0.0 read as
+    # a pass@1 of 0; issue 42, finding 10), dashed while it runs.
+    for running, style, label in (
+        (True, "--", "running: no decision yet"),
+        (False, ":", "no gate (failed, crashed, interrupted)"),
+    ):
+        xs = [h["round_index"] for h in hist if h["decision"] is None and (h["status"] == "running") == running]
+        for i, x in enumerate(xs):
+            ax.axvline(x, color="#7f7f7f", linestyle=style, linewidth=1.2, label=label if i == 0 else None)
+            if running:
+                ax.text(x, 0.5, f" round {x} running", rotation=90, va="center", color="#555555", fontsize=8)
     last = max(h["round_index"] for h in hist)
     ax.set(
         xlim=(-0.5, last + 0.5),
@@ -156,13 +170,19 @@ def pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
         title=f"campaign {campaign}: held-out pass@1 across rounds",
     )
     ax.set_xticks(range(0, last + 1))
-    return _png(fig, ax)
+    return fig, ax
 
 
 def drift_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
     """PNG (bytes) of the drift curve: each eval set's candidate pass@1 minus the base's, by round
     (``store.reports.drift_history``), the drift set's upper bound as triangles and ``-gate.max_drift`` as a dashed
     line; None when no round measured drift."""
+    drawn = drift_axes(con, campaign)
+    return None if drawn is None else _png(*drawn)
+
+
+def drift_axes(con: duckdb.DuckDBPyConnection, campaign: str):
+    """The drift plot's matplotlib ``(Figure, Axes)`` before rendering (``drift_plot``), or None without drift."""
     from matplotlib.figure import Figure
 
     hist = drift_history(con, campaign)
@@ -183,8 +203,26 @@ def drift_plot(con: duckdb.DuckDBPyConnection, campaign: str) -> bytes | None:
     if limit is not None:
         ax.axhline(-limit, color="#d62728", linestyle="--", linewidth=1, label=f"-gate.max_drift ({limit:g})")
     ax.axhline(0.0, color="#7f7f7f", linewidth=0.8)
-    ax.set(xlabel="round", ylabel="pass@1 change from the base", title=f"campaign {campaign}: drift from the base")
-    return _png(fig, ax)
+    # Axes that read in points: at least -0.1 .. +0.1 around the data, 0 and the limit (matplotlib's autoscale around a
+    # single round's point read 0.96-1.04, issue 42, finding 10), whole rounds on x.
+    ys = (
+        [h["change"] for h in hist if h["change"] is not None]
+        + [y for _, y in ubs]
+        + [0.0]
+        + ([-limit] if limit is not None else [])
+    )
+    lo, hi = min(ys) - 0.02, max(ys) + 0.02
+    pad = max(0.0, 0.2 - (hi - lo)) / 2
+    rounds = sorted({h["round_index"] for h in hist})
+    ax.set(
+        xlabel="round",
+        ylabel="pass@1 change from the base",
+        title=f"campaign {campaign}: drift from the base",
+        ylim=(lo - pad, hi + pad),
+        xlim=(rounds[0] - 0.5, rounds[-1] + 0.5),
+    )
+    ax.set_xticks(rounds)
+    return fig, ax
 
 
 def write_pass1_plot(con: duckdb.DuckDBPyConnection, campaign: str, path: str | Path) -> Path | None:

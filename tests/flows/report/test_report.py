@@ -214,3 +214,28 @@ def test_report_counts_a_records_sources_verifier_errors(db, tmp_path):
     out = tmp_path / "r.html"
     assert runner.invoke(app, ["report", "--db", str(db), "--out", str(out)]).exit_code == 0
     assert "rollout/verifier_errors" in page_text(out.read_text())
+
+
+def test_a_running_round_is_marked_running_not_plotted_at_zero_and_one_rounds_drift_reads_in_points(db, monkeypatch):
+    """Issue 42, finding 10: `ratchet report` during a round drew it at pass@1 0.0, and one round's drift axis read
+    0.96-1.04. A round without a decision is a vertical line now (dashed while it runs), and the drift axes span at
+    least -0.1 .. +0.1 around the data, whole rounds on x."""
+    from ratchet.flows.report import render
+
+    with transaction(db) as con:
+        insert_rows(con, "rounds", [dict(round_id="c1-r3", campaign_id="c1", round_index=3, incumbent_checkpoint_id="C", status="running", started_at=T0, finished_at=None)])  # fmt: skip
+    with connect(db, read_only=True) as con:
+        _, ax = render.pass1_axes(con, "one")
+    vlines = {(line.get_xdata()[0], line.get_linestyle()) for line in ax.lines if len(set(line.get_xdata())) == 1}
+    assert (3, "--") in vlines and (2, ":") in vlines  # running round 3; round 2 failed before its gate
+    labels = ax.get_legend_handles_labels()[1]
+    assert "running: no decision yet" in labels and "no gate (failed, crashed, interrupted)" in labels
+    points = [tuple(xy) for c in ax.collections for xy in c.get_offsets()]
+    assert not any(x in (2, 3) for x, _ in points)  # nothing drawn at a pass@1 those rounds do not have
+    assert any("round 3 running" in t.get_text() for t in ax.texts)
+    row = dict(round_index=1, eval_name="heldout", role="gating", change=0.01, drift_upper_bound=None, max_drift=None)
+    monkeypatch.setattr(render, "drift_history", lambda con, campaign: [row])
+    with connect(db, read_only=True) as con:
+        _, ax = render.drift_axes(con, "one")
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= 0.2 - 1e-9 and lo < 0 < 0.01 < hi and list(ax.get_xticks()) == [1]
