@@ -18,7 +18,7 @@ from ratchet.flows.cli import (
 from ratchet.flows.cli.report_command import report
 from ratchet.flows.cli.sql_command import sql
 from ratchet.flows.cli.status_command import status
-from ratchet.flows.cli.track_command import track
+from ratchet.flows.cli.track_command import publish, track
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
 app = typer.Typer(
@@ -37,6 +37,7 @@ recipe_commands.register(app)  # audit-gold, sweep
 campaign_commands.register(app)  # campaign, export, gc
 gate_commands.register(app)
 app.command("track")(track)
+app.command("publish")(publish)
 app.command("sql")(sql)
 tasks_commands.register(app)
 

@@ -161,6 +161,22 @@ def mlflow_name(name: str) -> str:
     return re.sub(r"[^\w\-.:/ ]", "_", name.replace("@", "_at_"))
 
 
+def mlflow_experiment(client, uri: str, experiment: str) -> str:
+    """The id of MLflow ``experiment`` on ``client`` (created when missing; with a ``sqlite:///`` URI its artifacts go
+    to ``mlflow-artifacts/`` beside the database file, not under the working directory).
+
+    Raises:
+        MlflowException: as MLflow's client does.
+    """
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return exp.experiment_id
+    where = None
+    if uri.startswith("sqlite:///"):
+        where = (Path(uri[len("sqlite:///") :]).resolve().parent / "mlflow-artifacts").as_uri()
+    return client.create_experiment(experiment, artifact_location=where)
+
+
 def _to_mlflow(uri: str, experiment: str, records: list[RoundRecord], artifacts: list[Path]) -> tuple[int, int]:
     """One MLflow run per round (named ``<campaign>-round-<n>``, tagged ``ratchet.round_id``) in ``experiment``."""
     if uri.startswith("file:"):  # MLflow 3 keeps its file store in maintenance mode behind this switch
@@ -172,14 +188,7 @@ def _to_mlflow(uri: str, experiment: str, records: list[RoundRecord], artifacts:
 
     try:
         client = MlflowClient(tracking_uri=uri)
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            where = None
-            if uri.startswith("sqlite:///"):  # artifacts beside the database, not under the working directory
-                where = (Path(uri[len("sqlite:///") :]).resolve().parent / "mlflow-artifacts").as_uri()
-            exp_id = client.create_experiment(experiment, artifact_location=where)
-        else:
-            exp_id = exp.experiment_id
+        exp_id = mlflow_experiment(client, uri, experiment)
         held = {}
         for run in client.search_runs([exp_id], max_results=50_000):
             rid = run.data.tags.get("ratchet.round_id")

@@ -24,7 +24,7 @@ from ratchet.flows.rounds.gating.gate_inputs import (
 from ratchet.flows.rounds.gating.monitor_inputs import measure_stored, monitor_rows
 from ratchet.flows.rounds.gating.refresh import refresh_eval_set
 from ratchet.flows.rounds.gating.sequential_eval import evaluate_sequentially, sequential_warning
-from ratchet.flows.rounds.observe.closing import apply_retention, publish_round, track_round
+from ratchet.flows.rounds.observe.closing import apply_retention, publish_promoted, publish_round, track_round
 from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_owner, run_logger
 from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
 from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
@@ -408,6 +408,7 @@ def gate(config_path: str, round_index: int, incumbent: str, candidate: str | No
         set_round_status(con, ctx.round_id, "completed", finished_at=now(), stage_seconds_json=json.dumps(seconds))
     log.info("gate: %s (%s)", row["decision"], row["reason"])
     publish_round(ctx, row)
+    publish_promoted(ctx, row)  # [publish]: the promoted checkpoint to its model registries
     track_round(ctx)
     apply_retention(ctx)
     return {"decision": row["decision"], "reason": row["reason"]}

@@ -19,6 +19,7 @@ from ratchet.loop.config.ratchet_config import PHASE_SECTIONS, Algorithm, PhaseC
 from ratchet.loop.config.service_config import (
     PrefectConfig,
     PreflightConfig,
+    PublishConfig,
     RetentionConfig,
     ScheduleConfig,
     ServiceConfig,
@@ -56,6 +57,7 @@ __all__ = [
     "ScheduleConfig",
     "ServiceConfig",
     "TrackingConfig",
+    "PublishConfig",
     "TaskConfig",
     "TaskFormat",
     "TaskSourceConfig",

@@ -12,7 +12,14 @@ from ratchet.loop.config.compute import ComputeConfig
 from ratchet.loop.config.evaluation import EvalConfig, GateConfig
 from ratchet.loop.config.frozen import _Frozen, _merged, field_identity, identity
 from ratchet.loop.config.generation import ROLLOUT_TEMPERATURE, GenerationConfig, ModelConfig
-from ratchet.loop.config.service_config import PreflightConfig, RetentionConfig, ScheduleConfig, ServiceConfig, TrackingConfig
+from ratchet.loop.config.service_config import (
+    PreflightConfig,
+    PublishConfig,
+    RetentionConfig,
+    ScheduleConfig,
+    ServiceConfig,
+    TrackingConfig,
+)
 from ratchet.loop.config.tasks import EvalSetConfig, TaskConfig
 from ratchet.loop.config.training import GRPOConfig, SFTConfig
 from ratchet.loop.config.verifier import VerifierConfig
@@ -135,6 +142,11 @@ class RatchetConfig(_Frozen):
     tracking: TrackingConfig = Field(
         TrackingConfig(), description="[tracking]: MLflow, TensorBoard, W&B sinks.", json_schema_extra=identity("run")
     )
+    publish: PublishConfig = Field(
+        PublishConfig(),
+        description="[publish]: model registries every promoted checkpoint reaches (MLflow, the Hugging Face Hub).",
+        json_schema_extra=identity("run"),
+    )
     evals: tuple[EvalSetConfig, ...] = Field(
         (),
         description="[[evals]]: pinned evaluation sets; unset: tasks.heldout_prompts from the sources' held-out split.",
@@ -179,6 +191,11 @@ class RatchetConfig(_Frozen):
             raise ValueError(
                 f"gate.pass_at_k = {k} needs at least {k} sampled completions per held-out prompt (eval.num_samples = "
                 f"{self.eval.num_samples}); set eval.num_samples >= {k} or unset gate.pass_at_k"
+            )
+        if self.publish.mlflow_model and not (self.publish.mlflow or self.tracking.mlflow):
+            raise ValueError(
+                f"publish.mlflow_model = {self.publish.mlflow_model!r} needs an MLflow URI: set publish.mlflow (or "
+                "tracking.mlflow), e.g. 'sqlite:///mlflow.db'"
             )
         names = [e.name for e in self.evals]
         if self.evals and not any(e.role == "gate" for e in self.evals):

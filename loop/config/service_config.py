@@ -126,6 +126,31 @@ class TrackingConfig(_Frozen):
         return {k: v for k, v in (("mlflow", self.mlflow), ("tensorboard", self.tensorboard), ("wandb", self.wandb)) if v}
 
 
+class PublishConfig(_Frozen):
+    """Where every promoted checkpoint is published (docs/tracking.md, "Publishing what was promoted"); the store keeps
+    the lineage either way."""
+
+    mlflow_model: str | None = Field(
+        None,
+        description="MLflow registered model name: every checkpoint the gate promotes becomes a new version of it (its "
+        "weights, tokenizer and model card as the version's artifacts, its held-out pass@1 and lineage as tags), once "
+        "(idempotent on resume). Needs `pip install 'ratchet[tracking]'` and a URI: mlflow, else tracking.mlflow.",
+    )
+    mlflow: str | None = Field(
+        None, description="MLflow tracking/registry URI for mlflow_model; unset: tracking.mlflow (e.g. 'sqlite:///mlflow.db')."
+    )
+    hf_repo: str | None = Field(
+        None,
+        description="Hugging Face Hub repository ('org/name') every promoted checkpoint is pushed to (a commit per "
+        "promotion, model card included); needs a token (HF_TOKEN or `hf auth login`) and the Hub reachable, else the "
+        "push is refused in one line and `ratchet publish` does it later.",
+    )
+
+    def targets(self) -> list[str]:
+        """The registries this section names (``mlflow``, ``hf``)."""
+        return [name for name, on in (("mlflow", self.mlflow_model), ("hf", self.hf_repo)) if on]
+
+
 class PrefectConfig(_Frozen):
     """The Prefect server `ratchet up` starts (ignored when PREFECT_API_URL points at a running one)."""
 

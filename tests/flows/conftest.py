@@ -22,7 +22,7 @@ class TrackedCampaign:
 def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> TrackedCampaign:
     """Campaign 'tracked' (not 'tiny': Prefect artifact keys are per campaign name, and test_round's 'tiny' reads its
     own): one round of the tiny model whose gate promoted its candidate (margin 1: any candidate passes), run with
-    the default `[service] file_mode` under umask 022 and `[tracking]` MLflow and TensorBoard."""
+    the default `[service] file_mode` under umask 022 and `[tracking]` MLflow and TensorBoard, `[publish]` an MLflow registered model."""
     from ratchet.flows.rounds.campaign import run_campaign
     from ratchet.loop.campaign.round_context import save_config
     from ratchet.loop.config import load_config
@@ -51,6 +51,7 @@ def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> Track
             "gate.max_no_answer_rate": 1.0,
             "tracking.mlflow": tracked.mlflow_uri,
             "tracking.tensorboard": str(tracked.tensorboard_dir),
+            "publish.mlflow_model": "tracked-model",  # the promoted checkpoint registered (test_registry.py)
         },
     )
     umask = os.umask(0o022)  # the usual default: the flow's [service] file_mode (private) must tighten it

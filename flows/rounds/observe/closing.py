@@ -135,3 +135,24 @@ def track_round(ctx: Ctx) -> None:
             run_logger().info("tracking: %s %s: %d round(s) written, %d already there", name, uri, written, held)
         except Exception as e:  # noqa: BLE001 - sinks raise their own error types; the gated round is committed already
             run_logger().warning("tracking: %s %s failed (%s); `ratchet track --to %s` back-fills it later", name, uri, e, name)
+
+
+def publish_promoted(ctx: Ctx, row: dict) -> None:
+    """A promoted candidate to ``[publish]``'s registries (``ratchet.flows.report.registry``; idempotent: a resumed
+    round's checkpoint is registered once). A registry that fails is logged and skipped: the promotion is committed,
+    and ``ratchet publish --checkpoint ID`` does it later."""
+    pub = ctx.cfg.publish
+    if row.get("decision") != "promote" or not pub.targets():
+        return
+    from ratchet.flows.report.registry import publish_checkpoint
+
+    cid = row["candidate_checkpoint_id"]
+    try:
+        lines = publish_checkpoint(
+            ctx.db, ctx.cfg.campaign, cid, mlflow_model=pub.mlflow_model, mlflow_uri=pub.mlflow or ctx.cfg.tracking.mlflow,
+            hf_repo=pub.hf_repo, experiment=ctx.cfg.tracking.experiment,
+        )  # fmt: skip
+        for line in lines:
+            run_logger().info("publish: %s", line)
+    except Exception as e:  # noqa: BLE001 - registries raise their own errors; the promotion is committed already
+        run_logger().warning("publish: %s; `ratchet publish --checkpoint %s` does it later", e, cid)
