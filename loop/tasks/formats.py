@@ -1,6 +1,6 @@
 """Task formats: turn each record of a task file into a question, a gold and tests.
 
-Records come from ``ratchet.loop.tasks.readers`` (``.jsonl`` / ``.jsonl.gz``, ``.parquet``, a ``datasets.save_to_disk``
+Records come from ``ratchet.loop.tasks.readers`` (``.jsonl`` / ``.jsonl.gz``, ``.parquet``, ``.csv``/``.tsv``, a ``datasets.save_to_disk``
 folder; each within bounds). Formats:
 
 * ``math``: ``question`` (or ``problem``/``prompt``) and a gold ``answer`` (GSM8K ``... #### 42``) or a

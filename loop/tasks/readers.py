@@ -1,6 +1,8 @@
 """Reading a task file's records within bounds: ``.jsonl`` / ``.jsonl.gz`` line by line (an error names its line),
-``.parquet`` (its footer and its decoded text checked before any row is built) and a ``datasets.save_to_disk``
-folder. ``ratchet.loop.tasks.formats`` turns each record into a task.
+``.parquet`` (its footer and its decoded text checked before any row is built), ``.csv``/``.tsv`` with a header row
+(every value a string) and a ``datasets.save_to_disk`` folder. A UTF-8 byte-order mark is skipped; a JSON array or a
+pretty-printed JSON document given as JSON Lines is refused with the command that converts it.
+``ratchet.loop.tasks.formats`` turns each record into a task.
 """
 
 from __future__ import annotations
@@ -83,9 +85,47 @@ def _open_jsonl(
                         f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}); re-save the file as UTF-8, "
                         f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.jsonl`"
                     ) from None
+                if lineno == 1:  # a byte-order mark (Excel, Notepad) is not part of the first record
+                    text = text.removeprefix("\ufeff")
                 yield lineno, text.rstrip("\r\n")
     except (OSError, EOFError, zlib.error) as e:
         raise TaskDataError(f"{path}: cannot read it ({type(e).__name__}: {e}); re-download or re-compress the file") from None
+
+
+def _not_lines(path: Path) -> str:
+    """The message for a JSON array or a multi-line JSON document given as a task file, with the command that fixes it."""
+    return (
+        "a JSON array or a JSON document over several lines, not JSON Lines (one task object per line); convert it: "
+        f'`python -c "import json,sys; [print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]" {path.name} > tasks.jsonl`'
+    )
+
+
+def _read_csv(path: Path, max_records: int, max_text: int) -> Iterator[tuple[str, dict]]:
+    """``(file:line, row)`` of a CSV (``.tsv``: tab-separated) file with a header row, every value a string, read with
+    Python's ``csv`` module (a UTF-8 byte-order mark is skipped).
+
+    Raises:
+        TaskDataError: the file is larger than ``max_text`` bytes, holds more than ``max_records`` rows, a cell is
+            larger than a task line may be, it is not UTF-8, or it has no header row.
+    """
+    import csv
+
+    if path.stat().st_size > max_text:
+        raise TaskDataError(f"{path}: more than {max_text // 1024**2} MiB of text; {_RAISE}")
+    csv.field_size_limit(MAX_TASK_LINE_BYTES)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            if not reader.fieldnames:
+                raise TaskDataError(f"{path}: no header row; the first line must name the columns, e.g. question,answer")
+            for count, row in enumerate(reader, 1):
+                if count > max_records:
+                    raise TaskDataError(f"{path}:{reader.line_num}: more than {max_records:,} records; {_RAISE}")
+                yield f"{path}:{reader.line_num}", {k: v for k, v in row.items() if k is not None}
+    except UnicodeDecodeError as e:
+        raise TaskDataError(f"{path}: not UTF-8 text (byte at {e.start}); re-save the file as UTF-8") from None
+    except csv.Error as e:
+        raise TaskDataError(f"{path}: not a readable CSV file ({e}); quote cells that hold the delimiter or newlines") from None
 
 
 def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
@@ -101,11 +141,14 @@ def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
         return
     if not path.is_file():
         raise TaskDataError(
-            f"task file {path} does not exist; point path at a .jsonl, .jsonl.gz, .parquet or save_to_disk folder"
+            f"task file {path} does not exist; point path at a .jsonl, .jsonl.gz, .parquet, .csv or save_to_disk folder"
         )
     max_records, max_text = task_file_bounds()
     if path.suffix == ".parquet":
         yield from _read_parquet(path, max_records, max_text)
+        return
+    if path.suffix.lower() in (".csv", ".tsv"):
+        yield from _read_csv(path, max_records, max_text)
         return
     count = 0
     for lineno, line in _open_jsonl(path, max_bytes=max_text):
@@ -117,11 +160,15 @@ def read_records(spec: RecordFields) -> Iterator[tuple[str, dict]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
+            if count == 1 and line.strip()[:1] in ("[", "{"):  # a JSON document over several lines, not JSON Lines
+                raise TaskDataError(f"{path}:{lineno}: {_not_lines(path)}") from None
             raise TaskDataError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line must be one JSON object") from None
         except RecursionError:  # Python's JSON reader recurses per nesting level
             raise TaskDataError(
                 f"{path}:{lineno}: JSON nested too deeply to read (arrays or objects ~1000 levels deep); flatten the record"
             ) from None
+        if isinstance(rec, list) and count == 1:
+            raise TaskDataError(f"{path}:{lineno}: {_not_lines(path)}")
         if not isinstance(rec, dict):
             raise TaskDataError(f'{path}:{lineno}: expected a JSON object with "question" and "answer"')
         if "\\ud" in line.lower():  # a \uD800-\uDFFF escape: one half of a pair is fine, alone it is no character
