@@ -90,8 +90,8 @@ def campaign_resume(
 ) -> None:
     """Lift a halt (the gate's or a person's) or a pause; the count of rejections in a row starts again at 0.
 
-    ``--set KEY=VALUE`` (repeatable) changes a campaign setting for every later round; ``--reshuffle``
-    draws a new ``tasks.seed``, so later rounds train on a new draw of prompts (the eval set stays pinned).
+    `--set KEY=VALUE` (repeatable) changes a campaign setting for every later round; `--reshuffle`
+    draws a new `tasks.seed`, so later rounds train on a new draw of prompts (the eval set stays pinned).
     """
     from ratchet.flows.rounds.state.resumed_settings import parse_set
     from ratchet.loop.config import SEED_MAX, ConfigError

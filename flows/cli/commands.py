@@ -41,6 +41,30 @@ app.command("publish")(publish)
 app.command("sql")(sql)
 tasks_commands.register(app)
 
+# `ratchet --help` lists each command on one line: click cuts a docstring's first sentence at the terminal's width
+# (issue 42, finding 12), so each gets a summary that fits an 80-column terminal whole (at most 60 characters).
+SHORT_HELP = {
+    "demo": "3 real rounds of SmolLM2-135M-Instruct on arithmetic, on CPU",
+    "run": "Run a campaign from its config (resumes where it stopped)",
+    "check": "Every preflight check of a campaign; nothing is written",
+    "eval": "A model's pass@1 on a task file, without a campaign",
+    "status": "Campaigns, their rounds, states and gate decisions",
+    "report": "One self-contained HTML page of a store's campaigns",
+    "reverify": "Re-score stored trajectories with the current verifier",
+    "audit": "Run the verifiers over labelled cases (false positives)",
+    "up": "Serve every campaign on its schedule (the daemon)",
+    "init": "Write a ratchet.toml: defaults, a recipe or your task files",
+    "audit-gold": "Prompts whose gold the samples' consensus disputes",
+    "sweep": "One campaign per grid point, compared in one table",
+    "export": "Rows with the chat the model saw, or a model folder",
+    "gc": "Apply the retention policy to the store's checkpoints",
+    "track": "Write gated rounds to MLflow, TensorBoard or W&B",
+    "publish": "A checkpoint to an MLflow model registry or the Hub",
+    "sql": "Query the store, read-only",
+}
+for _cmd in app.registered_commands:
+    _cmd.short_help = SHORT_HELP.get(_cmd.name or "", _cmd.short_help)
+
 
 def main() -> None:
     """Entry point of the ``ratchet`` console script.

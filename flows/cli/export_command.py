@@ -54,8 +54,8 @@ def export(
         "promoted", "--checkpoint", help="--what model: a checkpoint id, or 'promoted' (the campaign's incumbent)."
     ),
 ) -> None:
-    """Export rows with the chat the model saw (``messages`` and the rendered ``text``); prints each file and its rows.
-    ``--what model`` writes a checkpoint as a Hugging Face folder with its model card (docs/export.md)."""
+    """Export rows with the chat the model saw (`messages` and the rendered `text`); prints each file and its rows.
+    `--what model` writes a checkpoint as a Hugging Face folder with its model card (docs/export.md)."""
     if what == "model":
         return _export_model(db, campaign, checkpoint, out, round_index)
     import pyarrow as pa

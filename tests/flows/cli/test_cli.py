@@ -308,3 +308,24 @@ def test_export_refuses_a_mismatched_extension_in_one_line(db, tmp_path):
     )
     assert r.exit_code == 2 and "jsonl extension" in r.stderr and r.stderr.strip().count("\n") == 0
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_help_lists_every_command_whole_and_shows_no_rst_markup():
+    """Issue 42, finding 12: `ratchet --help` cut each command's line at the terminal width, and ``messages`` showed its
+    RST markup. Every command's summary fits an 80-column terminal; no help text holds a double backtick."""
+    import typer.main
+
+    from ratchet.flows.cli.commands import SHORT_HELP
+
+    r = runner.invoke(app, ["--help"], terminal_width=80)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and not ln.startswith("  --")]
+    assert lines and not [ln for ln in lines if ln.rstrip().endswith("...")], r.stdout
+    assert all(len(v) <= 60 for v in SHORT_HELP.values())
+
+    def texts(cmd):
+        yield cmd.help or ""
+        yield from (getattr(p, "help", None) or "" for p in cmd.params)
+        for sub in getattr(cmd, "commands", {}).values():
+            yield from texts(sub)
+
+    assert [t for t in texts(typer.main.get_command(app)) if "``" in t] == []
