@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 from pathlib import Path
@@ -46,6 +47,13 @@ def _csv_value(v):
 SQL_FORMATS = ("table", "csv", "json", "line")
 
 
+def _shown(v):
+    """A value as the table and line formats show it: a timestamp to the second (csv and json keep every digit)."""
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(sep=" ", timespec="seconds")
+    return v
+
+
 def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
     """``rows`` as ``fmt``: json (a list of objects), csv (nested values as JSON), line (DuckDB's ``.mode line``: one
     ``column = value`` per line, names right-aligned, a blank line between rows) or a plain table."""
@@ -60,13 +68,13 @@ def render_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
     if fmt == "line":
         width = max((len(c) for c in cols), default=0)
         out = [
-            "\n".join(f"{c:>{width}} = {'NULL' if v is None else safe(_csv_value(v))}" for c, v in zip(cols, r)) + "\n"
+            "\n".join(f"{c:>{width}} = {'NULL' if v is None else safe(_csv_value(_shown(v)))}" for c, v in zip(cols, r)) + "\n"
             for r in rows
         ]
         return "\n".join(out) + f"{'' if not rows else chr(10)}{len(rows)} row(s)\n"
     t = plain_table(*cols)
     for r in rows:
-        t.add_row(*map(cell, r))
+        t.add_row(*(cell(_shown(v)) for v in r))
     buf = PlainConsole(file=io.StringIO(), width=max(100, console.width), force_terminal=False)
     buf.print(t)
     # rich cuts cells to fit the width: then say where the whole values are (a cell's widest line, 3 per border/pad)

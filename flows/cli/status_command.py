@@ -114,7 +114,9 @@ def status(
                 console.print(f"  {selection_line({'round_index': r['index'], **r['selection']})}", highlight=False)
         for e in c.get("events", [])[-3:]:
             changes = f" (from round {e['after_round_index'] + 1}: {e['changes']})" if e.get("changes") else ""
-            console.print(f"  {e['created_at']} {e['action']} by {e['actor']}: {e['reason']}{changes}", highlight=False)
+            when = e["created_at"]
+            when = when.isoformat(sep=" ", timespec="seconds") if hasattr(when, "isoformat") else when
+            console.print(f"  {when} {e['action']} by {e['actor']}: {e['reason']}{changes}", highlight=False)
 
 
 STATUS_SELECTION_ROUNDS = 5  # the last rounds whose prompt selection the status table prints

@@ -30,7 +30,10 @@ MAX_TOML_NESTING = 32
 def _read_toml(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file {p} does not exist; create one with `ratchet init --path {p}` or drop --config")
+        raise ConfigError(
+            f"config file {p} does not exist; create it with `ratchet init --path {p}` (or `ratchet init --tasks FILE "
+            f"--path {p}` for your own tasks), or point --config at another file"
+        )
     try:
         text = p.read_text(encoding="utf-8")
         _check_nesting(text, p)

@@ -329,3 +329,20 @@ def test_help_lists_every_command_whole_and_shows_no_rst_markup():
             yield from texts(sub)
 
     assert [t for t in texts(typer.main.get_command(app)) if "``" in t] == []
+
+
+def test_sql_table_and_line_show_timestamps_to_the_second_csv_and_json_keep_them(db):
+    """Issue 42, finding 12: timestamps with microseconds in the table; csv and json keep every digit."""
+    q = "SELECT TIMESTAMP '2026-12-06 05:01:02.123456' AS t"
+    for fmt in ("table", "line"):
+        r = runner.invoke(app, ["sql", "--db", str(db), "--format", fmt, q])
+        assert "2026-12-06 05:01:02" in r.stdout and ".123456" not in r.stdout, r.stdout
+    r = runner.invoke(app, ["sql", "--db", str(db), "--format", "csv", q])
+    assert "2026-12-06 05:01:02.123456" in r.stdout
+
+
+def test_a_missing_config_names_the_fix_whether_or_not_config_was_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["check"])
+    assert r.exit_code == 2 and "ratchet.toml does not exist; create it with `ratchet init --path ratchet.toml`" in r.stderr
+    assert "drop --config" not in r.stderr
