@@ -109,6 +109,9 @@ def export(
             write_output(out, "".join(json.dumps(r, default=str) + "\n" for r in rows), force=force, protected=runs)
         else:
             with output_path(out, folder=True, protected=runs) as tmp:
+                from datasets.utils.logging import disable_progress_bar
+
+                disable_progress_bar()  # its bar prints three times on a pipe; the line below says what was written
                 # 0 rows: one empty shard, else `load_from_disk` fails on a dataset without shards (datasets 5.2)
                 Dataset(table).save_to_disk(str(tmp), num_shards=1 if table.num_rows == 0 else None)
     except OutputRefused as e:  # the path changed while the rows were written (e.g. a link planted there)

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
-from ratchet.flows.report.tracking import TrackingError, _need, mlflow_experiment
+from ratchet.flows.report.tracking import TrackingError, mlflow_experiment, quiet_mlflow
 from ratchet.loop.checkpoints import MANIFEST, hub_model_id
 from ratchet.store.db import connect
 from ratchet.store.model_card import ModelLineage, model_card, model_lineage
@@ -90,7 +90,7 @@ def register_mlflow(folder: Path, lineage: ModelLineage, name: str, uri: str, ex
         PublishError: mlflow is not installed, or MLflow refused (its first message line).
     """
     try:
-        _need("mlflow", "mlflow-skinny")
+        quiet_mlflow()
     except TrackingError as e:
         raise PublishError(str(e)) from None
     if uri.startswith("file:"):

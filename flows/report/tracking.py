@@ -156,6 +156,19 @@ def _need(module: str, package: str):
         raise TrackingError(f"the {package} sink needs `{package}`: pip install 'ratchet[tracking]'") from None
 
 
+def quiet_mlflow() -> None:
+    """Import MLflow with its INFO lines (creating and migrating a sqlite database) kept off the terminal: warnings and
+    errors still show.
+
+    Raises:
+        TrackingError: mlflow is not installed.
+    """
+    _need("mlflow", "mlflow-skinny")
+    for name in ("mlflow", "alembic"):
+        if logging.getLogger(name).getEffectiveLevel() < logging.WARNING:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def mlflow_name(name: str) -> str:
     """A metric name as MLflow accepts it (alphanumerics, ``_ - . : /`` and spaces): ``pass@1`` -> ``pass_at_1``."""
     return re.sub(r"[^\w\-.:/ ]", "_", name.replace("@", "_at_"))
@@ -181,7 +194,7 @@ def _to_mlflow(uri: str, experiment: str, records: list[RoundRecord], artifacts:
     """One MLflow run per round (named ``<campaign>-round-<n>``, tagged ``ratchet.round_id``) in ``experiment``."""
     if uri.startswith("file:"):  # MLflow 3 keeps its file store in maintenance mode behind this switch
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    _need("mlflow", "mlflow-skinny")
+    quiet_mlflow()
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.exceptions import MlflowException
