@@ -289,9 +289,15 @@ def check(
 
 def eval_model(
     model: str = typer.Option(
-        "smollm2-135m-instruct", "--model", help="A local checkpoint folder or the smollm2-135m-instruct alias."
+        "smollm2-135m-instruct",
+        "--model",
+        help="A local checkpoint folder, the smollm2-135m-instruct alias, or a stored checkpoint's id (with --db).",
     ),
-    tasks: Path = typer.Option(..., "--tasks", help="A task file in any format `ratchet init --tasks` reads (format detected)."),
+    tasks: Optional[Path] = typer.Option(
+        None,
+        "--tasks",
+        help="A task file in any format `ratchet init --tasks` reads (format detected). Without it: --config's [[evals]].",
+    ),
     prompts: Optional[int] = typer.Option(None, "--prompts", min=1, help="Evaluate the file's first N prompts (default: all)."),
     samples: int = typer.Option(0, "--samples", min=0, max=256, help="Also sample K completions per prompt: unbiased pass@k."),
     fewshot: int = typer.Option(
@@ -309,38 +315,77 @@ def eval_model(
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", help="A campaign config whose generation, verifier and compute settings to use."
     ),
-    format: str = typer.Option("table", "--format", help="table | json (one line: pass@1, ci95, prompts, ...)"),
+    db: Optional[Path] = typer.Option(
+        None, "--db", help="Store the evaluation (trajectories, verdicts, evaluations) in this DuckDB store, to query later."
+    ),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="The evaluation-only campaign it is stored under (default: eval-<task file stem>)."
+    ),
+    format: str = typer.Option("table", "--format", help="table | json (one line per set: pass@1, ci95, prompts, ...)"),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Evaluate a model on a task file without a campaign: greedy pass@1 with its 95% interval (and pass@k with --samples).
 
-    Nothing is written. The prompts are rendered and verified as a round of a campaign over that file would."""
+    The prompts are rendered and verified as a round of a campaign over that file would. Nothing is written unless
+    --db is given: the evaluation is then a round of an evaluation-only campaign (`ratchet sql` reads it)."""
+    from ratchet.flows.rounds.eval_store import default_campaign
     from ratchet.flows.rounds.model_eval import evaluate_model
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
+    if tasks is None and config is None:
+        fail("pass --tasks FILE (a task file), or --config CONFIG to evaluate its [[evals]] (or its held-out split)")
     configure_prefect(quiet_console=not verbose)
     base = _load_run_config(config, None, None) if config is not None else None
+    targets = [(None, tasks, prompts, system_prompt, {}, False)] if tasks is not None else _eval_targets(base, prompts)
+    plugins = {"verifier": verifier, "environment": environment, "max_turns": max_turns}
     try:
         ensure_pulled(model)  # on stderr: --format json prints one line on stdout
-        with console.status(f"evaluating {model} on {tasks}…"):
-            res = evaluate_model(
-                model,
-                tasks,
-                base=base,
-                prompts=prompts,
-                samples=samples,
-                fewshot=fewshot,
-                max_new_tokens=max_new_tokens,
-                system_prompt=system_prompt,
-                plugins={"verifier": verifier, "environment": environment, "max_turns": max_turns},
-            )
+        for name, path, n, system, lent, heldout_only in targets:
+            with console.status(f"evaluating {model} on {name or path}…"):
+                res = evaluate_model(
+                    model,
+                    path,
+                    base=base,
+                    prompts=n,
+                    samples=samples,
+                    fewshot=fewshot,
+                    max_new_tokens=max_new_tokens,
+                    system_prompt=system,
+                    plugins={**lent, **{k: v for k, v in plugins.items() if v is not None}},
+                    store=(db, campaign or (default_campaign(tasks) if tasks else f"eval-{base.campaign}")) if db else None,
+                    heldout_only=heldout_only,
+                )
+            _show_eval(res, name, format)
     except known_errors() as e:
         fail(str(e))
+    except (ValueError, LookupError) as e:  # a checkpoint id the store lacks (or without weights); a training campaign
+        fail(str(e))
+
+
+def _eval_targets(cfg, prompts: int | None) -> list[tuple]:
+    """``(set name, path, prompts, system prompt, source fields, held-out only)`` per ``[[evals]]`` entry of
+    ``cfg`` (a source's entry: that source's held-out split), or per task source's held-out split without any."""
+    sources = {s.source_name(): s for s in cfg.tasks.sources}
+    if not cfg.evals:
+        return [(name, Path(s.path), prompts or cfg.tasks.heldout_prompts, None, {}, True) for name, s in sources.items()]
+    out = []
+    for e in cfg.evals:
+        if e.file is not None:
+            lent = e.file.model_dump(exclude_none=True, exclude={"path"})
+            out.append((e.name, Path(e.file.path), prompts or e.prompts, e.system_prompt, lent, False))
+        else:
+            s = sources[e.source]
+            out.append((e.name, Path(s.path), prompts or e.prompts or cfg.tasks.heldout_prompts, e.system_prompt, {}, True))
+    return out
+
+
+def _show_eval(res, name: str | None, format: str) -> None:
+    """One JSON line (``eval_set`` added for a config's set), or a table."""
     if format == "json":
-        print(json.dumps(res.to_json()))
+        print(json.dumps({**({"eval_set": name} if name else {}), **res.to_json()}))
         return
-    t = plain_table(title=f"{res.model} on {res.tasks} ({res.format}, {res.prompts} prompts)")
+    t = plain_table(title=f"{res.model} on {name or res.tasks} ({res.format}, {res.prompts} prompts)")
     for c in ("metric", "value", "95% interval"):
         t.add_column(cell(c))
     t.add_row("pass@1 (greedy)", f"{res.pass1:.3f} ({res.correct}/{res.prompts})", f"[{res.ci95[0]:.3f}, {res.ci95[1]:.3f}]")
@@ -348,6 +393,8 @@ def eval_model(
         t.add_row(f"pass@{k} ({res.samples} samples, unbiased)", f"{v:.3f}", "")
     t.add_row("greedy verdicts", ", ".join(f"{r} {n}" for r, n in res.reasons.items()), "")
     t.add_row("time", f"{res.seconds:.0f} s, {res.completion_tokens} tokens generated", "")
+    if res.round_id:
+        t.add_row("stored", f"round {res.round_id} (`ratchet sql` reads it)", "")
     console.print(t)
 
 

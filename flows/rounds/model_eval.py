@@ -4,7 +4,8 @@ The file is read as ``ratchet init --tasks`` reads it (format and fields detecte
 its prompts are rendered as a campaign's source would render them (the format's system prompt and, with ``fewshot``,
 the worked examples ``init`` would write), generated on an engine placed as a round's, and verified by the verifier a
 round would use, with the settings of a campaign config when one is given. Greedy pass@1 comes with its Wilson score
-interval; with ``samples = K``, the unbiased pass@k for k = 1, 2, 4, ... K. Nothing is written.
+interval; with ``samples = K``, the unbiased pass@k for k = 1, 2, 4, ... K. Nothing is written unless a store is
+given (``ratchet.flows.rounds.eval_store``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ratchet.flows.compute.engine import Placement, open_engine
 from ratchet.flows.compute.messages import engine_spec
+from ratchet.flows.rounds.eval_store import stored_checkpoint
 from ratchet.flows.rounds.stages.pipeline import prompt_rows
 from ratchet.flows.rounds.stages.round_engine import rank_groups
 from ratchet.loop.campaign.round_context import Ctx
@@ -42,6 +44,7 @@ class ModelEval:
         samples: sampled completions per prompt (0: greedy only); ``pass_at_k`` the unbiased estimate per k.
         reasons: greedy verdict reasons and their counts (``ok``, ``wrong``, ``no_answer``, ...).
         seconds: wall seconds (engine start included); ``completion_tokens`` generated in all.
+        round_id: the stored round of the evaluation-only campaign (``store``), None when nothing was written.
     """
 
     model: str
@@ -57,6 +60,7 @@ class ModelEval:
     reasons: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     completion_tokens: int = 0
+    round_id: str | None = None
 
     def to_json(self) -> dict:
         """The one-line JSON of ``ratchet eval --format json``: ``pass@1``, ``ci95``, ``prompts`` and the rest."""
@@ -73,6 +77,7 @@ class ModelEval:
             "format": self.format,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 1),
+            **({"round_id": self.round_id} if self.round_id else {}),
         }
 
 
@@ -128,6 +133,8 @@ def evaluate_model(
     max_new_tokens: int | None = None,
     system_prompt: str | None = None,
     plugins: dict | None = None,
+    store: tuple[Path, str] | None = None,
+    heldout_only: bool = False,
 ) -> ModelEval:
     """Greedy pass@1 (and pass@k with ``samples``) of ``model`` on the first ``prompts`` prompts of ``tasks``.
 
@@ -142,8 +149,13 @@ def evaluate_model(
         system_prompt: the system message (None: the format's default, or that of ``base``'s source of the file).
         plugins: a records file's ``verifier`` and a multi-turn ``environment`` with its ``max_turns`` (``eval_config``);
             an environment's prompts run as episodes, as a round's evaluation runs them.
+        store: ``(db, campaign)``: store the evaluation as the next round of that evaluation-only campaign
+            (``ratchet.flows.rounds.eval_store.record_evaluation``); None: nothing is written. ``model`` may then
+            also be a stored checkpoint's id (or a unique prefix of one).
+        heldout_only: only the file's held-out split (a campaign's ``[[evals]]`` entry drawn from a source).
 
     Raises:
+        ValueError: ``model`` looks like a checkpoint id the store does not hold (once), or ``campaign`` trains.
         ModelError: the model cannot be resolved. TaskDataError: the file cannot be read, or holds no prompt.
         StageTimeout, WorkerFailed: generation failed (``ratchet.flows.compute.engine``).
     """
@@ -154,7 +166,9 @@ def evaluate_model(
     ctx = Ctx(cfg)
     member = ctx.tasks.members[0]
     shown = {q for q, _ in shots}
-    todo: list[Prompt] = [p for p in member.source.prompts if p.question not in shown][:prompts]
+    todo: list[Prompt] = [
+        p for p in member.source.prompts if p.question not in shown and (not heldout_only or p.split == "heldout")
+    ][:prompts]
     if not todo:
         raise TaskDataError(f"{tasks} holds no prompt to evaluate (after {len(shots)} few-shot example(s))")
     chats = [  # a records prompt is rendered by its source (its own chat, if it is one); the others with the shots
@@ -165,38 +179,43 @@ def evaluate_model(
     ]
     g = cfg.generation
     cap = max_new_tokens or g.max_new_tokens_cap
-    model_dir = resolve_model(model)
+    model_dir = stored_checkpoint(store[0] if store else None, model) or resolve_model(model)
     rows = prompt_rows(todo)
     with open_engine(
         engine_spec(model_dir, g, cfg.model.dtype), Placement(tuple(rank_groups(cfg))), gen=g, compute=cfg.compute, log=logger
     ) as engine:
         run = _sampler(cfg, engine, model_dir, todo, chats)
-        greedy = run(SamplingParams(n=1, temperature=0.0, max_new_tokens=cap, stop=g.stop), "eval")
-        sampled = (
-            run(
-                SamplingParams(
-                    n=samples, temperature=cfg.eval.temperature, top_p=g.top_p, max_new_tokens=cap, seed=g.seed, stop=g.stop
-                ),
-                "eval samples",
-            )
-            if samples
-            else []
+        greedy_params = SamplingParams(n=1, temperature=0.0, max_new_tokens=cap, stop=g.stop)
+        greedy = run(greedy_params, "eval")
+        sample_params = SamplingParams(
+            n=max(samples, 1), temperature=cfg.eval.temperature, top_p=g.top_p, max_new_tokens=cap, seed=g.seed, stop=g.stop
         )
+        sampled = run(sample_params, "eval samples") if samples else []
 
     def score(comps: list) -> list:  # an episode (its opening chat, then its turns) goes to its environment's score()
         episodes = [[*chats[c.prompt_index], *c.messages] if c.messages else None for c in comps]
-        return [vd for _, vd in score_items([c.text for c in comps], [rows[c.prompt_index] for c in comps], ctx.reward, episodes)]
+        return score_items([c.text for c in comps], [rows[c.prompt_index] for c in comps], ctx.reward, episodes)
 
-    verdicts = score(greedy)
+    scored = score(greedy)
+    verdicts = [vd for _, vd in scored]
     correct = sum(v.correct for v in verdicts)
     reasons: dict[str, int] = {}
     for v in verdicts:
         reasons[v.reason] = reasons.get(v.reason, 0) + 1
     per_prompt = [0] * len(todo)
-    if sampled:
-        for c, v in zip(sampled, score(sampled)):
-            per_prompt[c.prompt_index] += int(v.correct)
+    scored_samples = score(sampled) if sampled else []
+    for c, (_, v) in zip(sampled, scored_samples):
+        per_prompt[c.prompt_index] += int(v.correct)
     at_k = {k: sum(pass_at_k(samples, c, k) for c in per_prompt) / len(todo) for k in sample_ks(samples)}
+    round_id = None
+    if store is not None:
+        from ratchet.flows.rounds.eval_store import record_evaluation
+
+        metrics = {"heldout/pass@1": correct / len(todo), "heldout/no_answer_rate": reasons.get("no_answer", 0) / len(todo)}
+        metrics |= {f"heldout/pass@{k}": v for k, v in at_k.items() if k > 1}
+        runs = [("eval_greedy", greedy_params, greedy, scored)]
+        runs += [("eval_sample", sample_params, sampled, scored_samples)] if sampled else []
+        round_id = record_evaluation(store[0], store[1], cfg, model_dir, model, todo, chats, runs, metrics, time.monotonic() - t0)
     return ModelEval(
         model=model,
         model_dir=str(model_dir),
@@ -211,6 +230,7 @@ def evaluate_model(
         reasons=dict(sorted(reasons.items())),
         seconds=time.monotonic() - t0,
         completion_tokens=sum(len(c.token_ids) for c in [*greedy, *sampled]),
+        round_id=round_id,
     )
 
 

@@ -68,3 +68,78 @@ def test_eval_of_a_records_file_with_its_verifier_and_environment(tmp_path, tiny
     assert (got["format"], got["prompts"], got["correct"]) == ("records", 5, 4), got
     r = runner.invoke(app, [*args, "--verifier", "no_such_module:verify"])
     assert r.exit_code == 2 and "no_such_module" in r.stderr and "Traceback" not in r.output, r.output
+
+
+def test_eval_with_db_stores_a_round_of_an_evaluation_only_campaign(tmp_path, tiny_model_dir):
+    """--db: the evaluation lands as a completed round of campaign eval-<stem> (trajectories, verdicts, evaluations);
+    the stored checkpoint's id then names the model, and a rerun adds a round but no duplicate trajectory."""
+    from ratchet.loop.checkpoints import read_checkpoint_id
+    from ratchet.store.db import query
+
+    tasks, db = _sums(tmp_path / "sums.jsonl"), tmp_path / "e.duckdb"
+    args = ["eval", "--tasks", str(tasks), "--fewshot", "0", "--max-new-tokens", "8", "--system-prompt", "sys", "--db", str(db)]
+    r = runner.invoke(app, [*args, "--model", str(tiny_model_dir), "--samples", "2", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    cid = read_checkpoint_id(tiny_model_dir)
+    assert got["round_id"].endswith("-r1") and got["correct"] == 4
+    rows = query(db, "SELECT c.name, r.round_index, r.status, r.incumbent_checkpoint_id FROM rounds r JOIN campaigns c USING (campaign_id)")[1]
+    assert rows == [("eval-sums", 1, "completed", cid)]
+    counts = query(
+        db, "SELECT t.purpose, count(*), count(v.trajectory_id), sum(v.correct::int) FROM trajectories t "
+        "LEFT JOIN verdicts v USING (trajectory_id) GROUP BY 1 ORDER BY 1"
+    )[1]  # fmt: skip
+    assert counts[0] == ("eval_greedy", 12, 12, 4) and counts[1][:3] == ("eval_sample", 24, 24), counts
+    evals = dict(query(db, "SELECT metric, value FROM evaluations WHERE checkpoint_id = ?", [cid])[1])
+    assert evals["heldout/pass@1"] == 4 / 12 and "heldout/pass@2" in evals and evals["heldout/no_answer_rate"] == 0.0
+
+    r = runner.invoke(app, [*args, "--model", cid[:8], "--samples", "2", "--format", "json"])  # by its id's prefix
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["round_id"].endswith("-r2")
+    assert query(db, "SELECT count(*) FROM trajectories")[1] == [(36,)]  # the same eval set and ids: nothing twice
+    r = runner.invoke(app, [*args, "--model", "abcdef12"])
+    assert r.exit_code == 2 and "matches 0 checkpoints" in r.stderr and "Traceback" not in r.output, r.output
+    r = runner.invoke(app, ["eval", "--tasks", str(tasks), "--model", "abcdef12"])
+    assert r.exit_code == 2 and "pass --db STORE" in r.stderr, r.output
+
+
+def test_eval_refuses_to_store_under_a_training_campaign(tmp_path, tiny_model_dir):
+    from ratchet.store.db import init_db, transaction
+    from ratchet.store.ingest import insert_rows
+
+    tasks, db = _sums(tmp_path / "sums.jsonl", 3), tmp_path / "e.duckdb"
+    init_db(db)
+    with transaction(db) as con:
+        from datetime import datetime
+
+        from ratchet.loop.campaign.round_context import campaign_id_of
+
+        insert_rows(con, "campaigns", [dict(campaign_id=campaign_id_of("easy"), name="easy", base_checkpoint_id="x",
+                                            config_json="{}", created_at=datetime.now())])  # fmt: skip
+    args = ["eval", "--model", str(tiny_model_dir), "--tasks", str(tasks), "--max-new-tokens", "4", "--db", str(db)]
+    r = runner.invoke(app, [*args, "--campaign", "easy"])
+    assert r.exit_code == 2 and "trains a model" in r.stderr and "--campaign eval-NAME" in r.stderr, r.output
+
+
+def test_eval_of_a_config_evaluates_its_eval_sets(tmp_path, tiny_model_dir):
+    """--config without --tasks: each [[evals]] entry (a file's first N prompts; a source's held-out split)."""
+    tasks = _sums(tmp_path / "sums.jsonl", 30)
+    extra = _sums(tmp_path / "extra.jsonl", 6)
+    (tmp_path / "c.toml").write_text(
+        f'campaign = "sums"\n[model]\nname_or_path = "{tiny_model_dir}"\n[tasks]\nsystem_prompt = "sys"\n'
+        '[[tasks.sources]]\npath = "sums.jsonl"\n[[evals]]\nname = "extra"\nprompts = 4\nsystem_prompt = "sys"\n'
+        '[evals.file]\npath = "extra.jsonl"\n[[evals]]\nname = "own"\nsource = "sums"\nprompts = 3\n'
+    )
+    r = runner.invoke(app, ["eval", "--model", str(tiny_model_dir), "--config", str(tmp_path / "c.toml"), "--fewshot", "0",
+                            "--max-new-tokens", "8", "--format", "json", "--db", str(tmp_path / "e.duckdb")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.stdout.strip().splitlines()]
+    assert [x["eval_set"] for x in lines] == ["extra", "own"] and lines[0]["prompts"] == 4, lines
+    assert lines[0]["tasks"] == str(extra) and lines[1]["prompts"] == 3 and lines[1]["tasks"] == str(tasks)
+    from ratchet.store.db import query
+
+    splits = query(tmp_path / "e.duckdb", "SELECT DISTINCT p.split FROM trajectories t JOIN prompts p USING (prompt_id) "
+                   "WHERE t.round_id = ?", [lines[1]["round_id"]])[1]  # fmt: skip
+    assert splits == [("heldout",)] and lines[1]["round_id"].endswith("-r2")  # one campaign, eval-sums, a round per set
+    r = runner.invoke(app, ["eval", "--model", str(tiny_model_dir)])
+    assert r.exit_code == 2 and "--config CONFIG" in r.stderr
