@@ -83,7 +83,9 @@ def test_eval_with_db_stores_a_round_of_an_evaluation_only_campaign(tmp_path, ti
     got = json.loads(r.stdout.strip().splitlines()[-1])
     cid = read_checkpoint_id(tiny_model_dir)
     assert got["round_id"].endswith("-r1") and got["correct"] == 4
-    rows = query(db, "SELECT c.name, r.round_index, r.status, r.incumbent_checkpoint_id FROM rounds r JOIN campaigns c USING (campaign_id)")[1]
+    rows = query(
+        db, "SELECT c.name, r.round_index, r.status, r.incumbent_checkpoint_id FROM rounds r JOIN campaigns c USING (campaign_id)"
+    )[1]
     assert rows == [("eval-sums", 1, "completed", cid)]
     counts = query(
         db, "SELECT t.purpose, count(*), count(v.trajectory_id), sum(v.correct::int) FROM trajectories t "
