@@ -53,7 +53,8 @@ def export_table(con: duckdb.DuckDBPyConnection, campaign: str, what: str, round
     """
     if what not in WHATS:
         raise ValueError(f"--what {what!r} is not one of {', '.join(WHATS)}")
-    row = con.execute("SELECT campaign_id FROM campaigns WHERE name = ?", [campaign]).fetchone()
+    rows = con.execute("SELECT campaign_id FROM campaigns WHERE name = ?", [campaign]).fetchall()  # the result finished
+    row = rows[0] if rows else None
     if row is None:
         names = [r[0] for r in con.execute("SELECT name FROM campaigns ORDER BY name").fetchall()]
         raise ValueError(f"no campaign {campaign!r} in the store; campaigns: {', '.join(names) or 'none'}")
@@ -63,7 +64,7 @@ def export_table(con: duckdb.DuckDBPyConnection, campaign: str, what: str, round
         ]
         if round_index not in rounds:
             raise ValueError(f"campaign {campaign!r} has no round {round_index}; its rounds: {rounds or 'none'}")
-    return con.execute(_SQL[what], {"campaign_id": row[0], "round": round_index}).to_arrow_table()
+    return con.sql(_SQL[what], params={"campaign_id": row[0], "round": round_index}).to_arrow_table()  # no extra copy
 
 
 def campaign_config_json(con: duckdb.DuckDBPyConnection, campaign: str) -> str:

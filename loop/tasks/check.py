@@ -115,7 +115,8 @@ def check_task_file(
     fmt: str | None = task_format
     seen: dict[str, str] = {}
     loaded = []  # (task id, prompt) of every record that converts: the campaign's whole-file checks run on them
-    golds: list[tuple[str, tuple[str, object, str]]] = []  # (task id, gold_style input) of each math record
+    golds: list[tuple[str, tuple[str, object, str | None]]] = []  # (task id, gold_style input) of each math record
+    unconverted: dict[str, int] = {}  # task id -> its error's index in results, for a math record that did not convert
     for where, raw in read_records(spec):
         tid = str(raw.get("task_id", where))
         if tid in seen:  # one id, one result: a second record would merge into the first's verdicts
@@ -128,6 +129,9 @@ def check_task_file(
             fmt = fmt or detect_format(raw, where, spec)
             rec = to_record(raw, where, fmt, spec, Path(path).name)
         except TaskDataError as e:
+            if fmt == "math" and raw.get("choices") is None:  # a gold with no '####' in a '####' file: named for that
+                golds.append((tid, (where, raw.get(spec.answer_field or "answer"), None)))
+                unconverted[tid] = len(results)
             results.append(TaskResult(tid, "error", str(e)))
             continue
         prompt = make_prompt(
@@ -154,7 +158,10 @@ def check_task_file(
         if golds[i][0] in refused:
             continue
         refused.add(golds[i][0])
-        results.append(TaskResult(golds[i][0], "error", line))
+        if golds[i][0] in unconverted:  # the style names the root cause of its parse error
+            results[unconverted[golds[i][0]]] = TaskResult(golds[i][0], "error", line)
+        else:
+            results.append(TaskResult(golds[i][0], "error", line))
     for tid, p in loaded:
         if id(p) in conflicts:
             results.append(TaskResult(tid, "error", gold_conflict_message(p.question, *conflicts[id(p)])))

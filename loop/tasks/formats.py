@@ -401,35 +401,45 @@ def load_records(spec: RecordFields, default_task: str) -> tuple[TaskFormat, lis
     or an environment, or detected from the first record.
 
     Raises:
-        TaskDataError: an unreadable file or record (first one found), or an empty file.
+        TaskDataError: an unreadable file, an empty one, or records that cannot be used: every one listed (a record
+            that does not convert, a math gold that breaks the file's own style, ``check_gold_style``), at most 20
+            lines then a count; a single bad record's message as it is.
     """
     plugged = getattr(spec, "verifier", None) or getattr(spec, "environment", None)
     fmt: TaskFormat | None = spec.format or ("records" if plugged else None)
-    out, golds = [], []
+    out, golds, errors = [], [], {}
     for where, rec in read_records(spec):
         fmt = fmt or detect_format(rec, where, spec)
-        out.append(to_record(rec, where, fmt, spec, default_task))
+        try:
+            out.append(to_record(rec, where, fmt, spec, default_task))
+            gold = out[-1].answer
+        except TaskDataError as e:
+            errors[where], gold = str(e), None
         if fmt == "math" and rec.get("choices") is None:
-            golds.append((where, rec.get(spec.answer_field or "answer"), out[-1].answer))
-    if not out:
+            golds.append((where, rec.get(spec.answer_field or "answer"), gold))
+    if not out and not errors:
         raise TaskDataError(f'{spec.path} holds no tasks; add lines like {{"question": "2+2?", "answer": "4"}}')
-    check_gold_style(golds, spec)
+    check_gold_style(golds, spec, errors)
     return fmt or "math", out
 
 
-def check_gold_style(golds: list[tuple[str, object, str]], spec: RecordFields) -> None:
-    """Refuse a math file whose golds break its own style (``ratchet.loop.tasks.gold_style``), every such gold listed.
+def check_gold_style(golds: list[tuple[str, object, str | None]], spec: RecordFields, errors: dict | None = None) -> None:
+    """Refuse a math file whose golds break its own style (``ratchet.loop.tasks.gold_style``) or whose records did
+    not convert (``errors``: ``where`` -> message), every such record listed in file order. A gold that breaks the
+    style is named for that (the root cause: no ``####``) rather than for the parse error it also gave.
 
     Raises:
-        TaskDataError: one line per bad gold (``<path>:<line>: <what was found>``), at most 20 then a count.
+        TaskDataError: one line per bad record (``<path>:<line>: <what was found>``), at most 20 then a count; one
+            record's own error alone is raised as it is.
     """
-    problems = [line for _, line in gold_style_problems(golds, spec.answer_field or "answer")]
-    if problems:
-        more = (
-            f"\n… and {len(problems) - 20} more (`ratchet tasks check {spec.path}` lists them all)" if len(problems) > 20 else ""
-        )
-        raise TaskDataError(
-            f"{spec.path}: {len(problems)} gold(s) are not what the file's other golds are; fix them:\n"
-            + "\n".join(problems[:20])
-            + more
-        )
+    style = {golds[i][0]: line for i, line in gold_style_problems(golds, spec.answer_field or "answer")}
+    problems = {**(errors or {}), **style}
+    if not problems:
+        return
+    if len(problems) == 1 and not style:
+        raise TaskDataError(next(iter(problems.values())))
+    order = [w for w, _, _ in golds] + [w for w in problems if w not in {g[0] for g in golds}]
+    lines = [problems[w] for w in dict.fromkeys(order) if w in problems]
+    more = f"\n… and {len(lines) - 20} more (`ratchet tasks check {spec.path}` lists them all)" if len(lines) > 20 else ""
+    what = "gold(s) are not what the file's other golds are" if not errors else "task(s) cannot be used as they are"
+    raise TaskDataError(f"{spec.path}: {len(lines)} {what}; fix them:\n" + "\n".join(lines[:20]) + more)

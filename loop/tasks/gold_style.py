@@ -19,7 +19,9 @@ from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
 GSM8K_MARK = "####"
 
 
-def _kind(gold: str) -> str:
+def _kind(gold: str | None) -> str:
+    if gold is None:
+        return "unparsed"  # the record's gold did not convert (its own error says why)
     try:
         return parse_answer(gold).kind
     except (ParseError, TooLarge):
@@ -30,7 +32,8 @@ def gold_style_problems(golds: list[tuple[str, object, str]], answer_field: str 
     """The golds of one math file that break its style (see the module docstring), in file order.
 
     Args:
-        golds: ``(where, raw answer field value, gold as converted)`` per math record (``where``: ``path:line``).
+        golds: ``(where, raw answer field value, gold as converted)`` per math record (``where``: ``path:line``;
+            the gold None where it did not convert: only the ``####`` rule applies to it).
         answer_field: the field the raw values come from, named in the messages.
 
     Returns:

@@ -69,6 +69,7 @@ def _rendered_tokens(tok, row) -> int:
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
+@pytest.mark.filterwarnings("error:Arrow output:UserWarning")  # export reads through con.sql: no extra copy (issue 42)
 def test_export_rows_render_to_their_prompt_tokens(prefect_harness, sources_campaign, tiny_model_dir, tmp_path):
     from transformers import AutoTokenizer
 

@@ -67,3 +67,19 @@ def test_tasks_check_detects_metamathqa_fields_as_init_does(tmp_path):
     bad.write_text(json.dumps({"problem_text": "What is 2+2?", "answer": "4"}) + "\n")
     r = runner.invoke(app, ["tasks", "check", str(bad), "--format", "math", "--output", "json"])
     assert "(or pass --question-field)" in r.stdout and "question_field)" not in r.stdout
+
+
+def test_a_gold_that_also_fails_to_parse_is_named_for_its_missing_mark_and_every_bad_record_is_listed(tmp_path):
+    """'He has 6 apples.' is not math (a parse error of its own) but the root cause is the missing '####'; a record
+    with no gold at all is listed beside it, by the loader as by tasks check."""
+    bad = [{"question": "Mia has 4 apples and gets 2 more. How many?", "answer": "He has 6 apples."},
+           {"question": "Sam has 1 ball and gets 1 more. How many?"}]  # fmt: skip
+    path = _gsm8k(tmp_path, bad)
+    with pytest.raises(TaskDataError) as e:
+        load_records(RecordFields(path=str(path), format="math"), "gsm")
+    msg = str(e.value)
+    assert "2 task(s) cannot be used" in msg and f"{path}:19: no '#### <answer>'" in msg and f"{path}:20:" in msg, msg
+    assert "cannot be parsed" not in msg
+    results, _ = check_task_file(path)
+    errors = {r.task_id: r.detail for r in results if r.status == "error"}
+    assert "no '#### <answer>'" in errors[f"{path}:19"] and set(errors) == {f"{path}:19", f"{path}:20"}, errors
