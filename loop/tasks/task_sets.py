@@ -237,3 +237,18 @@ def ngram_overlap(train: list[Prompt], evals: list[Prompt], n: int = 13) -> list
         if hit is not None and normalize_question(hit.question) != normalize_question(p.question):
             out.append((p, hit))
     return out
+
+
+def shared_run(a: str, b: str, n: int = 13) -> str:
+    """The longest word run the normalized questions ``a`` and ``b`` share, starting at their first shared word
+    ``n``-gram (what made ``ngram_overlap`` pair them); '' when they share none."""
+    wa, wb = normalize_question(a).split(), normalize_question(b).split()
+    at = {tuple(wb[j : j + n]): j for j in range(len(wb) - n + 1)}
+    for i in range(len(wa) - n + 1):
+        j = at.get(tuple(wa[i : i + n]))
+        if j is not None:
+            k = n
+            while i + k < len(wa) and j + k < len(wb) and wa[i + k] == wb[j + k]:
+                k += 1
+            return " ".join(wa[i : i + k])
+    return ""

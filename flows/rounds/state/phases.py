@@ -82,7 +82,7 @@ def check_tasks(ctx: Ctx) -> None:
     Raises:
         TaskDataError: what is wrong with the task data or counts, and the fix.
     """
-    from ratchet.loop.tasks.task_sets import ngram_overlap
+    from ratchet.loop.tasks.task_sets import ngram_overlap, shared_run
 
     evals = ctx.heldout()
     if not ctx.train_prompts():
@@ -90,12 +90,22 @@ def check_tasks(ctx: Ctx) -> None:
     overlap = ngram_overlap(ctx.tasks.train_pool(), evals)
     if overlap:
         train, ev = overlap[0]
+        run = shared_run(train.question, ev.question)
         logging.getLogger(__name__).warning(
-            "decontamination: %d training question(s) share a 13-word run with an evaluation question, e.g. %r ~ %r",
+            "decontamination: %d training question(s) share a 13-word run with an evaluation question, e.g. training "
+            "question %s and evaluation question %s share %r (%d words)",
             len(overlap),
-            train.question[:60],
-            ev.question[:60],
+            _opening(train.question),
+            _opening(ev.question),
+            run[:300] + ("…" if len(run) > 300 else ""),
+            len(run.split()),
         )
+
+
+def _opening(question: str, width: int = 50) -> str:
+    """A question's first ``width`` characters, whitespace collapsed, quoted (``repr``), '…' where it was cut."""
+    text = " ".join(question.split())
+    return repr(text[:width]) + ("…" if len(text) > width else "")
 
 
 def teacher_checkpoint(ctx: Ctx) -> str | None:

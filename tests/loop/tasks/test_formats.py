@@ -8,7 +8,7 @@ import pytest
 from ratchet.loop.config import RecordFields, TaskSourceConfig, load_config
 from ratchet.loop.tasks.formats import humaneval_tests, load_records
 from ratchet.loop.tasks.sources import FileTasks, TaskDataError, split_of
-from ratchet.loop.tasks.task_sets import TaskSet, apportion, ngram_overlap
+from ratchet.loop.tasks.task_sets import TaskSet, apportion, ngram_overlap, shared_run
 from ratchet.verifiers.code import verify_code
 
 HE = {
@@ -192,3 +192,7 @@ def test_ngram_overlap_report():
     tr = make_prompt("s", "t", f"Prefix {words} other?", "1", 0.2)
     far = make_prompt("s", "t", "A different question entirely?", "1", 0.2)
     assert ngram_overlap([tr, far], [ev]) == [(tr, ev)]
+    # the warning's evidence: the whole run the two share, not a cut of the first 60 characters (issue 42, finding 8)
+    assert shared_run(tr.question, ev.question) == words
+    assert shared_run("a b c " + words + " x y", "q " + words + " x z") == words + " x"
+    assert shared_run(far.question, ev.question) == ""
