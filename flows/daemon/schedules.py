@@ -250,6 +250,52 @@ def next_run_by_campaign(timeout_s: float = 1.0) -> dict[str, str]:
 IN_FLIGHT = ("RUNNING", "PENDING", "CANCELLING")
 
 
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
+
+
+def run_changes(client, deployment_ids: list, seen: dict[str, str], since: datetime) -> list[tuple[str, str, str, str, float]]:
+    """The flow runs of ``deployment_ids`` that started after ``since`` and began running or ended since the last
+    call (``seen``: flow run id -> its last state type, updated in place), for the daemon's terminal lines.
+
+    Returns ``(deployment id, flow run name, 'started' | 'ended', state name, run seconds)`` per change, oldest
+    first; a run that started and ended between two calls shows only as ended.
+    """
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterStartTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    if not deployment_ids:
+        return []
+    runs = client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=deployment_ids)),
+        flow_run_filter=FlowRunFilter(
+            start_time=FlowRunFilterStartTime(after_=since),
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType[s] for s in ("RUNNING", *TERMINAL)])),
+        ),
+        sort=FlowRunSort.START_TIME_ASC,
+        limit=200,
+    )
+    out = []
+    for r in runs:
+        kind = r.state_type.name if r.state_type else ""
+        before, seen[str(r.id)] = seen.get(str(r.id)), kind
+        if kind == before:
+            continue
+        secs = r.total_run_time.total_seconds() if r.total_run_time else 0.0
+        if kind == "RUNNING":
+            out.append((str(r.deployment_id), r.name, "started", r.state_name or "Running", secs))
+        elif kind in TERMINAL:
+            out.append((str(r.deployment_id), r.name, "ended", r.state_name or kind.title(), secs))
+    return out
+
+
 def skip_ticks(client, deployment_ids: list, horizon_s: float) -> list[tuple[str, str, str]]:
     """Delete every Scheduled run due within ``horizon_s`` seconds of a deployment whose previous run is still in
     flight (Running, Pending, Cancelling), before the runner picks it up: a tick during a running round is skipped,

@@ -327,24 +327,35 @@ TICK_HORIZON_S = RUNNER_PREFETCH_S + 3 * TICK_POLL_S  # ahead of the runner, so 
 
 async def _skip_ticks_forever(names: dict[str, str]) -> None:
     """Skip, one log line each, the scheduled ticks of a campaign whose previous run is still going
-    (``ratchet.flows.daemon.schedules.skip_ticks``); an API error is logged and the next pass tries again."""
+    (``ratchet.flows.daemon.schedules.skip_ticks``), and say on the terminal when a campaign's run starts and ends,
+    with its state (``run_changes``); an API error is logged and the next pass tries again."""
+    from datetime import UTC, datetime
+
     import httpx
     from prefect.client.orchestration import get_client
     from prefect.exceptions import PrefectException
 
-    from ratchet.flows.daemon.schedules import skip_ticks
+    from ratchet.flows.daemon.schedules import run_changes, skip_ticks
 
-    def once() -> list[tuple[str, str, str]]:
+    since, seen = datetime.now(UTC), {}
+
+    def once() -> tuple[list, list]:
         with get_client(sync_client=True) as client:
-            return skip_ticks(client, list(names), TICK_HORIZON_S)
+            return skip_ticks(client, list(names), TICK_HORIZON_S), run_changes(client, list(names), seen, since)
 
     while True:
         try:
-            for dep, due, running in await asyncio.to_thread(once):
+            skipped, changes = await asyncio.to_thread(once)
+            for dep, due, running in skipped:
                 logger.warning(
                     "campaign %s: skipped the run scheduled for %s: its previous run (flow run %s) is still going",
                     names.get(dep, dep), due, running,
                 )  # fmt: skip
+            for dep, run, event, state, secs in changes:
+                if event == "started":
+                    logger.warning("campaign %s: run %s started", names.get(dep, dep), run)
+                else:
+                    logger.warning("campaign %s: run %s ended: %s after %.0f s", names.get(dep, dep), run, state, secs)
         except (httpx.HTTPError, PrefectException) as e:
             logger.warning("could not check for ticks during a running round (%s); trying again", e)
         await asyncio.sleep(TICK_POLL_S)

@@ -6,6 +6,7 @@ fresh process, and the tiny model's rounds take about a minute each.
 
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -145,6 +146,9 @@ def test_up_serves_a_schedule_runs_a_round_and_stops_cleanly(tmp_path, daemon_co
         ).fetchall()
     assert left == []
     assert "stopped (SIGTERM)" in log.read_text()
+    # the terminal said when each run started and ended (issue 42, finding 12)
+    assert re.search(r"campaign tiny: run \S+ started", log.read_text()), log.read_text()[-3000:]
+    assert re.search(r"campaign tiny: run \S+ ended: Completed after \d+ s", log.read_text()), log.read_text()[-3000:]
 
 
 def test_up_stops_cleanly_on_sighup(tmp_path, daemon_config):

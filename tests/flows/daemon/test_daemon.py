@@ -256,6 +256,38 @@ def test_a_tick_during_a_running_round_is_skipped_without_a_flow_run(prefect_har
         assert skip_ticks(client, [idle], horizon_s=16) == []  # nothing in flight there
 
 
+def test_the_daemon_sees_each_run_start_and_end_once(prefect_harness):
+    """Issue 42, finding 12: the daemon's terminal says when a campaign's run starts and when it ends, with its state,
+    once each; runs of other deployments, and runs that started before the daemon, are not reported."""
+    from datetime import timedelta
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed, Failed, Running
+
+    from ratchet.flows.daemon.schedules import TAG, run_changes
+
+    @flow(name="run-probe")
+    def probe(config_path: str = "", campaign_name: str = "", rounds: int = 1):
+        pass
+
+    mine, other = (probe.to_deployment(name=n, tags=[TAG]).apply() for n in ("watched", "unwatched"))
+    with get_client(sync_client=True) as client:
+        since = datetime.now(UTC) - timedelta(seconds=1)
+        seen: dict[str, str] = {}
+        a = client.create_flow_run_from_deployment(mine, state=Running())
+        b = client.create_flow_run_from_deployment(mine, state=Running())
+        client.create_flow_run_from_deployment(other, state=Running())
+        got = run_changes(client, [mine], seen, since)
+        assert sorted((r, e) for _, r, e, _, _ in got) == sorted([(a.name, "started"), (b.name, "started")])
+        assert run_changes(client, [mine], seen, since) == []  # once each
+        client.set_flow_run_state(a.id, Completed(), force=True)
+        client.set_flow_run_state(b.id, Failed(message="boom"), force=True)
+        got = {r: (e, s) for _, r, e, s, _ in run_changes(client, [mine], seen, since)}
+        assert got == {a.name: ("ended", "Completed"), b.name: ("ended", "Failed")}, got
+        assert run_changes(client, [mine], seen, datetime.now(UTC) + timedelta(hours=1)) == []  # none started since
+
+
 def test_a_signal_marks_its_own_rounds_interrupted_and_their_flow_runs_cancelled(prefect_harness, tmp_path):
     """Issue 42, finding 9: what `ratchet run`'s SIGINT/SIGTERM handler records before the process exits (and the
     daemon's shutdown, through ``status``/``cancelled``): this process's running rounds become ``interrupted``, their
