@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
@@ -98,28 +99,51 @@ def register_mlflow(folder: Path, lineage: ModelLineage, name: str, uri: str, ex
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    cid = lineage.checkpoint_id
     try:
-        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-        try:
-            client.get_registered_model(name)
-            held = [v for v in client.search_model_versions(f"name = '{name}'") if v.tags.get(CHECKPOINT_TAG) == cid]
-        except MlflowException:
-            client.create_registered_model(name, description=f"Checkpoints promoted by Ratchet campaign {lineage.campaign}")
-            held = []
-        if held:
-            return f"mlflow {uri}: {name} version {held[0].version} holds checkpoint {cid} already"
-        tags = lineage_tags(lineage)
-        exp = mlflow_experiment(client, uri, f"{experiment}-published")  # beside the rounds' runs, not among them
-        run = client.create_run(exp, run_name=f"publish {cid}", tags=tags)
-        rid = run.info.run_id
-        client.log_artifacts(rid, str(folder), artifact_path="model")
-        client.set_terminated(rid)
-        version = client.create_model_version(
-            name, source=f"{run.info.artifact_uri}/model", run_id=rid, tags=tags, description=_description(lineage)
-        )
+        with _default_tracking_uri(uri):
+            return _register(MlflowClient(tracking_uri=uri, registry_uri=uri), folder, lineage, name, uri, experiment)
     except MlflowException as e:
         raise PublishError(f"MLflow at {uri}: {str(e).splitlines()[0]}") from None
+
+
+@contextmanager
+def _default_tracking_uri(uri: str):
+    """MLflow's default tracking URI set to ``uri`` while registering: its file-store registry opens a client on the
+    default URI when it tags a version (``MlflowClient()`` in ``_get_file_model_version_from_dir``), and MLflow 3's
+    default is ``sqlite:///mlflow.db`` in the working directory, which it would create there."""
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def _register(client, folder: Path, lineage: ModelLineage, name: str, uri: str, experiment: str) -> str:
+    """The body of :func:`register_mlflow` on an open ``client`` (MlflowException passes through)."""
+    from mlflow.exceptions import MlflowException
+
+    cid = lineage.checkpoint_id
+    try:
+        client.get_registered_model(name)
+        held = [v for v in client.search_model_versions(f"name = '{name}'") if v.tags.get(CHECKPOINT_TAG) == cid]
+    except MlflowException:
+        client.create_registered_model(name, description=f"Checkpoints promoted by Ratchet campaign {lineage.campaign}")
+        held = []
+    if held:
+        return f"mlflow {uri}: {name} version {held[0].version} holds checkpoint {cid} already"
+    tags = lineage_tags(lineage)
+    exp = mlflow_experiment(client, uri, f"{experiment}-published")  # beside the rounds' runs, not among them
+    run = client.create_run(exp, run_name=f"publish {cid}", tags=tags)
+    rid = run.info.run_id
+    client.log_artifacts(rid, str(folder), artifact_path="model")
+    client.set_terminated(rid)
+    version = client.create_model_version(
+        name, source=f"{run.info.artifact_uri}/model", run_id=rid, tags=tags, description=_description(lineage)
+    )
     return f"mlflow {uri}: registered checkpoint {cid} as {name} version {version.version}"
 
 

@@ -16,6 +16,7 @@ class TrackedCampaign:
     started: float  # time.time() before the campaign ran
     mlflow_uri: str  # [tracking] mlflow: a local file: store
     tensorboard_dir: Path  # [tracking] tensorboard
+    cwd: Path  # the working directory the campaign ran in (MLflow must write nothing there)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,8 @@ def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> Track
     from ratchet.loop.config import load_config
 
     tmp = tmp_path_factory.mktemp("tracked")
-    tracked = TrackedCampaign(tmp / "r.duckdb", time.time(), (tmp / "mlruns").as_uri(), tmp / "tb")
+    tracked = TrackedCampaign(tmp / "r.duckdb", time.time(), (tmp / "mlruns").as_uri(), tmp / "tb", tmp / "cwd")
+    tracked.cwd.mkdir()
     cfg = load_config(
         None,
         **{
@@ -54,11 +56,13 @@ def tracked_campaign(prefect_harness, tiny_model_dir, tmp_path_factory) -> Track
             "publish.mlflow_model": "tracked-model",  # the promoted checkpoint registered (test_registry.py)
         },
     )
-    umask = os.umask(0o022)  # the usual default: the flow's [service] file_mode (private) must tighten it
+    umask, cwd = os.umask(0o022), os.getcwd()  # umask: the usual default; the flow's [service] file_mode must tighten it
+    os.chdir(tracked.cwd)
     try:
         decisions = run_campaign(save_config(cfg))
         assert os.umask(0o022) == 0o022  # restored when the flow ends
     finally:
         os.umask(umask)
+        os.chdir(cwd)
     assert [d["decision"] for d in decisions] == ["promote"], decisions
     return tracked

@@ -12,6 +12,13 @@ pytest.importorskip("mlflow", reason="the tracking extra: pip install -e '.[trac
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _mlflow_default_uri(monkeypatch, tracked_campaign):
+    """MLflow's file-store registry opens a client on the default URI when it reads a version (MLflow 3's default:
+    sqlite:///mlflow.db in the working directory, created there); the tests' own reads point it at the campaign's."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracked_campaign.mlflow_uri)
+
+
 def _versions(uri: str, name: str = "tracked-model"):
     from mlflow import MlflowClient
 
@@ -34,6 +41,7 @@ def test_the_promoted_checkpoint_is_registered_once_with_its_lineage(tracked_cam
     files = {f.path for f in client.list_artifacts(version.run_id, "model")}
     assert {"model/config.json", "model/README.md", "model/model.safetensors"} <= files
     assert "model/ratchet_manifest.json" not in files  # the registry gets a Hugging Face folder, as `export` writes
+    assert not list(tracked_campaign.cwd.iterdir())  # MLflow's default sqlite:///mlflow.db not created in the cwd
     # by hand, again: the version is there already, nothing registered twice
     args = ["publish", "--db", str(tracked_campaign.db), "--campaign", "tracked", "--mlflow-model", "tracked-model"]
     r = runner.invoke(app, [*args, "--mlflow-uri", tracked_campaign.mlflow_uri])
