@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,7 +75,9 @@ def _sql_str(s: str | Path) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
-_ROWS = re.compile(r"rows-(\d{12})-(\d{12})\.parquet")
+# ``rows-<from>-<to>.parquet``: a publish's new rows; ``rows-<from>-<to>-<active>.parquet``: a merged file
+# (:func:`compact`), read from epoch second ``<active>`` on, when every file it covers stops being read.
+_ROWS = re.compile(r"rows-(\d{12})-(\d{12})(?:-(\d{12}))?\.parquet")
 _VERSION = re.compile(r"v-(\d{12})\.parquet")
 _DIGITS = "[0-9]" * 12  # the views' globs match only the names the writer gives (a planted ``rows-x.parquet`` is not read)
 _warned: set[Path] = set()
@@ -112,7 +117,7 @@ def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None,
         if not m:
             _foreign(f)
             continue
-        numbers = tuple(int(g) for g in m.groups())
+        numbers = tuple(int(g) for g in m.groups() if g is not None)
         if recorded is not None and f.name not in recorded:
             _quarantine(f, "its name is not in the store's record of the files it published")
         elif append_only and not numbers[0] <= numbers[1] <= (rows or 0):
@@ -155,13 +160,13 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
         if name in APPEND_ONLY:  # new rows only; a column added later reads NULL in older files, as in the table
             n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
             ranges = _snapshot_files(folder, True, recorded, n)
-            have = max((b for (_, b), _ in ranges), default=0)
+            have = max((nums[1] for nums, _ in ranges), default=0)
             if n > have or not ranges:
                 target = folder / f"rows-{_number(have)}-{_number(n)}.parquet"
                 _write(con, f"SELECT * FROM {name} WHERE rowid >= {have}", target)
                 ranges.append(((have, n), target))
                 done.append(name)
-            written[name] = [f.name for _, f in ranges]
+            written[name] = [f.name for _, f in _prune_covered(ranges)]
             continue
         digest = str(con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {name} t").fetchone())
         versions = _snapshot_files(folder, False, recorded, None)
@@ -220,7 +225,8 @@ def _prune(versions: list[Path]) -> list[Path]:
 def catalog_statements(db: str | Path, *, absolute: bool = False) -> list[str]:
     """The reader catalog's DDL, built from the schema: one view per table over its Parquet files, then the canned views.
 
-    Insert-only tables: the union of their row-range files. Others: the newest version among the files
+    Insert-only tables: the union of their row-range files, less those a merged file read now covers
+    (:func:`_rows_view`). Others: the newest version among the files
     the query listed (the largest version number in a file name), so a version written mid-query is simply not seen.
     The globs match only names the writer gives (12-digit numbers). Paths are relative to the folder holding ``db`` (``<db>.store/tables/...``), so the catalog file stays
     right when the store's folder is copied or moved (DuckDB resolves them from its working directory:
@@ -231,8 +237,7 @@ def catalog_statements(db: str | Path, *, absolute: bool = False) -> list[str]:
     stmts = []
     for name in _table_names():
         if name in APPEND_ONLY:
-            src = _sql_str(tdir / name / f"rows-{_DIGITS}-{_DIGITS}.parquet")
-            stmts.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({src}, union_by_name = true)")
+            stmts.append(f"CREATE OR REPLACE VIEW {name} AS {_rows_view(tdir / name)}")
         else:
             src = _sql_str(tdir / name / f"v-{_DIGITS}.parquet")
             version = r"CAST(regexp_extract(filename, 'v-([0-9]+)\.parquet$', 1) AS BIGINT)"  # a number, not a name
@@ -309,3 +314,125 @@ def adopt_legacy_store(db: str | Path) -> bool:
     shutil.move(db, writer_path(db))
     logger.info("moved the store %s to %s; %s is now its reader catalog", db, writer_path(db), db)
     return True
+
+
+# Compaction (issue 41, item 4): a reader lists a table's files on every query, so its time grows with their
+# number (measured: a count at 3,000 files is ~150x the one at 10). ``compact`` merges runs of row-range files
+# into new files; the views stop reading the files a merged file covers once it is active, and the writer
+# deletes them :data:`KEEP_VERSIONS_S` later (a query that listed them before may still be reading them).
+COMPACT_DELAY_S = 60.0  # a merged file is read from this long after it is in place (the readers' clock skew)
+COMPACT_TARGET_BYTES = 256 * 2**20  # a merged file grows to about this size; files already that big stay as they are
+_RX = r"rows-([0-9]{12})-([0-9]{12})(-([0-9]{12}))?\.parquet$"
+
+
+def _rows_view(folder: Path) -> str:
+    """The SELECT of an insert-only table's view over its files in ``folder``.
+
+    It reads every ``rows-<from>-<to>[-<active>].parquet`` file the query lists and keeps the rows of a file
+    unless (a) it is a merged file not yet active (``<active>`` is after ``now()``, the query's start), or (b) a
+    merged file that is active covers its row range (a file listed by ``glob`` in the same query). A merged file
+    is renamed into place before its ``<active>`` second and its covered files are deleted only
+    :data:`KEEP_VERSIONS_S` after it, so both listings of one query agree on every file that decides (a) and
+    (b): no row is read twice or missed, whichever listing comes first.
+    """
+    globs = f"[{_sql_str(folder / f'rows-{_DIGITS}-{_DIGITS}.parquet')}, {_sql_str(folder / f'rows-{_DIGITS}-{_DIGITS}-{_DIGITS}.parquet')}]"
+    rx = _sql_str(_RX)
+    files = (
+        f"(SELECT parse_filename(file) AS name, CAST(regexp_extract(file, {rx}, 1) AS BIGINT) AS a, "
+        f"CAST(regexp_extract(file, {rx}, 2) AS BIGINT) AS b, TRY_CAST(regexp_extract(file, {rx}, 4) AS BIGINT) AS active "
+        f"FROM glob({globs}))"
+    )
+    covered = (
+        f"SELECT f.name FROM {files} f JOIN {files} g ON g.active <= epoch(now()) AND g.a <= f.a AND g.b >= f.b "
+        "AND (g.a < f.a OR g.b > f.b OR g.active > coalesce(f.active, -1))"
+    )
+    return (
+        f"SELECT * EXCLUDE (filename) FROM read_parquet({globs}, union_by_name = true, filename = true, allow_empty = true) "
+        f"WHERE coalesce(TRY_CAST(regexp_extract(filename, {rx}, 4) AS BIGINT), 0) <= epoch(now()) "
+        f"AND parse_filename(filename) NOT IN ({covered})"
+    )
+
+
+def _covered(ranges: list[tuple[tuple, Path]], active_by: float) -> set[Path]:
+    """The files of ``ranges`` (from :func:`_snapshot_files`) that a merged file active by ``active_by`` (epoch s)
+    covers: the views' rule (b) in :func:`_rows_view`."""
+    merged = [(nums, f) for nums, f in ranges if len(nums) == 3 and nums[2] <= active_by]
+    out = set()
+    for nums, f in ranges:
+        a, b, act = nums[0], nums[1], nums[2] if len(nums) == 3 else -1
+        if any(g[0] <= a and g[1] >= b and (g[0] < a or g[1] > b or g[2] > act) for g, h in merged if h != f):
+            out.add(f)
+    return out
+
+
+def _prune_covered(ranges: list[tuple[tuple, Path]]) -> list[tuple[tuple, Path]]:
+    """Delete the files a merged file has covered for more than :data:`KEEP_VERSIONS_S`; returns the others."""
+    gone = _covered(ranges, time.time() - KEEP_VERSIONS_S)
+    for f in gone:
+        f.unlink(missing_ok=True)
+    return [(nums, f) for nums, f in ranges if f not in gone]
+
+
+def _runs(live: list[tuple[tuple, Path]], target_bytes: int) -> list[list[tuple[tuple, Path]]]:
+    """Consecutive files of ``live`` grouped so each group stays within ``target_bytes``; only groups of 2+ files."""
+    runs, run, size = [], [], 0
+    for item in live:
+        n = item[1].stat().st_size
+        if run and size + n > target_bytes:
+            runs.append(run)
+            run, size = [], 0
+        run.append(item)
+        size += n
+    runs.append(run)
+    return [r for r in runs if len(r) > 1]
+
+
+def compact(
+    con: duckdb.DuckDBPyConnection,
+    db: str | Path,
+    *,
+    min_files: int = 2,
+    delay_s: float = COMPACT_DELAY_S,
+    target_bytes: int = COMPACT_TARGET_BYTES,
+) -> dict[str, tuple[int, int]]:
+    """Merge each insert-only table's row-range files into files of about ``target_bytes``; returns, per table
+    merged, ``(files read before, files read after)`` once the merged files are active. A table whose views
+    read fewer than ``min_files`` files is left as it is (the rounds' nightly default: ``retention.compact_after_files``).
+
+    A merged file ``rows-<from>-<to>-<active>.parquet`` holds the writer's rows ``from <= rowid < to`` (the rows
+    the files it covers hold) and is read from ``<active>`` = its rename time + ``delay_s`` on (:func:`_rows_view`);
+    the covered files are deleted by the first publish :data:`KEEP_VERSIONS_S` after that. Rows are never
+    rewritten in place and no file a reader may have listed is touched, so queries racing a compaction neither
+    fail nor count a row twice. ``con``: a read-write connection to the writer file (its lock keeps publishers out).
+    """
+    state_path = store_dir(db) / "published.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    files = state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None
+    if files is None:
+        publish(con, db)  # a store from before the record: write it first
+        return compact(con, db, min_files=min_files, delay_s=delay_s, target_bytes=target_bytes)
+    out = {}
+    for name in [n for n in _table_names() if n in APPEND_ONLY]:
+        folder = tables_dir(db) / name
+        n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        ranges = _snapshot_files(folder, True, files.get(name, []), n)
+        pending = _covered(ranges, float("inf"))  # as the views will read them once every merged file is active
+        live = [(nums, f) for nums, f in ranges if f not in pending]
+        runs = _runs(live, target_bytes) if len(live) >= min_files else []
+        for run in runs:
+            a, b = run[0][0][0], run[-1][0][1]
+            tmp_dir = Path(tempfile.mkdtemp(prefix=".merge.", suffix=".tmp", dir=folder))
+            try:
+                tmp = tmp_dir / "rows.parquet"
+                con.execute(f"COPY (SELECT * FROM {name} WHERE rowid >= {a} AND rowid < {b}) TO {_sql_str(tmp)} (FORMAT parquet)")
+                active = math.ceil(time.time() + delay_s)  # after the rename below, whatever the write took
+                target = folder / f"rows-{_number(a)}-{_number(b)}-{_number(active)}.parquet"
+                os.replace(tmp, target)
+            finally:
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+            ranges.append(((a, b, active), target))
+            files[name] = sorted({*files.get(name, []), target.name})
+            atomic_write_text(state_path, json.dumps({**state, FILES_KEY: files}, sort_keys=True))
+        if runs:
+            out[name] = (len(live), len(live) - sum(len(r) for r in runs) + len(runs))
+    return out

@@ -7,16 +7,26 @@ import duckdb
 
 from ratchet.store.queries import _rows
 
+# The gate_flips view's rows of one round, computed from the round's two checkpoints' greedy verdicts only (the view
+# aggregates every greedy verdict of the store first: ~2.6 s per round at 10M trajectories, benchmarks/store_scale.py).
 _FLIPS_SQL = """
-    WITH g AS (SELECT round_id, verifier_version, incumbent_checkpoint_id AS inc, candidate_checkpoint_id AS cand
-               FROM gate_decisions WHERE round_id = ?),
-         f AS (SELECT * FROM gate_flips WHERE round_id = ?),
+    WITH g AS (SELECT round_id, eval_set_id, verifier_version, incumbent_checkpoint_id AS inc, candidate_checkpoint_id AS cand
+               FROM gate_decisions
+               WHERE round_id = ? AND candidate_checkpoint_id IS NOT NULL AND eval_set_id IS NOT NULL
+                 AND verifier_version IS NOT NULL),
          side AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version, t.completion, t.finish_reason,
                          v.correct, v.reason, v.parsed
                   FROM trajectories t JOIN verdicts v USING (trajectory_id)
-                  WHERE t.purpose = 'eval_greedy'
+                  WHERE t.purpose = 'eval_greedy' AND t.checkpoint_id IN (SELECT inc FROM g UNION ALL SELECT cand FROM g)
+                    AND t.eval_set_id IN (SELECT eval_set_id FROM g)
                   QUALIFY row_number() OVER (PARTITION BY t.checkpoint_id, t.eval_set_id, t.prompt_id, v.verifier_version
-                                             ORDER BY v.correct DESC, t.sample_index) = 1)
+                                             ORDER BY v.correct DESC, t.sample_index) = 1),
+         -- a side's first row is its best verdict, so its correct is the view's bool_or(correct)
+         f AS (SELECT g.round_id, g.eval_set_id, i.prompt_id, i.correct AS incumbent_correct, c.correct AS candidate_correct
+               FROM g JOIN side i ON i.checkpoint_id = g.inc AND i.eval_set_id = g.eval_set_id AND i.verifier_version = g.verifier_version
+                      JOIN side c ON c.checkpoint_id = g.cand AND c.eval_set_id = g.eval_set_id
+                                 AND c.verifier_version = g.verifier_version AND c.prompt_id = i.prompt_id
+               WHERE i.correct <> c.correct)
     SELECT f.eval_set_id, f.prompt_id, coalesce(m.eval_name, 'heldout') AS eval_name, p.question, p.answer AS gold,
            f.incumbent_correct, f.candidate_correct,
            CASE WHEN f.candidate_correct THEN 'wrong -> right' ELSE 'right -> wrong' END AS flip,
@@ -42,15 +52,14 @@ def round_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None
     ``limit``: at most that many rows (None: all). Empty for a round without a judged candidate, or whose decision
     did not record its eval set and verifier version.
     """
-    rows = _rows(con.execute(_FLIPS_SQL + ("" if limit is None else f" LIMIT {int(limit)}"), [round_id, round_id]))
+    rows = _rows(con.execute(_FLIPS_SQL + ("" if limit is None else f" LIMIT {int(limit)}"), [round_id]))
     return rows
 
 
 def flip_counts(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
     """``{"right_to_wrong": n, "wrong_to_right": m}`` of the round's flipped prompts (``gate_flips``)."""
+    head = _FLIPS_SQL[: _FLIPS_SQL.index("    SELECT f.eval_set_id")]  # the CTEs: this round's flips only
     row = con.execute(
-        "SELECT count(*) FILTER (WHERE incumbent_correct), count(*) FILTER (WHERE candidate_correct) "
-        "FROM gate_flips WHERE round_id = ?",
-        [round_id],
+        head + "SELECT count(*) FILTER (WHERE incumbent_correct), count(*) FILTER (WHERE candidate_correct) FROM f", [round_id]
     ).fetchone()
     return {"right_to_wrong": row[0], "wrong_to_right": row[1]}

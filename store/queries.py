@@ -283,9 +283,18 @@ def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str:
 
 # --- round report: the metrics behind the UI's round artifacts and `ratchet report` ---------------
 
+
 # The verdict each trajectory is reported with: of `verifier_version` when given, else its newest one.
-_VERDICT_CTE = """
-v AS (SELECT * FROM verdicts WHERE CAST($verifier_version AS VARCHAR) IS NULL OR verifier_version = $verifier_version
+def verdict_cte(trajectories: str = "true") -> str:
+    """The CTE ``v``: each trajectory's verdict of ``$verifier_version``, or its newest verdict when that is NULL.
+
+    ``trajectories``: a condition on the ``trajectories`` table (``round_id = $round_id``) scoping the verdicts it
+    ranks: ranking every verdict of a 10M-row store takes ~2.7 s on 2 cores, one round's ~0.2 s (benchmarks/store_scale.py).
+    """
+    return f"""
+v AS (SELECT * FROM verdicts
+      WHERE (CAST($verifier_version AS VARCHAR) IS NULL OR verifier_version = $verifier_version)
+        AND trajectory_id IN (SELECT trajectory_id FROM trajectories WHERE {trajectories})
       QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1)"""
 
 
@@ -463,7 +472,7 @@ def measured_discordance(con: duckdb.DuckDBPyConnection, campaign: str | None = 
     share of held-out prompts on which candidate and incumbent disagreed greedily (newest verdict of each trajectory),
     the number of paired prompts, and the incumbents' mean pass@1; None when nothing is paired."""
     row = con.execute(
-        f"""WITH {_VERDICT_CTE},
+        f"""WITH {verdict_cte("purpose = 'eval_greedy'")},
             o AS (SELECT t.checkpoint_id, t.eval_set_id, t.prompt_id, bool_or(v.correct) AS ok
                   FROM trajectories t JOIN v USING (trajectory_id) WHERE t.purpose = 'eval_greedy' GROUP BY ALL)
             SELECT avg((a.ok <> b.ok)::INT), count(*), avg(b.ok::INT)

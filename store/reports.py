@@ -7,7 +7,7 @@ import json
 
 import duckdb
 
-from ratchet.store.queries import _VERDICT_CTE, _rows
+from ratchet.store.queries import _rows, verdict_cte
 
 
 def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
@@ -40,12 +40,16 @@ BASE_PASS1_SQL = """WITH gate_sets AS (SELECT DISTINCT campaign_id, eval_set_id 
     QUALIFY row_number() OVER (PARTITION BY c.name ORDER BY gs.eval_set_id IS NULL, e.created_at) = 1"""
 
 
-def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
-    """The base model's held-out pass@1 (on the campaign's own eval set: ``BASE_PASS1_SQL``) and one
-    ``round_summary`` row per round of a campaign."""
+def base_pass1(con: duckdb.DuckDBPyConnection, campaign: str) -> float | None:
+    """The base model's held-out pass@1 on the campaign's own eval set (``BASE_PASS1_SQL``), or None."""
     base = con.execute(f"SELECT base_pass1 FROM ({BASE_PASS1_SQL}) WHERE name = ?", [campaign]).fetchone()
+    return None if base is None else base[0]
+
+
+def campaign_table(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[float | None, list[dict]]:
+    """The base model's held-out pass@1 (:func:`base_pass1`) and one ``round_summary`` row per round of a campaign."""
     rows = _rows(con.execute("SELECT * FROM round_summary WHERE campaign = ? ORDER BY round_index", [campaign]))
-    return (None if base is None else base[0]), rows
+    return base_pass1(con, campaign), rows
 
 
 def status_rows(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
@@ -76,7 +80,7 @@ def round_run_dirs(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 ROLLOUT_METRICS_SQL = f"""
-WITH {_VERDICT_CTE},
+WITH {verdict_cte("round_id = $round_id AND purpose = 'rollout'")},
 r AS (SELECT p.task, t.prompt_id, t.completion_tokens, t.finish_reason, v.correct, v.reward, v.format_ok, v.reason
       FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
       WHERE t.round_id = $round_id AND t.purpose = 'rollout'),
@@ -108,7 +112,7 @@ def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_vers
 
 
 ROLLOUT_SOURCE_SQL = f"""
-WITH {_VERDICT_CTE}
+WITH {verdict_cte("round_id = $round_id AND purpose = 'rollout'")}
 SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
        count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
        avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons,
@@ -173,7 +177,7 @@ def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, ve
     return _rows(
         con.execute(
             f"""
-        WITH {_VERDICT_CTE}, {_ROUND_CKPTS_CTE}
+        WITH {_ROUND_CKPTS_CTE}, {verdict_cte("checkpoint_id IN (SELECT checkpoint_id FROM rc) AND eval_set_id IN (SELECT eval_set_id FROM sets)")}
         SELECT rc.role, rc.checkpoint_id, count(*) AS completions,
                quantile_cont(t.completion_tokens, 0.9) AS completion_tokens_p90,
                avg((NOT v.format_ok)::INT) AS format_error_rate, avg((t.finish_reason = 'length')::INT) AS truncated_rate,

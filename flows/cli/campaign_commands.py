@@ -114,8 +114,17 @@ def gc(
         2, "--keep-last", min=1, help="Promoted checkpoints kept besides base, incumbent and best-ever."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted; delete nothing."),
+    compact: bool = typer.Option(
+        False, "--compact", help="Also merge each table's Parquet snapshot files, so readers' queries stay fast (docs/store.md)."
+    ),
 ) -> None:
-    """Apply the retention policy to every campaign of the store: one line per deleted checkpoint, then the total."""
+    """Apply the retention policy to every campaign of the store: one line per deleted checkpoint, then the total.
+
+    `--compact` then merges the store's snapshot files (a line per table merged); rounds do it on their own once a
+    table has `retention.compact_after_files` files.
+    """
+    from ratchet.store.catalog import COMPACT_DELAY_S, KEEP_VERSIONS_S
+    from ratchet.store.catalog import compact as compact_store
     from ratchet.store.db import StoreError, connect, transaction
     from ratchet.store.retention import apply_plan, retention_plan
 
@@ -134,6 +143,20 @@ def gc(
             highlight=False,
         )
     console.print(f"{len(plan)} checkpoint(s), {freed / 1e6:.1f} MB {'would be ' if dry_run else ''}freed", highlight=False)
+    if compact and not dry_run:
+        try:
+            with connect(db) as con:
+                merged = compact_store(con, db)
+        except StoreError as e:
+            fail(str(e))
+        for table, (before, after) in merged.items():
+            console.print(
+                f"compacted {table}: {before} Parquet files to {after}, read as such in {COMPACT_DELAY_S:.0f} s; "
+                f"the files it merged are deleted by the first write {(COMPACT_DELAY_S + KEEP_VERSIONS_S) / 60:.0f} min from now",
+                highlight=False,
+            )
+        if not merged:
+            console.print("compaction: every table is in one file or too few to merge", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,6 +19,9 @@ def report(
         "--force",
         help="Replace --out if it exists (never a path inside a store, a run dir, a checkpoint or $RATCHET_HOME).",
     ),
+    last: int = typer.Option(
+        30, "--last", min=0, help="Rounds of each campaign shown in detail (metrics, verifier reasons, flips); 0: every round."
+    ),
 ) -> None:
     """Write one self-contained HTML page: pass@1 plots, rounds, gate decisions, metrics, verifier reasons."""
     from ratchet.common.output import OutputRefused
@@ -27,7 +30,7 @@ def report(
 
     try:
         with console.status("querying the store and drawing plots…"):
-            res = write_report(db, out, campaign, force=force)
+            res = write_report(db, out, campaign, force=force, last=last)
     except (StoreError, ReportError, OutputRefused) as e:
         fail(str(e))
     except OSError as e:

@@ -29,6 +29,7 @@ from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
 from ratchet.store.queries import gate_set_rows, round_phase
 from ratchet.store.reports import (
+    base_pass1,
     campaign_phases,
     campaign_table,
     drift_history,
@@ -128,7 +129,7 @@ def pass1_axes(con: duckdb.DuckDBPyConnection, campaign: str):
     """The pass@1 plot's matplotlib ``(Figure, Axes)`` before rendering (``pass1_plot``), or None without rounds."""
     from matplotlib.figure import Figure
 
-    base, _ = campaign_table(con, campaign)
+    base = base_pass1(con, campaign)
     hist = pass1_history(con, campaign)
     if not hist:
         return None
@@ -169,7 +170,12 @@ def pass1_axes(con: duckdb.DuckDBPyConnection, campaign: str):
         ylabel="held-out pass@1 (greedy)",
         title=f"campaign {campaign}: held-out pass@1 across rounds",
     )
-    ax.set_xticks(range(0, last + 1))
+    if last <= 40:
+        ax.set_xticks(range(0, last + 1))
+    else:  # a tick per round of a year of nightly rounds is a black bar (and seconds of drawing)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig, ax
 
 
@@ -310,7 +316,10 @@ _TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=
 {% endfor %}
 </table>
 {% endif %}
-{% for r in c.rounds %}
+{% if c.detailed|length < c.rounds|length %}
+<p>Details of the last {{ c.detailed|length }} of {{ c.rounds|length }} rounds (<code>ratchet report --last 0</code>: every round).</p>
+{% endif %}
+{% for r in c.detailed %}
 <details {% if loop.last %}open{% endif %}><summary>Round {{ r.round_index }} ({% if r.stage %}phase {{ r.stage }}, {% endif %}{{ r.status }}{% if r.decision %}, {{ r.decision }}{% endif %}):
  metrics and verifier reasons</summary>
 {% if r.gate_sets|length > 1 %}
@@ -369,10 +378,17 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
-    """Everything the page shows about one campaign (a row of ``report_campaigns``)."""
+# Rounds whose details (verifier reasons, metrics, gate sets, flips, monitors) a report shows by default: each
+# costs a few queries over the store's trajectories, so a year of nightly rounds would take minutes (issue 41).
+REPORT_DETAIL_ROUNDS = 30
+
+
+def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict, last: int = REPORT_DETAIL_ROUNDS) -> dict:
+    """Everything the page shows about one campaign (a row of ``report_campaigns``): every round in the rounds
+    table and the plots, the details of the ``last`` rounds (0: of every round)."""
     base, rounds = campaign_table(con, campaign["name"])
-    for r in rounds:
+    detailed = rounds[-last:] if last else rounds
+    for r in detailed:
         r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
         r["metrics"] = metrics_rows(con, r["round_id"])
         r["gate_sets"] = gate_set_rows(con, r["round_id"])
@@ -383,6 +399,7 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))
     drift = drift_plot(con, campaign["name"]) if rounds else None
     page = {**campaign, "base_pass1": base, "rounds": rounds, "plot": data_uri(png) if png else None, "events": events}
+    page["detailed"] = detailed
     page["drift_plot"] = data_uri(drift) if drift else None
     page["selection"] = selection_rows(con, campaign["name"]) if rounds else []
     page["costs"] = round_costs(con, campaign["name"]) if rounds else []
@@ -390,8 +407,8 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict) -> dict:
     return page | ({"algorithm": f"in phases: {phases}"} if phases else {})
 
 
-def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:
-    """``campaign_report`` of every campaign in the store (oldest first), or only of ``campaign``.
+def report_pages(db: str | Path, campaign: str | None = None, last: int = REPORT_DETAIL_ROUNDS) -> list[dict]:
+    """``campaign_report`` of every campaign in the store (oldest first), or only of ``campaign``; ``last``: as there.
 
     Raises:
         StoreError: the store cannot be opened (see ``store.db.connect``).
@@ -406,7 +423,7 @@ def report_pages(db: str | Path, campaign: str | None = None) -> list[dict]:
                 f"campaign {campaign!r} is not in {db}; campaigns there: {', '.join(names) or 'none'} "
                 "(pass one of them to --campaign, or leave --campaign out)"
             )
-        return [campaign_report(con, c) for c in campaigns]
+        return [campaign_report(con, c, last) for c in campaigns]
 
 
 def render_report(db: str | Path, pages: list[dict]) -> str:
@@ -422,8 +439,11 @@ def render_report(db: str | Path, pages: list[dict]) -> str:
     )
 
 
-def write_report(db: str | Path, out: str | Path, campaign: str | None = None, *, force: bool = False) -> dict:
-    """Write the HTML report of the store (or of one campaign) to ``out``, atomically (``ratchet.common.output``).
+def write_report(
+    db: str | Path, out: str | Path, campaign: str | None = None, *, force: bool = False, last: int = REPORT_DETAIL_ROUNDS
+) -> dict:
+    """Write the HTML report of the store (or of one campaign) to ``out``, atomically (``ratchet.common.output``);
+    ``last``: the rounds shown in detail (0: every round).
 
     Returns:
         ``{"path", "campaigns", "rounds"}``: where it went and how many campaigns and rounds it shows.
@@ -434,7 +454,7 @@ def write_report(db: str | Path, out: str | Path, campaign: str | None = None, *
     """
     runs = [Path(db).with_suffix(".runs")]  # the store's default run dir
     check_output(out, force=force, protected=runs)
-    pages = report_pages(db, campaign)
+    pages = report_pages(db, campaign, last)
     write_output(out, render_report(db, pages), force=force, protected=runs)
     return {"path": str(out), "campaigns": len(pages), "rounds": sum(len(p["rounds"]) for p in pages)}
 

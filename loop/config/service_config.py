@@ -73,6 +73,12 @@ class RetentionConfig(_Frozen):
     )
     keep_stage_files: bool = Field(False, description="true: keep each round's stage Parquet files and shards after ingest.")
     enabled: bool = Field(True, description="false: never delete anything after a gate (`ratchet gc` still can).")
+    compact_after_files: int = Field(
+        64,
+        ge=2,
+        description="After a round's gate, an insert-only table of the store read from this many Parquet files or more "
+        "is compacted (`ratchet gc --compact`), so readers' query time stays flat in the number of rounds (docs/store.md).",
+    )
 
 
 class ServiceConfig(_Frozen):

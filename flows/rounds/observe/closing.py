@@ -9,6 +9,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ratchet.flows.rounds.observe.run_log import run_logger
 from ratchet.loop.campaign.round_context import Ctx
+from ratchet.store.catalog import compact
 from ratchet.store.db import connect, transaction
 from ratchet.store.events import events_of
 from ratchet.store.reports import verifier_stats
@@ -16,9 +17,13 @@ from ratchet.store.retention import apply_plan, retention_plan, stage_files
 
 
 def apply_retention(ctx: Ctx) -> dict:
-    """After a gate: delete the weights ``[retention]`` lets go (rows stay, ``deleted_at`` set) and, unless
-    ``keep_stage_files``, the round's ingested stage Parquet files. Returns ``{"checkpoints": n, "bytes": freed}``."""
+    """After a gate: compact the store's snapshot files (``compact_after_files``), delete the weights ``[retention]``
+    lets go (rows stay, ``deleted_at`` set) and, unless ``keep_stage_files``, the round's ingested stage Parquet files. Returns ``{"checkpoints": n, "bytes": freed}``."""
     r = ctx.cfg.retention
+    with connect(ctx.db) as con:  # the store's nightly compaction: a no-op until a table has compact_after_files files
+        merged = compact(con, ctx.db, min_files=r.compact_after_files)
+    for table, (before, after) in merged.items():
+        run_logger().info("store: compacted %s from %d Parquet files to %d", table, before, after)
     if not r.enabled:
         return {"checkpoints": 0, "bytes": 0}
     with transaction(ctx.db) as con:

@@ -30,3 +30,20 @@ def test_status_and_report_show_zero_variance_share_tokens_and_pass_rate_histogr
     assert "round 3 (uniform): zero-variance groups 3/3 (100%)" in table.output.replace("\n", " ")
     page = render_report(db, report_pages(db))
     assert "Prompt selection and zero-variance groups" in page and ".4-.6:1" in page
+
+
+def test_report_details_only_the_last_rounds_unless_last_is_0(tmp_path):
+    """A year of nightly rounds: each round's details cost queries over every trajectory (issue 41, item 4), so the
+    page details the last --last rounds; the rounds table and the plots still show every round."""
+    db = build_selection_store(tmp_path, campaign_id_of("camp"), VERSION)
+    page = report_pages(db, last=2)[0]
+    assert len(page["rounds"]) == 5 and [r["round_index"] for r in page["detailed"]] == [4, 5]
+    assert "verifier" not in page["rounds"][0]
+    html = render_report(db, [page])
+    assert "Details of the last 2 of 5 rounds" in html and "Round 3 (" not in html and "Round 4 (" in html
+    every = render_report(db, report_pages(db, last=0))
+    assert "Details of the last" not in every and "Round 1 (" in every
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", "--db", str(db), "--out", str(out), "--last", "1"])
+    assert r.exit_code == 0, r.output
+    assert "Details of the last 1 of 5 rounds" in out.read_text()
