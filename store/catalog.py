@@ -78,6 +78,7 @@ def _sql_str(s: str | Path) -> str:
 # ``rows-<from>-<to>.parquet``: a publish's new rows; ``rows-<from>-<to>-<active>.parquet``: a merged file
 # (:func:`compact`), read from epoch second ``<active>`` on, when every file it covers stops being read.
 _ROWS = re.compile(r"rows-(\d{12})-(\d{12})(?:-(\d{12}))?\.parquet")
+_ROWS_GLOBBED = re.compile(r"rows-\d{12}-\d{12}.*\.parquet", re.DOTALL)  # what the views' glob lists
 _VERSION = re.compile(r"v-(\d{12})\.parquet")
 _DIGITS = "[0-9]" * 12  # the views' globs match only the names the writer gives (a planted ``rows-x.parquet`` is not read)
 _warned: set[Path] = set()
@@ -105,9 +106,9 @@ def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None,
 
     Insert-only tables have ``rows-<from>-<to>.parquet`` (``rows-<n>-<n>.parquet``: the empty file an empty table is
     published as, so its view has a file to read); the others ``v-<n>.parquet``. The numbers are compared as numbers.
-    A name Ratchet never gives is ignored and logged (the views' globs never match it). A well-formed name that is
-    not in the writer's record (``recorded``, from ``published.json``; None for a store from before the record), or a
-    row range beyond the table's ``rows``, was planted: it is moved aside (:func:`_quarantine`), so readers stop
+    A name Ratchet never gives is ignored and logged (moved aside when the views' glob lists it). A well-formed name
+    that is not in the writer's record (``recorded``, from ``published.json``; None for a store from before the record,
+    or whose record is unreadable: then any merged name), or a row range beyond the table's ``rows``, was planted: it is moved aside (:func:`_quarantine`), so readers stop
     seeing it at the next publish and the writer never numbers its files after it.
     """
     pattern, glob = (_ROWS, "rows-*.parquet") if append_only else (_VERSION, "v-*.parquet")
@@ -115,16 +116,31 @@ def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None,
     for f in folder.glob(glob):
         m = pattern.fullmatch(f.name)
         if not m:
-            _foreign(f)
+            if append_only and _ROWS_GLOBBED.fullmatch(f.name):  # the view's glob lists it (its rows are never read)
+                _quarantine(f, "its name is not one Ratchet gives")
+            else:
+                _foreign(f)
             continue
         numbers = tuple(int(g) for g in m.groups() if g is not None)
         if recorded is not None and f.name not in recorded:
             _quarantine(f, "its name is not in the store's record of the files it published")
+        elif recorded is None and len(numbers) == 3:  # Ratchet merges only in a store that records its files
+            _quarantine(f, "a merged file in a store with no record of the files it published")
         elif append_only and not numbers[0] <= numbers[1] <= (rows or 0):
             _quarantine(f, f"rows {numbers[0]}..{numbers[1]} of a table that has {rows}")
         else:
             out.append((numbers, f))
     return sorted(out)
+
+
+def _gaps(ranges: list[tuple[tuple, Path]], rows: int) -> list[tuple[int, int]]:
+    """The row ranges of ``0 <= rowid < rows`` that no file of ``ranges`` holds (normally one: the new rows)."""
+    gaps, pos = [], 0
+    for nums, _ in sorted(ranges):
+        if nums[0] > pos:
+            gaps.append((pos, nums[0]))
+        pos = max(pos, nums[1])
+    return gaps + ([(pos, rows)] if rows > pos else [])
 
 
 def _write(con: duckdb.DuckDBPyConnection, sql: str, target: Path) -> None:
@@ -150,6 +166,7 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
         state = json.loads(state_path.read_text()) if state_path.exists() else {}
     except json.JSONDecodeError:
         state = {}
+    state = state if isinstance(state, dict) else {}
     files = state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None  # None: a store from before it
     written: dict[str, list[str]] = {}
     done = []
@@ -160,13 +177,12 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
         if name in APPEND_ONLY:  # new rows only; a column added later reads NULL in older files, as in the table
             n = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
             ranges = _snapshot_files(folder, True, recorded, n)
-            have = max((nums[1] for nums, _ in ranges), default=0)
-            if n > have or not ranges:
-                target = folder / f"rows-{_number(have)}-{_number(n)}.parquet"
-                _write(con, f"SELECT * FROM {name} WHERE rowid >= {have}", target)
-                ranges.append(((have, n), target))
+            for lo, hi in _gaps(ranges, n) if ranges else [(0, n)]:  # new rows, or files lost or moved aside
+                target = folder / f"rows-{_number(lo)}-{_number(hi)}.parquet"
+                _write(con, f"SELECT * FROM {name} WHERE rowid >= {lo} AND rowid < {hi}", target)
+                ranges.append(((lo, hi), target))
                 done.append(name)
-            written[name] = [f.name for _, f in _prune_covered(ranges)]
+            written[name] = [f.name for _, f in _prune_covered(sorted(ranges))]
             continue
         digest = str(con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {name} t").fetchone())
         versions = _snapshot_files(folder, False, recorded, None)
@@ -320,36 +336,40 @@ def adopt_legacy_store(db: str | Path) -> bool:
 # number (measured: a count at 3,000 files is ~150x the one at 10). ``compact`` merges runs of row-range files
 # into new files; the views stop reading the files a merged file covers once it is active, and the writer
 # deletes them :data:`KEEP_VERSIONS_S` later (a query that listed them before may still be reading them).
-COMPACT_DELAY_S = 60.0  # a merged file is read from this long after it is in place (the readers' clock skew)
+COMPACT_DELAY_S = 60.0  # a merged file is read from this long after it is in place (the readers' clock skew; at least 1 s)
 COMPACT_TARGET_BYTES = 256 * 2**20  # a merged file grows to about this size; files already that big stay as they are
-_RX = r"rows-([0-9]{12})-([0-9]{12})(-([0-9]{12}))?\.parquet$"
+_RX = r"rows-([0-9]{12})-([0-9]{12})(-([0-9]{12}))?\.parquet"
 
 
 def _rows_view(folder: Path) -> str:
     """The SELECT of an insert-only table's view over its files in ``folder``.
 
-    It reads every ``rows-<from>-<to>[-<active>].parquet`` file the query lists and keeps the rows of a file
-    unless (a) it is a merged file not yet active (``<active>`` is after ``now()``, the query's start), or (b) a
-    merged file that is active covers its row range (a file listed by ``glob`` in the same query). A merged file
-    is renamed into place before its ``<active>`` second and its covered files are deleted only
-    :data:`KEEP_VERSIONS_S` after it, so both listings of one query agree on every file that decides (a) and
-    (b): no row is read twice or missed, whichever listing comes first.
+    It reads the ``rows-<from>-<to>[-<active>].parquet`` files the query lists and skips (a) a file that a merged
+    file active by ``now()`` (the query's, or its transaction's, start) covers, (b) a merged file not active yet while a
+    file it covers is still there, and (c) a merged file the query's ``glob`` of the folder did not list (it was renamed
+    in between: not active yet). A merged file is renamed into place before its ``<active>`` second and the files it
+    covers are deleted only :data:`KEEP_VERSIONS_S` after it, so both listings of one query agree on every file that
+    decides, whichever comes first, and a transaction held open past the deletion reads the merged file by (b).
     """
-    globs = f"[{_sql_str(folder / f'rows-{_DIGITS}-{_DIGITS}.parquet')}, {_sql_str(folder / f'rows-{_DIGITS}-{_DIGITS}-{_DIGITS}.parquet')}]"
+    glob = _sql_str(folder / f"rows-{_DIGITS}-{_DIGITS}*.parquet")  # plain and merged names (others: moved aside)
     rx = _sql_str(_RX)
     files = (
-        f"(SELECT parse_filename(file) AS name, CAST(regexp_extract(file, {rx}, 1) AS BIGINT) AS a, "
-        f"CAST(regexp_extract(file, {rx}, 2) AS BIGINT) AS b, TRY_CAST(regexp_extract(file, {rx}, 4) AS BIGINT) AS active "
-        f"FROM glob({globs}))"
+        f"SELECT name, CAST(regexp_extract(name, {rx}, 1) AS BIGINT) AS a, CAST(regexp_extract(name, {rx}, 2) AS BIGINT) AS b, "
+        f"TRY_CAST(regexp_extract(name, {rx}, 4) AS BIGINT) AS active "
+        f"FROM (SELECT parse_filename(file) AS name FROM glob({glob})) WHERE regexp_full_match(name, {rx})"
     )
-    covered = (
-        f"SELECT f.name FROM {files} f JOIN {files} g ON g.active <= epoch(now()) AND g.a <= f.a AND g.b >= f.b "
-        "AND (g.a < f.a OR g.b > f.b OR g.active > coalesce(f.active, -1))"
+    skipped = (
+        "SELECT f.name FROM files f JOIN files g ON g.active <= epoch(now()) AND g.a <= f.a AND g.b >= f.b "
+        "AND (g.a < f.a OR g.b > f.b OR g.active > coalesce(f.active, -1)) "
+        "UNION ALL SELECT g.name FROM files g JOIN files f ON g.active > epoch(now()) AND g.a <= f.a AND g.b >= f.b "
+        "AND f.name <> g.name"
     )
+    name = "parse_filename(filename)"
     return (
-        f"SELECT * EXCLUDE (filename) FROM read_parquet({globs}, union_by_name = true, filename = true, allow_empty = true) "
-        f"WHERE coalesce(TRY_CAST(regexp_extract(filename, {rx}, 4) AS BIGINT), 0) <= epoch(now()) "
-        f"AND parse_filename(filename) NOT IN ({covered})"
+        f"WITH files AS MATERIALIZED ({files}), skipped AS ({skipped}) "  # one listing decides every rule
+        f"SELECT * EXCLUDE (filename) FROM read_parquet({glob}, union_by_name = true, filename = true) "
+        f"WHERE regexp_full_match({name}, {rx}) AND {name} NOT IN (SELECT name FROM skipped) "
+        f"AND (regexp_extract({name}, {rx}, 4) = '' OR {name} IN (SELECT name FROM files))"
     )
 
 
@@ -392,7 +412,7 @@ def compact(
     db: str | Path,
     *,
     min_files: int = 2,
-    delay_s: float = COMPACT_DELAY_S,
+    delay_s: float | None = None,
     target_bytes: int = COMPACT_TARGET_BYTES,
 ) -> dict[str, tuple[int, int]]:
     """Merge each insert-only table's row-range files into files of about ``target_bytes``; returns, per table
@@ -400,16 +420,22 @@ def compact(
     read fewer than ``min_files`` files is left as it is (the rounds' nightly default: ``retention.compact_after_files``).
 
     A merged file ``rows-<from>-<to>-<active>.parquet`` holds the writer's rows ``from <= rowid < to`` (the rows
-    the files it covers hold) and is read from ``<active>`` = its rename time + ``delay_s`` on (:func:`_rows_view`);
+    the files it covers hold) and is read from ``<active>`` = its rename time + ``delay_s`` (default
+    :data:`COMPACT_DELAY_S`, at least 1 s) on (:func:`_rows_view`);
     the covered files are deleted by the first publish :data:`KEEP_VERSIONS_S` after that. Rows are never
     rewritten in place and no file a reader may have listed is touched, so queries racing a compaction neither
     fail nor count a row twice. ``con``: a read-write connection to the writer file (its lock keeps publishers out).
     """
+    if not catalog_is_current(db):  # views from before merged files would stop reading the rows they cover
+        write_catalog(db)
     state_path = store_dir(db) / "published.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    files = state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None
+    try:
+        state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    except json.JSONDecodeError:
+        state = {}
+    files = state.get(FILES_KEY) if isinstance(state, dict) and isinstance(state.get(FILES_KEY), dict) else None
     if files is None:
-        publish(con, db)  # a store from before the record: write it first
+        publish(con, db)  # a store from before the record (or an unreadable one): write it first
         return compact(con, db, min_files=min_files, delay_s=delay_s, target_bytes=target_bytes)
     out = {}
     for name in [n for n in _table_names() if n in APPEND_ONLY]:
@@ -425,7 +451,8 @@ def compact(
             try:
                 tmp = tmp_dir / "rows.parquet"
                 con.execute(f"COPY (SELECT * FROM {name} WHERE rowid >= {a} AND rowid < {b}) TO {_sql_str(tmp)} (FORMAT parquet)")
-                active = math.ceil(time.time() + delay_s)  # after the rename below, whatever the write took
+                delay = COMPACT_DELAY_S if delay_s is None else delay_s
+                active = math.ceil(time.time() + max(delay, 1.0))  # after the rename below, whatever the write took
                 target = folder / f"rows-{_number(a)}-{_number(b)}-{_number(active)}.parquet"
                 os.replace(tmp, target)
             finally:

@@ -157,6 +157,8 @@ def gc(
             )
         if not merged:
             console.print("compaction: every table is in one file or too few to merge", highlight=False)
+    elif compact:
+        console.print("compaction skipped (--dry-run): it deletes nothing, but writes new files", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

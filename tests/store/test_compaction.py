@@ -154,3 +154,65 @@ def test_gc_compact_says_what_it_merged(db: Path) -> None:
     assert "compacted prompts: 7 Parquet files to 1" in r.output
     r = runner.invoke(app, ["gc", "--db", str(db), "--compact"])
     assert r.exit_code == 0 and "compaction: every table is in one file or too few to merge" in r.output, r.output
+
+
+def test_a_reader_in_a_transaction_opened_before_activation_still_reads_every_row_after_the_deletion(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its now() stays at its transaction's start, so the merged file is never active for it: once the covered files
+    are gone, the merged file is read because nothing it covers is left (before: 5 of 30 rows)."""
+    reader = duckdb.connect(str(db), read_only=True)
+    try:
+        reader.execute("BEGIN")
+        assert _rows(reader) and len(_rows(reader)) == 30
+        with connect(db) as con:
+            compact(con, db, delay_s=0)
+        _wait_until_active(db)
+        monkeypatch.setattr(catalog, "KEEP_VERSIONS_S", 0.0)
+        with transaction(db) as con:
+            insert_rows(con, "prompts", _prompts(20))
+        assert len(_files(db)) == 2  # the merged file and the new rows' file
+        assert reader.execute("SELECT count(*), count(DISTINCT prompt_id) FROM prompts").fetchone() == (35, 35)
+    finally:
+        reader.close()
+
+
+def test_compaction_rebuilds_a_catalog_whose_views_predate_merged_files(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with duckdb.connect(str(db)) as con:  # the insert-only view an older Ratchet wrote: plain row-range files only
+        con.execute(
+            "CREATE OR REPLACE VIEW prompts AS SELECT * FROM read_parquet("
+            f"'s.duckdb.store/tables/prompts/rows-{'[0-9]' * 12}-{'[0-9]' * 12}.parquet', union_by_name = true)"
+        )
+    monkeypatch.setattr(catalog, "COMPACT_DELAY_S", 0.0)
+    r = runner.invoke(app, ["gc", "--db", str(db), "--compact"])
+    assert r.exit_code == 0, r.output
+    _wait_until_active(db)
+    monkeypatch.setattr(catalog, "KEEP_VERSIONS_S", 0.0)
+    with transaction(db) as con:
+        insert_rows(con, "prompts", _prompts(30))
+    with duckdb.connect(str(db), read_only=True) as reader:
+        assert reader.execute("SELECT count(*), count(DISTINCT prompt_id) FROM prompts").fetchone() == (35, 35)
+
+
+def test_without_a_record_a_planted_merged_file_is_moved_aside_and_deletes_nothing(db: Path) -> None:
+    (store_dir(db) / "published.json").write_text("{not json")  # unreadable: as a store from before the record
+    folder = tables_dir(db) / "prompts"
+    planted = folder / f"rows-{0:012d}-{30:012d}-{0:012d}.parquet"
+    planted.write_bytes((folder / _files(db)[-1]).read_bytes())
+    with transaction(db) as con:
+        insert_rows(con, "prompts", _prompts(7))
+    assert not planted.exists() and planted.with_name(f".foreign-{planted.name}").exists()
+    assert len(_files(db)) == 8
+    assert query(db, "SELECT count(*), count(DISTINCT prompt_id) FROM prompts")[1] == [(35, 35)]
+
+
+def test_a_lost_snapshot_file_is_written_again_from_the_writer_and_an_odd_name_is_moved_aside(db: Path) -> None:
+    folder = tables_dir(db) / "prompts"
+    lost = folder / _files(db)[3]
+    lost.unlink()
+    odd = folder / f"rows-{0:012d}-{5:012d}-x.parquet"  # listed by the views' glob, not a name Ratchet gives
+    odd.write_bytes((folder / _files(db)[-1]).read_bytes())
+    with transaction(db) as con:
+        insert_rows(con, "prompts", _prompts(7))
+    assert lost.exists() and not odd.exists()
+    assert query(db, "SELECT count(*), count(DISTINCT prompt_id) FROM prompts")[1] == [(35, 35)]
