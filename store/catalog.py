@@ -77,10 +77,11 @@ def _sql_str(s: str | Path) -> str:
 
 # ``rows-<from>-<to>.parquet``: a publish's new rows; ``rows-<from>-<to>-<active>.parquet``: a merged file
 # (:func:`compact`), read from epoch second ``<active>`` on, when every file it covers stops being read.
-_ROWS = re.compile(r"rows-(\d{12})-(\d{12})(?:-(\d{12}))?\.parquet")
+_RX = r"rows-(\d{12})-(\d{12})(-(\d{12}))?\.parquet"  # groups 1, 2 and 4 (Python here, DuckDB's RE2 in the views)
+_ROWS = re.compile(_RX)
 _ROWS_GLOBBED = re.compile(r"rows-\d{12}-\d{12}.*\.parquet", re.DOTALL)  # what the views' glob lists
 _VERSION = re.compile(r"v-(\d{12})\.parquet")
-_DIGITS = "[0-9]" * 12  # the views' globs match only the names the writer gives (a planted ``rows-x.parquet`` is not read)
+_DIGITS = "[0-9]" * 12  # the views' globs list only names shaped like the writer's (a planted ``rows-x.parquet`` is not read)
 _warned: set[Path] = set()
 
 
@@ -121,7 +122,7 @@ def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None,
             else:
                 _foreign(f)
             continue
-        numbers = tuple(int(g) for g in m.groups() if g is not None)
+        numbers = tuple(int(g) for g in ((m[1], m[2], m[4]) if append_only else (m[1],)) if g is not None)
         if recorded is not None and f.name not in recorded:
             _quarantine(f, "its name is not in the store's record of the files it published")
         elif recorded is None and len(numbers) == 3:  # Ratchet merges only in a store that records its files
@@ -131,6 +132,18 @@ def _snapshot_files(folder: Path, append_only: bool, recorded: list[str] | None,
         else:
             out.append((numbers, f))
     return sorted(out)
+
+
+def _read_record(db: str | Path) -> tuple[Path, dict, dict | None]:
+    """``published.json``'s path, its content (``{}`` when missing or unreadable) and its record of the files
+    published per table (None: a store from before the record, or an unreadable one)."""
+    path = store_dir(db) / "published.json"
+    try:
+        state = json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError:
+        state = {}
+    state = state if isinstance(state, dict) else {}
+    return path, state, state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None
 
 
 def _gaps(ranges: list[tuple[tuple, Path]], rows: int) -> list[tuple[int, int]]:
@@ -161,13 +174,7 @@ def publish(con: duckdb.DuckDBPyConnection, db: str | Path, *, force: bool = Fal
     ``con``: a read-write connection to the writer file, outside any open transaction (it holds the
     writer lock, so no two publishers race).
     """
-    state_path = store_dir(db) / "published.json"
-    try:
-        state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    except json.JSONDecodeError:
-        state = {}
-    state = state if isinstance(state, dict) else {}
-    files = state.get(FILES_KEY) if isinstance(state.get(FILES_KEY), dict) else None  # None: a store from before it
+    state_path, state, files = _read_record(db)
     written: dict[str, list[str]] = {}
     done = []
     for name in _table_names():
@@ -338,7 +345,6 @@ def adopt_legacy_store(db: str | Path) -> bool:
 # deletes them :data:`KEEP_VERSIONS_S` later (a query that listed them before may still be reading them).
 COMPACT_DELAY_S = 60.0  # a merged file is read from this long after it is in place (the readers' clock skew; at least 1 s)
 COMPACT_TARGET_BYTES = 256 * 2**20  # a merged file grows to about this size; files already that big stay as they are
-_RX = r"rows-([0-9]{12})-([0-9]{12})(-([0-9]{12}))?\.parquet"
 
 
 def _rows_view(folder: Path) -> str:
@@ -428,15 +434,11 @@ def compact(
     """
     if not catalog_is_current(db):  # views from before merged files would stop reading the rows they cover
         write_catalog(db)
-    state_path = store_dir(db) / "published.json"
-    try:
-        state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    except json.JSONDecodeError:
-        state = {}
-    files = state.get(FILES_KEY) if isinstance(state, dict) and isinstance(state.get(FILES_KEY), dict) else None
+    state_path, state, files = _read_record(db)
     if files is None:
         publish(con, db)  # a store from before the record (or an unreadable one): write it first
         return compact(con, db, min_files=min_files, delay_s=delay_s, target_bytes=target_bytes)
+    delay = max(COMPACT_DELAY_S if delay_s is None else delay_s, 1.0)
     out = {}
     for name in [n for n in _table_names() if n in APPEND_ONLY]:
         folder = tables_dir(db) / name
@@ -451,13 +453,11 @@ def compact(
             try:
                 tmp = tmp_dir / "rows.parquet"
                 con.execute(f"COPY (SELECT * FROM {name} WHERE rowid >= {a} AND rowid < {b}) TO {_sql_str(tmp)} (FORMAT parquet)")
-                delay = COMPACT_DELAY_S if delay_s is None else delay_s
-                active = math.ceil(time.time() + max(delay, 1.0))  # after the rename below, whatever the write took
+                active = math.ceil(time.time() + delay)  # after the rename below, whatever the write took
                 target = folder / f"rows-{_number(a)}-{_number(b)}-{_number(active)}.parquet"
                 os.replace(tmp, target)
             finally:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
-            ranges.append(((a, b, active), target))
             files[name] = sorted({*files.get(name, []), target.name})
             atomic_write_text(state_path, json.dumps({**state, FILES_KEY: files}, sort_keys=True))
         if runs:

@@ -9,7 +9,7 @@ from ratchet.store.queries import _rows
 
 # The gate_flips view's rows of one round, computed from the round's two checkpoints' greedy verdicts only (the view
 # aggregates every greedy verdict of the store first: ~2.6 s per round at 10M trajectories, benchmarks/store_scale.py).
-_FLIPS_SQL = """
+_FLIPS_CTES = """
     WITH g AS (SELECT round_id, eval_set_id, verifier_version, incumbent_checkpoint_id AS inc, candidate_checkpoint_id AS cand
                FROM gate_decisions
                WHERE round_id = ? AND candidate_checkpoint_id IS NOT NULL AND eval_set_id IS NOT NULL
@@ -26,7 +26,10 @@ _FLIPS_SQL = """
                FROM g JOIN side i ON i.checkpoint_id = g.inc AND i.eval_set_id = g.eval_set_id AND i.verifier_version = g.verifier_version
                       JOIN side c ON c.checkpoint_id = g.cand AND c.eval_set_id = g.eval_set_id
                                  AND c.verifier_version = g.verifier_version AND c.prompt_id = i.prompt_id
-               WHERE i.correct <> c.correct)
+               WHERE i.correct <> c.correct)"""
+_FLIPS_SQL = (
+    _FLIPS_CTES
+    + """
     SELECT f.eval_set_id, f.prompt_id, coalesce(m.eval_name, 'heldout') AS eval_name, p.question, p.answer AS gold,
            f.incumbent_correct, f.candidate_correct,
            CASE WHEN f.candidate_correct THEN 'wrong -> right' ELSE 'right -> wrong' END AS flip,
@@ -43,6 +46,7 @@ _FLIPS_SQL = """
     LEFT JOIN (SELECT DISTINCT r.round_id, e.prompt_id, e.eval_name
                FROM eval_set_prompts e JOIN rounds r USING (campaign_id)) m ON m.round_id = f.round_id AND m.prompt_id = f.prompt_id
     ORDER BY f.candidate_correct, eval_name, f.prompt_id"""
+)
 
 
 def round_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None = None) -> list[dict]:
@@ -58,8 +62,8 @@ def round_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None
 
 def flip_counts(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
     """``{"right_to_wrong": n, "wrong_to_right": m}`` of the round's flipped prompts (``gate_flips``)."""
-    head = _FLIPS_SQL[: _FLIPS_SQL.index("    SELECT f.eval_set_id")]  # the CTEs: this round's flips only
     row = con.execute(
-        head + "SELECT count(*) FILTER (WHERE incumbent_correct), count(*) FILTER (WHERE candidate_correct) FROM f", [round_id]
+        _FLIPS_CTES + " SELECT count(*) FILTER (WHERE incumbent_correct), count(*) FILTER (WHERE candidate_correct) FROM f",
+        [round_id],
     ).fetchone()
     return {"right_to_wrong": row[0], "wrong_to_right": row[1]}
