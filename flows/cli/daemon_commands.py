@@ -33,9 +33,16 @@ def up(
     interval_s: Optional[float] = typer.Option(
         None, "--interval-s", help="Run every campaign every N seconds instead of its schedule (for trials)."
     ),
+    work_pool: Optional[str] = typer.Option(
+        None,
+        "--work-pool",
+        help="Deploy every campaign to this Prefect work pool (created as a 'process' pool when absent) instead of "
+        "running its rounds here; `prefect worker start --pool NAME` runs them (docs/daemon.md#work-pools).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's run logs in the terminal."),
 ) -> None:
-    """Start the Prefect server (or use PREFECT_API_URL) and serve every campaign on its schedule until Ctrl-C / SIGTERM."""
+    """Start the Prefect server (or use PREFECT_API_URL) and serve every campaign on its schedule until Ctrl-C / SIGTERM
+    (or, with a work pool, schedule them for the pool's workers)."""
     configure_prefect(quiet_console=not verbose)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -49,7 +56,7 @@ def up(
     if config is None and Path("ratchet.toml").is_file():
         config = Path("ratchet.toml")
     try:
-        dcfg = load_daemon_config(config, interval_s=interval_s)
+        dcfg = load_daemon_config(config, interval_s=interval_s, work_pool=work_pool)
         if port is not None:
             dcfg = dcfg.model_copy(update={"prefect": dcfg.prefect.model_copy(update={"port": port})})
 

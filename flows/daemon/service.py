@@ -149,14 +149,22 @@ def mark_crashed_rounds(dbs: list[str | Path], wait_s: float = 0.0, status: str 
 
 
 def crash_flow_runs(
-    client, *, flow_run_ids: set[str], deployment_ids: set, everything: bool, message: str, cancelled: bool = False
+    client,
+    *,
+    flow_run_ids: set[str],
+    deployment_ids: set,
+    everything: bool,
+    message: str,
+    cancelled: bool = False,
+    spare_deployment_ids: frozenset = frozenset(),
 ) -> list[str]:
     """Set flow runs still Running/Pending/Cancelling to Crashed (forced; ``cancelled``: to Cancelled, the runs a
     signal's shutdown stopped); returns their ids.
 
     Those crashed: the ones in ``flow_run_ids`` (recorded on crashed rounds), the ones of
     ``deployment_ids`` (this daemon's deployments) and, with ``everything``, all of them (only safe
-    on a server this daemon started, so that no other process can be using it).
+    on a server this daemon started, so that no other process can be using it), but never those of
+    ``spare_deployment_ids`` (deployed to a work pool: a worker elsewhere runs them, and may still).
     """
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
     from prefect.client.schemas.objects import StateType
@@ -170,6 +178,8 @@ def crash_flow_runs(
     )
     out = []
     for r in runs:
+        if r.deployment_id in spare_deployment_ids:
+            continue
         if everything or str(r.id) in flow_run_ids or r.deployment_id in deployment_ids:
             state = Cancelled(message=message) if cancelled else Crashed(message=message)
             client.set_flow_run_state(r.id, state, force=True)
@@ -186,10 +196,12 @@ def _crash_orphans(dbs: list[str], everything: bool, message: str, wait_s: float
 
     rounds = mark_crashed_rounds(dbs, wait_s=wait_s, status="interrupted" if interrupted else "crashed")
     with get_client(sync_client=True) as client:
+        deps = ratchet_deployments(client)
         ids = crash_flow_runs(
             client,
             flow_run_ids={r["flow_run_id"] for r in rounds if r["flow_run_id"]},
-            deployment_ids={d.id for d in ratchet_deployments(client)},
+            deployment_ids={d.id for d in deps if not d.work_pool_name},
+            spare_deployment_ids=frozenset(d.id for d in deps if d.work_pool_name),
             everything=everything,
             message=message,
             cancelled=interrupted,
@@ -219,11 +231,13 @@ def check_schedule(cfg: RatchetConfig) -> None:
 
 
 def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
-    """Each campaign with absolute store paths, checked like ``ratchet run`` and saved where its flow reads it.
+    """Each campaign with absolute store paths, checked like ``ratchet run`` and saved where its flow reads it (a
+    work pool's campaign: only its schedule is checked here, the rest by its flow run on the worker).
 
     Raises:
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``ratchet.flows.rounds.campaign.preflight``.
     """
+    from ratchet.flows.daemon.work_pools import pooled_config
     from ratchet.flows.rounds.campaign import preflight
     from ratchet.flows.rounds.reset import with_campaign_epoch
     from ratchet.loop.campaign.round_context import save_config
@@ -231,6 +245,9 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
     out = []
     for cfg in dcfg.campaigns:
         check_schedule(cfg)
+        if cfg.schedule.work_pool:  # its store and files are the worker's: its flow run checks and saves the config there
+            out.append(pooled_config(cfg))
+            continue
         cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
         cfg = with_campaign_epoch(cfg)
         preflight(cfg)
@@ -246,9 +263,11 @@ def _stop_descendants(known: list, spare_pgids: list[int], grace_s: float = 10.0
 async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list[str], tree: list) -> None:
     """Register one deployment per campaign and run the Prefect runner until SIGINT/SIGTERM."""
     from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+    from prefect.deployments.runner import EntrypointType
     from prefect.runner import Runner
 
     from ratchet.flows.daemon.schedules import TAG, describe, prefect_schedule
+    from ratchet.flows.daemon.work_pools import deploy_to_pool
     from ratchet.flows.rounds.campaign import campaign as campaign_flow
 
     runner = Runner(name="ratchet-up", pause_on_shutdown=False, prefetch_seconds=RUNNER_PREFETCH_S)
@@ -266,22 +285,28 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
         logger.warning("%s received: stopping (cancelling in-flight runs, then the server)", stop_signals[0])
         loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
 
+    stopped = asyncio.Event()  # with every campaign on a work pool no runner runs: _serve waits for this
+
     async def stop() -> None:
+        stopped.set()
         for _ in range(600):
             if runner.started:
                 await runner.astop()
                 return
-            if registering:  # _serve returns by itself once registration ends
+            if registering or not in_process:  # _serve returns by itself once registration ends / on `stopped`
                 return
             await asyncio.sleep(0.1)  # between registration and the runner's start
 
     runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_signal)  # closing the terminal stops the daemon as SIGTERM does, never kills it
-    served, deployments = {}, {}
+    served, deployments, in_process = {}, {}, 0
     for cfg, path in campaigns:
         # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
         served[cfg.campaign] = {"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run}
+        pool = cfg.schedule.work_pool
+        if pool:  # the worker checks and saves it (worker_config); the module path needs no code pulled
+            served[cfg.campaign]["config"] = cfg.model_dump(mode="json")
         dep = await campaign_flow.ato_deployment(
             name=cfg.campaign,
             schedule=prefect_schedule(cfg.schedule),
@@ -293,9 +318,19 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
             # one run of a campaign at a time: a tick during a running round is skipped (_skip_ticks_forever); a
             # run-now while one runs is cancelled by this limit
             concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
+            entrypoint_type=EntrypointType.MODULE_PATH if pool else EntrypointType.FILE_PATH,
         )
-        deployments[str(await runner.aadd_deployment(dep))] = cfg.campaign
-        logger.warning("serving campaign %s: %s", cfg.campaign, describe(dep.schedules[0]) if dep.schedules else "no schedule")
+        when = describe(dep.schedules[0]) if dep.schedules else "no schedule"
+        if pool:
+            deployments[await deploy_to_pool(dep, pool)] = cfg.campaign
+            logger.warning(
+                "campaign %s: deployed to work pool %s (%s); its rounds run where `prefect worker start --pool %s` runs",
+                cfg.campaign, pool, when, pool,
+            )  # fmt: skip
+        else:
+            deployments[str(await runner.aadd_deployment(dep))] = cfg.campaign
+            in_process += 1
+            logger.warning("serving campaign %s: %s", cfg.campaign, when)
     if stop_signals:  # a signal arrived while registering
         return
     # Before the runner picks anything up: runs an earlier daemon's schedules left behind (past due, or with
@@ -315,7 +350,10 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
         return
     guard = asyncio.create_task(_skip_ticks_forever(deployments))  # before the runner's first poll, faster than its polls
     try:
-        await runner.start()
+        if in_process:
+            await runner.start()
+        else:  # every campaign runs on a work pool's workers: keep the schedules guarded until a signal
+            await stopped.wait()
     finally:
         guard.cancel()
 
@@ -402,10 +440,11 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
         os.umask(prior_umask)
         raise
     try:
-        for db in dict.fromkeys(str(Path(c.db).resolve()) for c in dcfg.campaigns):
+        local = [c for c in dcfg.campaigns if not c.schedule.work_pool]  # a work pool's store is its worker's
+        for db in dict.fromkeys(str(Path(c.db).resolve()) for c in local):
             locks.append(acquire_lock(store_lock_path(db), info, f"store {db}"))
         campaigns = prepare_campaigns(dcfg)
-        dbs = [c.db for c, _ in campaigns]
+        dbs = [c.db for c, _ in campaigns if not c.schedule.work_pool]
         mark_crashed_rounds(dbs)
         server_pid: list[int] = []
         with prefect_server(
@@ -427,7 +466,7 @@ def run_daemon(dcfg: DaemonConfig, *, on_ready=None) -> str | None:
                 if not prior_url:  # our own server: no run is in flight yet, so any taken device slot is stale
                     from ratchet.flows.compute.slots import reset_device_slots
 
-                    reset_device_slots(tuple(dict.fromkeys(d for c, _ in campaigns for d in c.compute.devices)))
+                    reset_device_slots(tuple(dict.fromkeys(d for c in local for d in c.compute.devices)))
                 if on_ready:
                     on_ready(url)
                 try:

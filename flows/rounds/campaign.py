@@ -29,12 +29,12 @@ from ratchet.flows.rounds.observe.run_log import current_flow_run_id, process_ow
 from ratchet.flows.rounds.stages.pipeline import evaluate, prompt_rows
 from ratchet.flows.rounds.stages.round_engine import check_weight_sync, round_engine
 from ratchet.flows.rounds.stages.steps import round_steps
-from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings
+from ratchet.flows.rounds.state.identity import check_checkpoints, check_same_settings, with_campaign_epoch
 from ratchet.flows.rounds.state.night_budget import BudgetSpent, NightBudget
 from ratchet.flows.rounds.state.phases import check_training_data, phase_contexts, register_teacher
 from ratchet.flows.rounds.state.resumed_settings import apply_recorded_settings
 from ratchet.flows.rounds.state.reverify import carry_over_promoted
-from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker
+from ratchet.loop.campaign.round_context import Ctx, load_ctx, now, pin_eval_prompts, read_marker, save_config
 from ratchet.loop.campaign.round_manifest import chat_template_of, round_manifest
 from ratchet.loop.checkpoints import check_loadable, read_checkpoint_id, resolve_model
 from ratchet.loop.config import RatchetConfig
@@ -476,11 +476,43 @@ def improvement_round(config_path: str, round_index: int) -> dict:
 
 
 @flow(name="campaign", flow_run_name="{campaign_name}", log_prints=True)
-def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None) -> list[dict]:
+def campaign(config_path: str, campaign_name: str = "demo", rounds: int | None = None, config: dict | None = None) -> list[dict]:
     """Run up to ``rounds`` new rounds (None: until ``max_rounds``, or forever when that is unset) or until
-    a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new."""
+    a halt or pause; finished rounds are skipped (and listed), a crashed one resumes and counts as new.
+
+    ``config``: the campaign's config as JSON (a work pool's deployment carries it, ``ratchet up --work-pool``): the
+    flow run checks it here, on the worker, like ``ratchet run`` (``preflight``), saves it where its tasks read it
+    and ignores ``config_path`` (a path on the machine that deployed it).
+
+    Raises:
+        ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: ``config`` fails the checks.
+    """
+    if config is not None:
+        config_path = str(worker_config(config))
     with file_mode(load_ctx(config_path).cfg.service.file_mode):  # the store, run dir and models it creates
         return _campaign_rounds(config_path, rounds)
+
+
+def worker_config(config: dict) -> Path:
+    """Check a deployment's config on the machine that runs it and save it there (``save_config``); returns the path.
+
+    Raises:
+        ConfigError: the JSON is not a valid config. Also as ``preflight``.
+    """
+    from pydantic import ValidationError
+
+    from ratchet.loop.config import ConfigError
+
+    try:
+        cfg = RatchetConfig.model_validate(config)
+    except ValidationError as e:
+        raise ConfigError(
+            f"the deployment's config is not valid here ({e.errors()[0]['msg']}); redeploy it with `ratchet up`"
+        ) from None
+    with file_mode(cfg.service.file_mode):
+        cfg = with_campaign_epoch(cfg)
+        preflight(cfg)
+        return save_config(cfg)
 
 
 def _campaign_rounds(config_path: str, rounds: int | None) -> list[dict]:

@@ -12,31 +12,13 @@ from __future__ import annotations
 import itertools
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 from ratchet.flows.rounds.campaign import stored_rounds
-from ratchet.flows.rounds.state.identity import CampaignConflict
-from ratchet.loop.campaign.round_context import Ctx, campaign_id_of, now
+from ratchet.flows.rounds.state.identity import MAX_EPOCHS, CampaignConflict, with_campaign_epoch  # noqa: F401 - re-exported
+from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.config import RatchetConfig
-from ratchet.store.db import connect, require_store, transaction
-from ratchet.store.queries import campaign_by_name, campaign_ids, retire_campaign, running_rounds
-
-MAX_EPOCHS = 10_000  # resets of one name; only bounds the search for a stored id
-
-
-def with_campaign_epoch(cfg: RatchetConfig) -> RatchetConfig:
-    """``cfg`` with the ``campaign_epoch`` its store holds for the name: the stored start's, else the first whose
-    id no retired start took (0 in a new store)."""
-    if not Path(cfg.db).exists():
-        return cfg.model_copy(update={"campaign_epoch": 0})
-    with connect(cfg.db, read_only=True) as con:
-        require_store(con, Path(cfg.db))
-        stored, taken = campaign_by_name(con, cfg.campaign), campaign_ids(con)
-    if stored is not None:
-        epoch = next((k for k in range(MAX_EPOCHS) if campaign_id_of(cfg.campaign, k) == stored["campaign_id"]), 0)
-    else:
-        epoch = next(k for k in itertools.count() if campaign_id_of(cfg.campaign, k) not in taken)
-    return cfg.model_copy(update={"campaign_epoch": epoch})
+from ratchet.store.db import connect, transaction
+from ratchet.store.queries import campaign_by_name, retire_campaign, running_rounds
 
 
 def reset_campaign(cfg: RatchetConfig, alive: Callable[[str | None], bool]) -> str | None:

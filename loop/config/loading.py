@@ -320,10 +320,13 @@ class DaemonConfig(_Frozen):
     campaigns: tuple[RatchetConfig, ...]
 
 
-def load_daemon_config(path: str | Path | None = None, *, interval_s: float | None = None) -> DaemonConfig:
+def load_daemon_config(
+    path: str | Path | None = None, *, interval_s: float | None = None, work_pool: str | None = None
+) -> DaemonConfig:
     """Every campaign of ``ratchet.toml`` (the top level alone, or each ``[[campaigns]]`` over it) and ``[prefect]``.
 
-    ``interval_s`` (seconds), when given, replaces every campaign's schedule with that interval.
+    ``interval_s`` (seconds), when given, replaces every campaign's schedule with that interval; ``work_pool``, when
+    given, sets every campaign's ``schedule.work_pool``.
 
     Raises:
         ConfigError: as ``load_config``, or ``interval_s`` <= 0.
@@ -336,5 +339,7 @@ def load_daemon_config(path: str | Path | None = None, *, interval_s: float | No
         table = _resolve_task_paths(table, Path(path).resolve().parent) if path is not None else table
         if interval_s is not None:
             table = _merged(table, {"schedule": {"interval_s": interval_s}})
+        if work_pool is not None:
+            table = _merged(table, {"schedule": {"work_pool": work_pool}})
         campaigns.append(check_plugins(_validate(RatchetConfig, table, f"campaigns[{i}]" if "campaigns" in data else "")))
     return DaemonConfig(prefect=_validate(PrefectConfig, data.get("prefect", {}), "prefect"), campaigns=tuple(campaigns))

@@ -36,6 +36,14 @@ class ScheduleConfig(_Frozen):
     active: bool = Field(
         True, description="false: the deployment is served but its schedule starts paused (`ratchet schedule resume` starts it)."
     )
+    work_pool: str | None = Field(
+        None,
+        min_length=1,
+        description="A Prefect work pool: `ratchet up` deploys the campaign's flow there instead of running its rounds "
+        "itself, and a `prefect worker start --pool NAME` (on this or another machine) runs them; the config's paths "
+        "are the worker's (docs/daemon.md#work-pools). `ratchet up --work-pool NAME` sets it for every campaign. "
+        "None: `ratchet up` runs the rounds.",
+    )
     max_wall_s: float | None = Field(
         None,
         gt=0.0,

@@ -7,12 +7,16 @@ sections); a config that differs from the stored one is refused before any work,
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
-from ratchet.loop.campaign.round_context import Ctx
+from ratchet.loop.campaign.round_context import Ctx, campaign_id_of
 from ratchet.loop.checkpoints import ModelError
 from ratchet.loop.config import RatchetConfig
+from ratchet.store.db import connect, require_store
 from ratchet.store.events import recorded_settings
-from ratchet.store.queries import campaign_by_name, campaign_state, promoted_before
+from ratchet.store.queries import campaign_by_name, campaign_ids, campaign_state, promoted_before
 
 
 class CampaignConflict(ValueError):
@@ -105,3 +109,21 @@ def legacy_jsonl_conflict(con, cfg: RatchetConfig, existing: dict) -> None:
         f"with --campaign {cfg.campaign}-v2 and model.name_or_path = {row[0] if row else last!r} (its last promoted "
         "checkpoint; the old campaign's rows stay in the store)"
     )
+
+
+MAX_EPOCHS = 10_000  # resets of one name; only bounds the search for a stored id
+
+
+def with_campaign_epoch(cfg: RatchetConfig) -> RatchetConfig:
+    """``cfg`` with the ``campaign_epoch`` its store holds for the name: the stored start's, else the first whose
+    id no retired start took (0 in a new store)."""
+    if not Path(cfg.db).exists():
+        return cfg.model_copy(update={"campaign_epoch": 0})
+    with connect(cfg.db, read_only=True) as con:
+        require_store(con, Path(cfg.db))
+        stored, taken = campaign_by_name(con, cfg.campaign), campaign_ids(con)
+    if stored is not None:
+        epoch = next((k for k in range(MAX_EPOCHS) if campaign_id_of(cfg.campaign, k) == stored["campaign_id"]), 0)
+    else:
+        epoch = next(k for k in itertools.count() if campaign_id_of(cfg.campaign, k) not in taken)
+    return cfg.model_copy(update={"campaign_epoch": epoch})
