@@ -73,6 +73,14 @@ def up(
                 soft_wrap=True,
                 markup=False,
             )
+            for pool in dict.fromkeys(c.schedule.work_pool for c in dcfg.campaigns if c.schedule.work_pool):
+                console.print(
+                    f"ratchet up: rounds on work pool {pool} run where a worker runs: PREFECT_API_URL={url} "
+                    f"PREFECT_API_AUTH_STRING=<the UI's password> prefect worker start --pool {pool} (docs/daemon.md#work-pools)",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
             if own_server:
                 console.print(
                     f"ratchet up: the UI asks for a password: paste the contents of {auth_path(state_path().parent)}",

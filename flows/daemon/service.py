@@ -299,6 +299,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
 
     runner.handle_sigterm = on_signal  # Runner.start installs this for SIGTERM
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)  # also with no runner to start (every campaign on a work pool)
     signal.signal(signal.SIGHUP, on_signal)  # closing the terminal stops the daemon as SIGTERM does, never kills it
     served, deployments, in_process = {}, {}, 0
     for cfg, path in campaigns:
