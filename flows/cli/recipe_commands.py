@@ -121,7 +121,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     from ratchet.flows.cli.reporters import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.observe.progress import set_reporter
-    from ratchet.flows.rounds.reset import with_campaign_epoch
+    from ratchet.flows.rounds.state.identity import with_campaign_epoch
     from ratchet.loop.campaign.round_context import save_config
 
     console.print(Text(safe(f"({i}/{n}) campaign {cfg.campaign}"), style="bold"))

@@ -28,7 +28,8 @@ def _run(cfg, rounds: int | None = None, *, dry_run: bool = False, reset: bool =
     from ratchet.flows.daemon.service import check_schedule, owner_alive
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.observe.progress import set_reporter
-    from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
+    from ratchet.flows.rounds.reset import reset_campaign
+    from ratchet.flows.rounds.state.identity import with_campaign_epoch
     from ratchet.loop.campaign.round_context import save_config
 
     if reset and dry_run:

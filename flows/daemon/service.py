@@ -237,18 +237,17 @@ def prepare_campaigns(dcfg: DaemonConfig) -> list[tuple[RatchetConfig, Path]]:
     Raises:
         ConfigError, StoreError, ModelError, TaskDataError, CampaignConflict: as ``ratchet.flows.rounds.campaign.preflight``.
     """
-    from ratchet.flows.daemon.work_pools import pooled_config
     from ratchet.flows.rounds.campaign import preflight
-    from ratchet.flows.rounds.reset import with_campaign_epoch
+    from ratchet.flows.rounds.state.identity import with_campaign_epoch
     from ratchet.loop.campaign.round_context import save_config
 
     out = []
     for cfg in dcfg.campaigns:
         check_schedule(cfg)
+        cfg = cfg.with_absolute_paths()  # a work pool's: give the worker's paths as absolute ones
         if cfg.schedule.work_pool:  # its store and files are the worker's: its flow run checks and saves the config there
-            out.append(pooled_config(cfg))
+            out.append((cfg, cfg.saved_config_path()))
             continue
-        cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
         cfg = with_campaign_epoch(cfg)
         preflight(cfg)
         out.append((cfg, save_config(cfg)))
@@ -285,7 +284,8 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
         logger.warning("%s received: stopping (cancelling in-flight runs, then the server)", stop_signals[0])
         loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
 
-    stopped = asyncio.Event()  # with every campaign on a work pool no runner runs: _serve waits for this
+    in_process = any(not cfg.schedule.work_pool for cfg, _ in campaigns)  # else no runner runs: _serve waits on `stopped`
+    stopped = asyncio.Event()
 
     async def stop() -> None:
         stopped.set()
@@ -301,13 +301,13 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)  # also with no runner to start (every campaign on a work pool)
     signal.signal(signal.SIGHUP, on_signal)  # closing the terminal stops the daemon as SIGTERM does, never kills it
-    served, deployments, in_process = {}, {}, 0
+    served, deployments = {}, {}
     for cfg, path in campaigns:
-        # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues
-        served[cfg.campaign] = {"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run}
         pool = cfg.schedule.work_pool
-        if pool:  # the worker checks and saves it (worker_config); the module path needs no code pulled
-            served[cfg.campaign]["config"] = cfg.model_dump(mode="json")
+        # each scheduled run does schedule.rounds_per_run rounds and stops; the next run continues; a work pool's
+        # run carries its config, which the worker checks and saves (worker_config)
+        served[cfg.campaign] = {"config_path": str(path), "campaign_name": cfg.campaign, "rounds": cfg.schedule.rounds_per_run}
+        served[cfg.campaign] |= {"config": cfg.model_dump(mode="json")} if pool else {}
         dep = await campaign_flow.ato_deployment(
             name=cfg.campaign,
             schedule=prefect_schedule(cfg.schedule),
@@ -319,7 +319,7 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
             # one run of a campaign at a time: a tick during a running round is skipped (_skip_ticks_forever); a
             # run-now while one runs is cancelled by this limit
             concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
-            entrypoint_type=EntrypointType.MODULE_PATH if pool else EntrypointType.FILE_PATH,
+            entrypoint_type=EntrypointType.MODULE_PATH if pool else EntrypointType.FILE_PATH,  # a worker pulls no code
         )
         when = describe(dep.schedules[0]) if dep.schedules else "no schedule"
         if pool:
@@ -330,7 +330,6 @@ async def _serve(campaigns: list[tuple[RatchetConfig, Path]], stop_signals: list
             )  # fmt: skip
         else:
             deployments[str(await runner.aadd_deployment(dep))] = cfg.campaign
-            in_process += 1
             logger.warning("serving campaign %s: %s", cfg.campaign, when)
     if stop_signals:  # a signal arrived while registering
         return

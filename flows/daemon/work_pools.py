@@ -12,24 +12,16 @@ it never opens such a campaign's store. See docs/daemon.md#work-pools.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
-from ratchet.loop.config import RatchetConfig
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POOL_TYPE = "process"  # a worker that runs each flow run as a subprocess of itself
 
 
-def pooled_config(cfg: RatchetConfig) -> tuple[RatchetConfig, Path]:
-    """``cfg`` with absolute paths (resolved here: give the worker's paths as absolute ones) and the path its flow
-    run saves it to on the worker; nothing is read or written here."""
-    cfg = cfg.model_copy(update={"db": str(Path(cfg.db).resolve()), "run_dir": str(cfg.resolved_run_dir().resolve())})
-    return cfg, cfg.resolved_run_dir() / cfg.campaign / "config.json"
-
-
-def ensure_work_pool(client, name: str) -> tuple[str, bool]:
+async def ensure_work_pool(client, name: str) -> tuple[str, bool]:
     """The work pool ``name``'s type, creating it as a ``process`` pool when absent; returns ``(type, created)``.
+
+    ``client``: an async ``PrefectClient``.
 
     Raises:
         prefect.exceptions.PrefectHTTPStatusError: the API refuses (e.g. an invalid name).
@@ -38,26 +30,21 @@ def ensure_work_pool(client, name: str) -> tuple[str, bool]:
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
     try:
-        return client.read_work_pool(name).type, False
+        return (await client.read_work_pool(name)).type, False
     except ObjectNotFound:
         try:
-            return client.create_work_pool(WorkPoolCreate(name=name, type=DEFAULT_POOL_TYPE)).type, True
+            return (await client.create_work_pool(WorkPoolCreate(name=name, type=DEFAULT_POOL_TYPE))).type, True
         except ObjectAlreadyExists:  # another daemon created it in between
-            return client.read_work_pool(name).type, False
+            return (await client.read_work_pool(name)).type, False
 
 
 async def deploy_to_pool(dep, pool: str) -> str:
-    """Register ``dep`` (a ``RunnerDeployment`` of the campaign flow, module-path entrypoint) on work pool ``pool``;
-    returns the deployment id."""
-    import asyncio
-
+    """Register ``dep`` (a ``RunnerDeployment`` of the campaign flow, module-path entrypoint) on work pool ``pool``,
+    creating the pool when absent; returns the deployment id."""
     from prefect.client.orchestration import get_client
 
-    def ensure() -> tuple[str, bool]:
-        with get_client(sync_client=True) as client:
-            return ensure_work_pool(client, pool)
-
-    kind, created = await asyncio.to_thread(ensure)
+    async with get_client() as client:
+        kind, created = await ensure_work_pool(client, pool)
     if created:
         logger.warning("created work pool %s (type %s)", pool, kind)
     return str(await dep.aapply(work_pool_name=pool))

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 
 from ratchet.flows.rounds.campaign import stored_rounds
-from ratchet.flows.rounds.state.identity import MAX_EPOCHS, CampaignConflict, with_campaign_epoch  # noqa: F401 - re-exported
+from ratchet.flows.rounds.state.identity import CampaignConflict
 from ratchet.loop.campaign.round_context import Ctx, now
 from ratchet.loop.config import RatchetConfig
 from ratchet.store.db import connect, transaction

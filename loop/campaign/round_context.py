@@ -248,7 +248,7 @@ def pin_eval_prompts(ctx: Ctx, prompts: list[Prompt]) -> Path:
 def save_config(cfg: RatchetConfig) -> Path:
     """Write the campaign's config where its tasks can read it (under ``[service] file_mode``: the run dir's first
     files); returns the path."""
-    path = cfg.resolved_run_dir() / cfg.campaign / "config.json"
+    path = cfg.saved_config_path()
     with file_mode(cfg.service.file_mode):
         return atomic_write_text(path, cfg.model_dump_json(indent=1))
 

@@ -291,6 +291,14 @@ class RatchetConfig(_Frozen):
     def resolved_run_dir(self) -> Path:
         return Path(self.run_dir) if self.run_dir else Path(self.db).with_suffix(".runs")
 
+    def with_absolute_paths(self) -> RatchetConfig:
+        """This config with ``db`` and the resolved ``run_dir`` made absolute against the current directory."""
+        return self.model_copy(update={"db": str(Path(self.db).resolve()), "run_dir": str(self.resolved_run_dir().resolve())})
+
+    def saved_config_path(self) -> Path:
+        """Where the campaign's config is saved for its tasks to read (``ratchet.loop.campaign.round_context.save_config``)."""
+        return self.resolved_run_dir() / self.campaign / "config.json"
+
     def campaign_settings(self) -> dict:
         """The settings that define a campaign (a rerun with different ones must use a new name), as JSON values.
 

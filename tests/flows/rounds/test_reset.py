@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.daemon.service import owner_alive
 from ratchet.flows.rounds.campaign import preflight, prepare_campaign, start_round
-from ratchet.flows.rounds.reset import reset_campaign, with_campaign_epoch
-from ratchet.flows.rounds.state.identity import CampaignConflict
+from ratchet.flows.rounds.reset import reset_campaign
+from ratchet.flows.rounds.state.identity import CampaignConflict, with_campaign_epoch
 from ratchet.loop.campaign.round_context import Ctx, save_config
 from ratchet.loop.config import load_config
 from ratchet.store.db import query, transaction
