@@ -34,6 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -51,6 +52,7 @@ README_QUERIES = {
     "round_summary": "SELECT * FROM round_summary",
 }
 CAMPAIGN = "scale"
+DAY0 = datetime(2024, 1, 1, 2, 0)  # round r ran on day r after it, at 02:00 (its rows' timestamps: _at)
 CID = "c0000000000scale"
 PROMPTS = 2000
 
@@ -63,7 +65,7 @@ _TRAJ = (
   'Natalia sold ' || k || ' clips in April, and half as many in May. Step by step: ' || (k * 7 % 1000) ||
     ' + ' || (k % 97) || ' = ' || (k * 7 % 1000 + k % 97) || '. The answer is #### ' || (k % 101) AS completion,
   120 AS prompt_tokens, 60 + k % 40 AS completion_tokens, 'stop' AS finish_reason, 'transformers' AS backend,
-  0.8 AS temperature, 1.0 AS top_p, 256 AS max_new_tokens, k AS seed, now()::TIMESTAMP AS created_at, 0 AS step,
+  0.8 AS temperature, 1.0 AS top_p, 256 AS max_new_tokens, k AS seed, {day0} + to_days(r::INT) + INTERVAL 10 MINUTE AS created_at, 0 AS step,
   [k % 49152, (k * 3) % 49152, (k * 7) % 49152, 2] AS completion_token_ids,
   '[{{"role": "user", "content": "question ' || (k % {prompts}) || '"}}]' AS prompt_messages, 1 AS turns
 FROM """
@@ -73,15 +75,20 @@ FROM """
 _VERD = (
     """SELECT '{cid}-r' || r || '-' || k AS trajectory_id, 'math' AS verifier, 'v1' AS verifier_version,
   (k % 3 = 0)::DOUBLE AS reward, k % 3 = 0 AS correct, CASE WHEN k % 3 = 0 THEN 'match' ELSE 'mismatch' END AS reason,
-  (k % 101)::VARCHAR AS parsed, true AS format_ok, 0.001 AS latency_s, now()::TIMESTAMP AS created_at
+  (k % 101)::VARCHAR AS parsed, true AS format_ok, 0.001 AS latency_s, {day0} + to_days(r::INT) + INTERVAL 20 MINUTE AS created_at
 FROM """
     + _ROWS
     + """ t"""
 )
 
 
+def _at(r: int, minutes: int = 0) -> str:
+    """Round ``r``'s time plus ``minutes``: the rounds ran nightly, one a day from ``DAY0`` on."""
+    return (DAY0 + timedelta(days=r, minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _round_rows(r: int) -> dict[str, list[dict]]:
-    now = time.strftime("%Y-%m-%d %H:%M:%S")
+    now = _at(r, 50)  # its gate: after its trajectories (+10 min) and verdicts (+20)
     rid = f"{CID}-r{r}"
     return {
         "rounds": [
@@ -91,11 +98,11 @@ def _round_rows(r: int) -> dict[str, list[dict]]:
                 round_index=r,
                 incumbent_checkpoint_id=f"ck{r - 1}",
                 status="completed",
-                started_at=now,
-                finished_at=now,
+                started_at=_at(r),
+                finished_at=_at(r, 60),
             )
         ],
-        "checkpoints": [dict(checkpoint_id=f"ck{r}", parent_id=f"ck{r - 1}", model_ref="smollm2-135m", created_at=now)],
+        "checkpoints": [dict(checkpoint_id=f"ck{r}", parent_id=f"ck{r - 1}", model_ref="smollm2-135m", created_at=_at(r, 30))],
         "evaluations": [
             dict(
                 evaluation_id=f"e{r}",
@@ -121,6 +128,8 @@ def _round_rows(r: int) -> dict[str, list[dict]]:
                 best_promoted_pass1=0.31,
                 test="noninferiority",
                 tolerance=0.02,
+                eval_set_id="es1",  # what a real decision records: ratchet report lists its flips
+                verifier_version="v1",
                 created_at=now,
             )
         ],
@@ -159,11 +168,9 @@ def _queries(db: Path, out_dir: Path, commands: bool = True) -> dict[str, float]
         return out
     out["ratchet_status"] = _timed(cli("status", "--db", str(db)))
     out["write_transaction"] = _timed(lambda: _empty_write(db))  # what every write of a round pays: open, commit, publish
-    # One run (status warmed the imports): a report reads every round, its cost grows with both sizes.
+    # The report details the last 30 rounds (its queries bounded by their time) and tables every round.
     out["ratchet_report"] = _timed(
-        cli("report", "--db", str(db), "--campaign", CAMPAIGN, "--out", str(out_dir / "report.html"), "--force"),
-        reps=1,
-        warm=False,
+        cli("report", "--db", str(db), "--campaign", CAMPAIGN, "--out", str(out_dir / "report.html"), "--force")
     )
     return out
 
@@ -197,7 +204,7 @@ def _files(db: Path, table: str = "trajectories") -> int:
 
 def _stage(gen: duckdb.DuckDBPyConnection, stage: Path, lo: int, hi: int, per_round: int) -> tuple[Path, Path]:
     """Stage files of the campaign's trajectories and verdicts ``lo <= g < hi``, as a round's stages write them."""
-    fmt = dict(cid=CID, prompts=PROMPTS, lo=lo, hi=hi, per_round=per_round)
+    fmt = dict(cid=CID, prompts=PROMPTS, lo=lo, hi=hi, per_round=per_round, day0=f"TIMESTAMP '{_at(0)}'")
     traj, verd = stage / f"t-{lo}.parquet", stage / f"v-{lo}.parquet"
     gen.execute(f"COPY ({_TRAJ.format(**fmt)}) TO '{traj}' (FORMAT parquet)")
     gen.execute(f"COPY ({_VERD.format(**fmt)}) TO '{verd}' (FORMAT parquet)")
@@ -228,14 +235,14 @@ def build(db: Path, rows: int, rounds: int, real_rounds: int, stage: Path, out_d
                     name=CAMPAIGN,
                     base_checkpoint_id="ck0",
                     config_json="{}",
-                    created_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+                    created_at=_at(0),
                 )
             ],
         )
         insert_rows(
             con,
             "checkpoints",
-            [dict(checkpoint_id="ck0", model_ref="smollm2-135m", created_at=time.strftime("%Y-%m-%d %H:%M:%S"))],
+            [dict(checkpoint_id="ck0", model_ref="smollm2-135m", created_at=_at(0))],
         )
         prompts = (
             gen.sql(f"""SELECT 'p' || k AS prompt_id, 'gsm8k' AS source, 'gsm8k' AS task, 'question ' || k AS question,

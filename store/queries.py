@@ -285,16 +285,19 @@ def checkpoint_dir(con: duckdb.DuckDBPyConnection, checkpoint_id: str) -> str:
 
 
 # The verdict each trajectory is reported with: of `verifier_version` when given, else its newest one.
-def verdict_cte(trajectories: str = "true") -> str:
+def verdict_cte(trajectories: str = "true", bounded: bool = False) -> str:
     """The CTE ``v``: each trajectory's verdict of ``$verifier_version``, or its newest verdict when that is NULL.
 
     ``trajectories``: a condition on the ``trajectories`` table (``round_id = $round_id``) scoping the verdicts it
     ranks: ranking every verdict of a 10M-row store takes ~2.7 s on 2 cores, one round's ~0.2 s (benchmarks/store_scale.py).
+    ``bounded``: also only rows created at or after ``$since`` (a TIMESTAMPTZ, ``ratchet.store.round_metrics.since_of_rounds``, ``since_of``),
+    which skips the older row groups of both tables.
     """
+    after = " AND created_at >= CAST($since AS TIMESTAMPTZ)" if bounded else ""
     return f"""
 v AS (SELECT * FROM verdicts
-      WHERE (CAST($verifier_version AS VARCHAR) IS NULL OR verifier_version = $verifier_version)
-        AND trajectory_id IN (SELECT trajectory_id FROM trajectories WHERE {trajectories})
+      WHERE (CAST($verifier_version AS VARCHAR) IS NULL OR verifier_version = $verifier_version){after}
+        AND trajectory_id IN (SELECT trajectory_id FROM trajectories WHERE ({trajectories}){after})
       QUALIFY row_number() OVER (PARTITION BY trajectory_id ORDER BY created_at DESC, verifier_version DESC) = 1)"""
 
 
@@ -381,17 +384,6 @@ def last_rollout_p90(con: duckdb.DuckDBPyConnection, campaign_id: str, round_ind
     return None if row is None or row[0] is None else float(row[0])
 
 
-def round_phase(con: duckdb.DuckDBPyConnection, round_id: str) -> str | None:
-    """The ``[[phases]]`` name a round ran in (``rounds.stage``); None for a campaign without phases or an old store."""
-    has = con.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'rounds' AND column_name = 'stage'"
-    ).fetchone()[0]
-    if not has:  # a store from before phases, opened read-only (not migrated)
-        return None
-    row = con.execute("SELECT stage FROM rounds WHERE round_id = ?", [round_id]).fetchone()
-    return None if row is None else row[0]
-
-
 # --- the gate: per-set outcomes, promoted history, replay ------------------------------------------
 
 
@@ -457,14 +449,6 @@ def decision_inputs(con: duckdb.DuckDBPyConnection, row: dict) -> tuple[str, str
         [row["candidate_checkpoint_id"]],
     ).fetchone()
     return None if got is None else (got[0], row.get("verifier_version") or got[1])
-
-
-def gate_set_rows(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
-    """The per-eval-set verdicts of a round's gate (empty for rounds gated before sets were recorded)."""
-    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'gate_set_decisions'").fetchone()[0]
-    if not has:
-        return []
-    return _rows(con.execute("SELECT * FROM gate_set_decisions WHERE round_id = ? ORDER BY eval_name", [round_id]))
 
 
 def measured_discordance(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> tuple[float, int, float] | None:

@@ -7,7 +7,7 @@ import json
 
 import duckdb
 
-from ratchet.store.queries import _rows, verdict_cte
+from ratchet.store.queries import _rows
 
 
 def training_metrics(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
@@ -77,142 +77,6 @@ def round_run_dirs(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         "SELECT round_id, json_extract_string(run_settings_json, '$.run_dir') FROM round_manifests WHERE run_settings_json IS NOT NULL"
     ).fetchall()
     return {rid: d for rid, d in rows if d}
-
-
-ROLLOUT_METRICS_SQL = f"""
-WITH {verdict_cte("round_id = $round_id AND purpose = 'rollout'")},
-r AS (SELECT p.task, t.prompt_id, t.completion_tokens, t.finish_reason, v.correct, v.reward, v.format_ok, v.reason
-      FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
-      WHERE t.round_id = $round_id AND t.purpose = 'rollout'),
-per_prompt AS (SELECT task, prompt_id, count(*) AS n, count(*) FILTER (WHERE correct) AS c FROM r GROUP BY ALL),
-by_prompt AS (SELECT coalesce(task, 'all') AS task, count(*) AS prompts, min(n) AS k, avg((c > 0)::INT) AS pass_at_k
-              FROM per_prompt GROUP BY GROUPING SETS ((task), ())),
-by_traj AS (SELECT coalesce(task, 'all') AS task, count(*) AS rollouts, avg(correct::INT) AS pass_at_1,
-                   avg(reward) AS reward_mean, avg((NOT format_ok)::INT) AS format_error_rate,
-                   avg((finish_reason = 'length')::INT) AS truncated_rate,
-                   quantile_cont(completion_tokens, 0.9) AS completion_tokens_p90, histogram(reason) AS reasons
-            FROM r GROUP BY GROUPING SETS ((task), ()))
-SELECT task, prompts, rollouts, k, pass_at_1, pass_at_k, reward_mean, format_error_rate, truncated_rate,
-       completion_tokens_p90, reasons
-FROM by_traj JOIN by_prompt USING (task) WHERE rollouts > 0 ORDER BY task = 'all', task
-"""
-
-
-def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
-    """Per task of a round's rollouts, then one ``task = 'all'`` row (none when the round has no scored rollouts).
-
-    Each row: ``prompts``, ``rollouts``, ``k`` (the smallest group size), ``pass_at_1`` (mean correct,
-    the unbiased pass@1), ``pass_at_k`` (share of prompts with at least one correct rollout),
-    ``reward_mean``, ``format_error_rate`` (share with ``format_ok`` false; NULL if unchecked),
-    ``truncated_rate`` (share cut at ``max_new_tokens``), ``completion_tokens_p90`` (tokens, linear
-    interpolation as ``torch.quantile``) and ``reasons`` (``{verdict reason: count}``). Verdicts are
-    those of ``verifier_version``, or each trajectory's newest verdict when it is None.
-    """
-    return _rows(con.execute(ROLLOUT_METRICS_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
-
-
-ROLLOUT_SOURCE_SQL = f"""
-WITH {verdict_cte("round_id = $round_id AND purpose = 'rollout'")}
-SELECT p.source, coalesce(p.task_format, 'math') AS task_format, any_value(v.verifier) AS verifier,
-       count(DISTINCT t.prompt_id) AS prompts, count(*) AS rollouts, avg(v.correct::INT) AS pass_at_1,
-       avg(v.reward) AS reward_mean, histogram(v.reason) AS reasons,
-       count(*) FILTER (WHERE v.reason = 'verifier_error') AS verifier_errors
-FROM trajectories t JOIN prompts p USING (prompt_id) JOIN v USING (trajectory_id)
-WHERE t.round_id = $round_id AND t.purpose = 'rollout'
-GROUP BY ALL ORDER BY p.source
-"""
-
-
-def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
-    """Per task source of a round's rollouts: ``source``, ``task_format``, ``verifier`` (outcome verifier of its
-    verdicts: ``plugin:<ref>`` for a records source's own), ``prompts``, ``rollouts``, ``pass_at_1``, ``reward_mean``,
-    ``reasons``, ``verifier_errors`` (rollouts whose verifier raised, hung or returned garbage); verdicts as in
-    ``rollout_metrics``."""
-    return _rows(con.execute(ROLLOUT_SOURCE_SQL, {"round_id": round_id, "verifier_version": verifier_version}))
-
-
-# The round's incumbent and candidate (from its gate decision, else the output of its last on-policy
-# step's training run: steps run in order, so the last to finish; `step` itself is absent from stores
-# made before multi-step rounds, which `ratchet report` reads without migrating), and the eval sets
-# its campaign evaluated on.
-_ROUND_CKPTS_CTE = """
-last_run AS (SELECT output_checkpoint_id FROM training_runs WHERE round_id = $round_id ORDER BY finished_at DESC LIMIT 1),
-rc AS (SELECT r.round_id, r.campaign_id, coalesce(r.finished_at, now()) AS as_of, x.role, x.checkpoint_id
-       FROM rounds r LEFT JOIN gate_decisions g USING (round_id),
-            LATERAL (VALUES ('incumbent', r.incumbent_checkpoint_id),
-                            ('candidate', coalesce(g.candidate_checkpoint_id, (SELECT output_checkpoint_id FROM last_run))))
-              x(role, checkpoint_id)
-       WHERE r.round_id = $round_id AND x.checkpoint_id IS NOT NULL),
-sets AS (SELECT DISTINCT t.eval_set_id FROM trajectories t JOIN rounds r USING (round_id)
-         WHERE r.campaign_id = (SELECT any_value(campaign_id) FROM rc) AND t.eval_set_id IS NOT NULL)"""
-
-
-def round_evaluations(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
-    """Held-out metrics of a round's incumbent and candidate: rows ``{role, checkpoint_id, metric, value, num_prompts}``.
-
-    An evaluation stored by an earlier round is reused (the gate does the same). If the campaign
-    evaluated on several eval sets (a verifier upgrade changes the set's id), each metric is the one
-    stored last before the round finished.
-    """
-    return _rows(
-        con.execute(
-            f"""
-        WITH {_ROUND_CKPTS_CTE}
-        SELECT rc.role, rc.checkpoint_id, e.metric, e.value, e.num_prompts
-        FROM rc JOIN evaluations e ON e.checkpoint_id = rc.checkpoint_id AND e.eval_set_id IN (SELECT eval_set_id FROM sets)
-        QUALIFY row_number() OVER (PARTITION BY rc.role, e.metric ORDER BY e.created_at <= rc.as_of DESC, e.created_at DESC) = 1
-        ORDER BY rc.role = 'candidate', e.metric""",
-            {"round_id": round_id},
-        )
-    )
-
-
-def heldout_completion_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
-    """Held-out completions (greedy and sampled) of a round's incumbent and candidate, one row per role.
-
-    Each row: ``role``, ``checkpoint_id``, ``completions``, ``completion_tokens_p90`` (tokens),
-    ``format_error_rate``, ``truncated_rate``, ``reasons`` (``{verdict reason: count}``), over the
-    campaign's eval sets; verdicts chosen as in ``rollout_metrics``.
-    """
-    return _rows(
-        con.execute(
-            f"""
-        WITH {_ROUND_CKPTS_CTE}, {verdict_cte("checkpoint_id IN (SELECT checkpoint_id FROM rc) AND eval_set_id IN (SELECT eval_set_id FROM sets)")}
-        SELECT rc.role, rc.checkpoint_id, count(*) AS completions,
-               quantile_cont(t.completion_tokens, 0.9) AS completion_tokens_p90,
-               avg((NOT v.format_ok)::INT) AS format_error_rate, avg((t.finish_reason = 'length')::INT) AS truncated_rate,
-               histogram(v.reason) AS reasons
-        FROM rc JOIN trajectories t ON t.checkpoint_id = rc.checkpoint_id AND t.eval_set_id IN (SELECT eval_set_id FROM sets)
-        JOIN v USING (trajectory_id)
-        GROUP BY rc.role, rc.checkpoint_id ORDER BY rc.role = 'candidate'""",
-            {"round_id": round_id, "verifier_version": verifier_version},
-        )
-    )
-
-
-def round_training(con: duckdb.DuckDBPyConnection, round_id: str) -> dict | None:
-    """The round's training: ``{algorithm, steps, num_examples, kl_mean, entropy_mean, metrics}``, or None.
-
-    A round of several on-policy steps (``grpo.steps_per_round``) has a training run per step:
-    ``steps`` counts them, ``num_examples`` sums them, and the metrics are the last step's (those the
-    gate's guards read). ``kl_mean`` (mean KL to the reference over optimizer steps) and
-    ``entropy_mean`` (nats per token) are read from them when the algorithm is grpo, else NULL;
-    ``metrics`` holds every scalar training metric (``{name: value}``; per-step lists left out).
-    """
-    rows = _rows(
-        con.execute(
-            """
-        SELECT algorithm, count(*) OVER () AS steps, sum(num_examples) OVER () AS num_examples,
-               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/kl/mean"') AS DOUBLE) END AS kl_mean,
-               CASE WHEN algorithm = 'grpo' THEN TRY_CAST(json_extract_string(metrics_json, '$."train/entropy/mean"') AS DOUBLE) END
-                 AS entropy_mean,
-               (SELECT map_from_entries(list(struct_pack(k := key, v := TRY_CAST(value AS DOUBLE))))
-                  FROM json_each(metrics_json) WHERE json_type(value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')) AS metrics
-        FROM training_runs WHERE round_id = ? ORDER BY finished_at DESC LIMIT 1""",
-            [round_id],
-        )
-    )
-    return rows[0] if rows else None
 
 
 def pass1_history(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:
@@ -376,20 +240,6 @@ def sweep_summary(con: duckdb.DuckDBPyConnection, names: list[str]) -> list[dict
     (mean composite reward of all rollouts, newest verdicts); NULL where nothing was measured.
     """
     return _rows(con.execute(SWEEP_SUMMARY_SQL, {"names": names}))
-
-
-def training_origins(con: duckdb.DuckDBPyConnection, round_id: str) -> dict[str, int]:
-    """Training examples of a round's training runs per origin (``rollout`` | ``reference`` | ``general``)."""
-    has = con.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'training_examples' AND column_name = 'origin'"
-    ).fetchone()[0]
-    origin = "coalesce(te.origin, 'rollout')" if has else "'rollout'"
-    rows = con.execute(
-        f"""SELECT {origin} AS origin, count(*) FROM training_runs tr JOIN training_examples te USING (training_run_id)
-            WHERE tr.round_id = ? GROUP BY 1""",
-        [round_id],
-    ).fetchall()
-    return {o: n for o, n in rows}
 
 
 def phase_rounds(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dict]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import duckdb
 
 from ratchet.store.queries import _rows
+from ratchet.store.round_metrics import IN_ROUNDS, by_round
 
 
 def eval_completions(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str) -> list[dict]:
@@ -27,4 +28,10 @@ def eval_completions(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_se
 
 def round_monitor_rows(con: duckdb.DuckDBPyConnection, round_id: str) -> list[dict]:
     """The round's stored monitors (``round_monitors``), by monitor name."""
-    return _rows(con.execute("SELECT * FROM round_monitors WHERE round_id = ? ORDER BY monitor", [round_id]))
+    return round_monitor_rows_of_rounds(con, [round_id])[round_id]
+
+
+def round_monitor_rows_of_rounds(con: duckdb.DuckDBPyConnection, round_ids: list[str]) -> dict[str, list[dict]]:
+    """``round_monitor_rows`` of each of ``round_ids`` in one query: ``{round_id: rows}``."""
+    sql = f"SELECT * FROM round_monitors WHERE {IN_ROUNDS} ORDER BY round_id, monitor"
+    return by_round(con.execute(sql, {"round_ids": list(round_ids)}), round_ids, keep_round_id=True)

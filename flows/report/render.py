@@ -23,26 +23,22 @@ import jinja2
 from ratchet.common.files import atomic_write_bytes
 from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
-from ratchet.flows.report.triage import report_flips
+from ratchet.flows.report.triage import report_flips_of_rounds
 from ratchet.store.costs import cost_per_point, round_costs
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
-from ratchet.store.queries import gate_set_rows, round_phase
-from ratchet.store.reports import (
-    base_pass1,
-    campaign_phases,
-    campaign_table,
-    drift_history,
-    heldout_completion_metrics,
-    pass1_history,
-    report_campaigns,
-    rollout_metrics,
-    rollout_metrics_by_source,
-    round_evaluations,
-    round_training,
-    training_origins,
+from ratchet.store.reports import base_pass1, campaign_phases, campaign_table, drift_history, pass1_history, report_campaigns
+from ratchet.store.round_metrics import (
+    gate_set_rows_of_rounds,
+    heldout_completion_metrics_of_rounds,
+    rollout_metrics_by_source_of_rounds,
+    rollout_metrics_of_rounds,
+    round_evaluations_of_rounds,
+    round_phases,
+    round_training_of_rounds,
+    training_origins_of_rounds,
 )
-from ratchet.store.round_monitors import round_monitor_rows
+from ratchet.store.round_monitors import round_monitor_rows_of_rounds
 
 PLOT_NAME = "heldout_pass1.png"
 REPORT_FLIPS = 100  # flipped prompts listed per round (the rest: the gate_flips view)
@@ -72,25 +68,53 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
     Training: KL to the reference (grpo only), every scalar training metric, and the examples per origin when
     not all are rollouts (reference solutions, general data). Under ``[[phases]]`` the first row names the phase.
     """
+    return metrics_rows_of_rounds(con, [round_id], verifier_version)[round_id]
+
+
+def round_queries(con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None = None) -> dict:
+    """The per-round report queries over trajectories and verdicts, each run once for all of ``round_ids``:
+    ``{"phase" | "evaluations" | "heldout" | "rollouts" | "by_source" | "training" | "origins": {round_id: ...}}``
+    (``ratchet.store.round_metrics``)."""
+    return {
+        "phase": round_phases(con, round_ids),
+        "training": round_training_of_rounds(con, round_ids),
+        "origins": training_origins_of_rounds(con, round_ids),
+        "evaluations": round_evaluations_of_rounds(con, round_ids),
+        "heldout": heldout_completion_metrics_of_rounds(con, round_ids, verifier_version),
+        "rollouts": rollout_metrics_of_rounds(con, round_ids, verifier_version),
+        "by_source": rollout_metrics_by_source_of_rounds(con, round_ids, verifier_version),
+    }
+
+
+def metrics_rows_of_rounds(
+    con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None = None, queries: dict | None = None
+) -> dict[str, list[dict]]:
+    """``metrics_rows`` of each of ``round_ids``: ``{round_id: rows}``; ``queries``: ``round_queries`` of (at least)
+    these rounds, run here when None."""
+    q = queries if queries is not None else round_queries(con, round_ids, verifier_version)
+    return {round_id: _metrics_rows(round_id, q) for round_id in round_ids}
+
+
+def _metrics_rows(round_id: str, q: dict) -> list[dict]:
     rows: list[dict] = []
     add = lambda metric, scope, value: rows.append({"metric": metric, "scope": scope, "value": _num(value)})  # noqa: E731
-    if (phase := round_phase(con, round_id)) is not None:
+    if (phase := q["phase"][round_id]) is not None:
         add("round/phase", "[[phases]] entry", phase)
-    for e in round_evaluations(con, round_id):
+    for e in q["evaluations"][round_id]:
         add(e["metric"], f"{e['role']} {e['checkpoint_id'][:12]}", e["value"])
-    for h in heldout_completion_metrics(con, round_id, verifier_version):
+    for h in q["heldout"][round_id]:
         scope = f"{h['role']} {h['checkpoint_id'][:12]}"
         for name in ("completion_tokens_p90", "format_error_rate", "truncated_rate"):
             add(f"heldout/{name}", scope, h[name])
         add("heldout/reasons", scope, _reasons(h["reasons"]))
-    for r in rollout_metrics(con, round_id, verifier_version):
+    for r in q["rollouts"][round_id]:
         scope = "rollouts, all tasks" if r["task"] == "all" else f"rollouts, task {r['task']}"
         add("rollout/pass@1", scope, r["pass_at_1"])
         add(f"rollout/pass@{r['k']}", scope, r["pass_at_k"])
         for name in ("reward_mean", "format_error_rate", "truncated_rate", "completion_tokens_p90"):
             add(f"rollout/{name}", scope, r[name])
         add("rollout/reasons", scope, _reasons(r["reasons"]))
-    by_source = rollout_metrics_by_source(con, round_id, verifier_version)
+    by_source = q["by_source"][round_id]
     if len(by_source) > 1 or any(r["task_format"] != "math" for r in by_source):  # per source when there is more than one
         for r in by_source:
             scope = f"rollouts, source {r['source']} ({r['task_format']}, verifier {r['verifier']})"
@@ -99,7 +123,7 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
             add("rollout/reasons", scope, _reasons(r["reasons"]))
             if r["task_format"] == "records":  # a user's own verifier: how often it failed (not trained on)
                 add("rollout/verifier_errors", scope, r["verifier_errors"])
-    if (t := round_training(con, round_id)) is not None:
+    if (t := q["training"][round_id]) is not None:
         steps = f", last of {t['steps']} steps" if t["steps"] > 1 else ""
         scope = f"training ({t['algorithm']}, {t['num_examples']} examples{steps})"
         if t["kl_mean"] is not None:
@@ -107,7 +131,7 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
         for name, value in sorted((t["metrics"] or {}).items()):
             if name != "train/kl/mean" or t["kl_mean"] is None:
                 add(name, scope, value)
-        origins = training_origins(con, round_id)
+        origins = q["origins"][round_id]
         if set(origins) - {"rollout"}:  # reference solutions or general data: say how many of each
             for origin, n in sorted(origins.items()):
                 add("train/examples", f"{scope}, origin {origin}", n)
@@ -388,12 +412,14 @@ def campaign_report(con: duckdb.DuckDBPyConnection, campaign: dict, last: int = 
     table and the plots, the details of the ``last`` rounds (0: of every round)."""
     base, rounds = campaign_table(con, campaign["name"])
     detailed = rounds[-last:] if last else rounds
+    ids = [r["round_id"] for r in detailed]
+    q = round_queries(con, ids)  # each once for all detailed rounds
+    metrics, flips = metrics_rows_of_rounds(con, ids, queries=q), report_flips_of_rounds(con, ids, REPORT_FLIPS)
+    gate_sets, monitors = gate_set_rows_of_rounds(con, ids), round_monitor_rows_of_rounds(con, ids)
     for r in detailed:
-        r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in rollout_metrics(con, r["round_id"])]
-        r["metrics"] = metrics_rows(con, r["round_id"])
-        r["gate_sets"] = gate_set_rows(con, r["round_id"])
-        r["flips"] = report_flips(con, r["round_id"], REPORT_FLIPS)
-        r["monitors"] = round_monitor_rows(con, r["round_id"])
+        rid = r["round_id"]
+        r["verifier"] = [{**v, "reasons_text": _reasons(v["reasons"])} for v in q["rollouts"][rid]]
+        r["metrics"], r["gate_sets"], r["flips"], r["monitors"] = metrics[rid], gate_sets[rid], flips[rid], monitors[rid]
     png = pass1_plot(con, campaign["name"]) if rounds else None
     events = events_of(con, campaign["name"])
     phases = " -> ".join(f"{s['name']} ({s['algorithm']}, {s['rounds']} rounds)" for s in campaign_phases(con, campaign["name"]))

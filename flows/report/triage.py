@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ratchet.store.flips import flip_counts, round_flips
+from ratchet.store.flips import flip_counts, round_flips, round_flips_of_rounds
 from ratchet.store.round_monitors import round_monitor_rows
 
 FLIPS_SHOWN = 20  # rows of the gate artifact's flips table; the full list is `SELECT * FROM gate_flips`
@@ -37,14 +37,24 @@ def _verdict(r: dict, side: str) -> str:
     )
 
 
-def report_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None = None) -> list[dict]:
-    """``round_flips`` rows with ``incumbent_verdict`` / ``candidate_verdict`` texts and clipped texts, for a page."""
-    rows = round_flips(con, round_id, limit)
+def _shown(rows: list[dict]) -> list[dict]:
     for r in rows:
         r["incumbent_verdict"], r["candidate_verdict"] = _verdict(r, "incumbent"), _verdict(r, "candidate")
         for k in ("question", "incumbent_completion", "candidate_completion"):
             r[f"{k}_shown"] = clip(r[k])
     return rows
+
+
+def report_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None = None) -> list[dict]:
+    """``round_flips`` rows with ``incumbent_verdict`` / ``candidate_verdict`` texts and clipped texts, for a page."""
+    return _shown(round_flips(con, round_id, limit))
+
+
+def report_flips_of_rounds(
+    con: duckdb.DuckDBPyConnection, round_ids: list[str], limit: int | None = None
+) -> dict[str, list[dict]]:
+    """``report_flips`` of each of ``round_ids`` in one query: ``{round_id: rows}``."""
+    return {rid: _shown(rows) for rid, rows in round_flips_of_rounds(con, round_ids, limit).items()}
 
 
 def flips_markdown(con: duckdb.DuckDBPyConnection, round_id: str, limit: int = FLIPS_SHOWN) -> str:

@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.queries import campaign_by_name, round_phase
-from ratchet.store.reports import campaign_phases, phase_rounds, training_origins
+from ratchet.store.queries import campaign_by_name
+from ratchet.store.reports import campaign_phases, phase_rounds
+from ratchet.store.round_metrics import round_phase, training_origins
 
 NOW = datetime.now(UTC)
 

@@ -7,14 +7,8 @@ import pytest
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.reports import (
-    heldout_completion_metrics,
-    pass1_history,
-    report_campaigns,
-    rollout_metrics,
-    round_evaluations,
-    round_training,
-)
+from ratchet.store.reports import pass1_history, report_campaigns
+from ratchet.store.round_metrics import heldout_completion_metrics, rollout_metrics, round_evaluations, round_training
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ES = "evalset-e"

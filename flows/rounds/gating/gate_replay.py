@@ -22,10 +22,10 @@ from ratchet.store.queries import (
     campaign_state,
     decision_inputs,
     gate_history,
-    gate_set_rows,
     pinned_eval_prompts,
 )
 from ratchet.store.reports import training_metrics
+from ratchet.store.round_metrics import gate_set_rows
 
 
 def gate_overrides(changes: dict[str, object]) -> dict[str, object]:
