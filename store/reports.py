@@ -1,5 +1,5 @@
-"""Queries for what people read: the status and report tables, per-round metrics, pass@1 history, sweeps,
-the gold-label audit. The round path's own queries are in ``ratchet.store.queries``."""
+"""Queries for what people read: the status and report tables, pass@1 history, sweeps, the gold-label audit. A
+round's metrics are in ``ratchet.store.round_metrics``, the round path's own queries in ``ratchet.store.queries``."""
 
 from __future__ import annotations
 
