@@ -1,7 +1,8 @@
 """How the store scales (issue 41, item 4): a synthetic campaign of ``--rounds`` nightly rounds, ``--rows``
 trajectories with their verdicts, ingested round by round through the rounds' own path (stage Parquet files,
 ``ingest_parquet`` in a ``transaction``, which publishes the reader snapshots), 3 publishes per round (so 3,000
-snapshot files per table at 1,000 rounds, before compaction).
+snapshot files per table at 1,000 rounds, before compaction). The rounds ran a day apart (their rows' ``created_at``:
+``_at``), and each gate decision records its eval set and verifier version, as a real campaign's do.
 
 Prints one JSON line:
 
