@@ -119,7 +119,7 @@ def campaign_figures(db: str, name: str) -> dict:
     """Base pass@1 and per round: candidate / incumbent pass@1, decision, tokens, zero-variance share, wall seconds."""
     from ratchet.flows.report.picks import selection_rows
     from ratchet.store.db import connect
-    from ratchet.store.reports import campaign_table
+    from ratchet.store.read.reports import campaign_table
 
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, name)

@@ -290,7 +290,7 @@ def verdict_cte(trajectories: str = "true", bounded: bool = False) -> str:
 
     ``trajectories``: a condition on the ``trajectories`` table (``round_id = $round_id``) scoping the verdicts it
     ranks: ranking every verdict of a 10M-row store takes ~2.7 s on 2 cores, one round's ~0.2 s (benchmarks/store_scale.py).
-    ``bounded``: also only rows created at or after ``$since`` (a TIMESTAMPTZ, ``ratchet.store.round_metrics.since_of_rounds``, ``since_of``),
+    ``bounded``: also only rows created at or after ``$since`` (a TIMESTAMPTZ, ``ratchet.store.read.round_metrics.since_of_rounds``, ``since_of``),
     which skips the older row groups of both tables.
     """
     after = " AND created_at >= CAST($since AS TIMESTAMPTZ)" if bounded else ""

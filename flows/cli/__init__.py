@@ -1,5 +1,6 @@
-"""The ``ratchet`` command line: ``commands`` wires the app from one module per command group beside it
-(``run_commands``: demo, run, check; ``status_command``; ``daemon_commands``: up, init, schedule; ...)."""
+"""The ``ratchet`` command line: ``commands`` wires the app from one module per command group, in three packages:
+``running`` (demo, run, check; up, init, schedule; campaign; sweep), ``reading`` (status, report, sql, export, track,
+gate) and ``inputs`` (model pull, tasks check, reverify, audit); ``common`` holds what every command shares."""
 
 from __future__ import annotations
 

@@ -1,24 +1,17 @@
-"""The ``ratchet`` app: each command group lives in its own module beside this one and is wired here, in the order
-``ratchet --help`` lists them."""
+"""The ``ratchet`` app: each command group lives in its own module (``running``, ``reading`` and ``inputs``
+packages beside this one) and is wired here, in the order ``ratchet --help`` lists them."""
 
 from __future__ import annotations
 
 import typer
 
-from ratchet.flows.cli import (
-    campaign_commands,
-    daemon_commands,
-    gate_commands,
-    model_commands,
-    recipe_commands,
-    run_commands,
-    tasks_commands,
-    verifier_commands,
-)
-from ratchet.flows.cli.report_command import report
-from ratchet.flows.cli.sql_command import sql
-from ratchet.flows.cli.status_command import status
-from ratchet.flows.cli.track_command import publish, track
+from ratchet.flows.cli.inputs import model_commands, tasks_commands, verifier_commands
+from ratchet.flows.cli.reading import gate_commands
+from ratchet.flows.cli.reading.report_command import report
+from ratchet.flows.cli.reading.sql_command import sql
+from ratchet.flows.cli.reading.status_command import status
+from ratchet.flows.cli.reading.track_command import publish, track
+from ratchet.flows.cli.running import campaign_commands, daemon_commands, recipe_commands, run_commands
 
 # rich_markup_mode=None: help text is plain (`[grpo]`, `[[campaigns]]` are TOML, not markup)
 app = typer.Typer(

@@ -26,7 +26,7 @@ from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.flows.report.tracking import TrackingError, mlflow_experiment, quiet_mlflow
 from ratchet.loop.checkpoints import MANIFEST, hub_model_id
 from ratchet.store.db import connect
-from ratchet.store.model_card import ModelLineage, model_card, model_lineage
+from ratchet.store.read.model_card import ModelLineage, model_card, model_lineage
 
 CHECKPOINT_TAG = "ratchet.checkpoint_id"
 

@@ -24,11 +24,11 @@ from ratchet.common.files import atomic_write_bytes
 from ratchet.common.output import check_output, write_output
 from ratchet.flows.report.picks import histogram_text, selection_rows
 from ratchet.flows.report.triage import report_flips_of_rounds
-from ratchet.store.costs import cost_per_point, round_costs
 from ratchet.store.db import connect, require_store
 from ratchet.store.events import events_of
-from ratchet.store.reports import base_pass1, campaign_phases, campaign_table, drift_history, pass1_history, report_campaigns
-from ratchet.store.round_metrics import (
+from ratchet.store.read.costs import cost_per_point, round_costs
+from ratchet.store.read.reports import base_pass1, campaign_phases, campaign_table, drift_history, pass1_history, report_campaigns
+from ratchet.store.read.round_metrics import (
     gate_set_rows_of_rounds,
     heldout_completion_metrics_of_rounds,
     rollout_metrics_by_source_of_rounds,
@@ -38,7 +38,7 @@ from ratchet.store.round_metrics import (
     round_training_of_rounds,
     training_origins_of_rounds,
 )
-from ratchet.store.round_monitors import round_monitor_rows_of_rounds
+from ratchet.store.read.round_monitors import round_monitor_rows_of_rounds
 
 PLOT_NAME = "heldout_pass1.png"
 REPORT_FLIPS = 100  # flipped prompts listed per round (the rest: the gate_flips view)
@@ -74,7 +74,7 @@ def metrics_rows(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version
 def round_queries(con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None = None) -> dict:
     """The per-round report queries over trajectories and verdicts, each run once for all of ``round_ids``:
     ``{"phase" | "evaluations" | "heldout" | "rollouts" | "by_source" | "training" | "origins": {round_id: ...}}``
-    (``ratchet.store.round_metrics``)."""
+    (``ratchet.store.read.round_metrics``)."""
     return {
         "phase": round_phases(con, round_ids),
         "training": round_training_of_rounds(con, round_ids),

@@ -15,7 +15,7 @@ from typing import Any
 
 from ratchet.common.files import atomic_write_bytes, atomic_write_text
 from ratchet.store.db import connect
-from ratchet.store.reports import sweep_summary
+from ratchet.store.read.reports import sweep_summary
 
 METRICS = (
     ("final_pass1", "held-out pass@1 (kept)"),

@@ -23,7 +23,7 @@ import duckdb
 
 from ratchet.common.files import atomic_write_text
 from ratchet.store.db import connect
-from ratchet.store.round_metrics import rollout_metrics, round_evaluations, round_training
+from ratchet.store.read.round_metrics import rollout_metrics, round_evaluations, round_training
 
 logger = logging.getLogger(__name__)
 

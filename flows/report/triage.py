@@ -1,14 +1,14 @@
 """Triage of a gate decision for people: the prompts that flipped between incumbent and candidate (right -> wrong,
 wrong -> right) with both completions and verdicts, and the round's reward-hacking monitors, as markdown for the
-round's gate artifact; ``ratchet report`` shows the same rows (``ratchet.store.flips.round_flips``,
-``ratchet.store.round_monitors``) in its HTML page."""
+round's gate artifact; ``ratchet report`` shows the same rows (``ratchet.store.read.flips.round_flips``,
+``ratchet.store.read.round_monitors``) in its HTML page."""
 
 from __future__ import annotations
 
 import duckdb
 
-from ratchet.store.flips import flip_counts, round_flips, round_flips_of_rounds
-from ratchet.store.round_monitors import round_monitor_rows
+from ratchet.store.read.flips import flip_counts, round_flips, round_flips_of_rounds
+from ratchet.store.read.round_monitors import round_monitor_rows
 
 FLIPS_SHOWN = 20  # rows of the gate artifact's flips table; the full list is `SELECT * FROM gate_flips`
 TEXT_CHARS = 300  # characters of a completion or question shown in a cell

@@ -56,7 +56,7 @@ from ratchet.store.queries import (
     round_incumbent,
     set_round_status,
 )
-from ratchet.store.reports import training_metrics
+from ratchet.store.read.reports import training_metrics
 from ratchet.store.retention import check_free_disk, round_write_bytes
 from ratchet.verifiers.cross_check import check_available
 

@@ -1,6 +1,6 @@
 """Sweeps: parse ``--grid key=v1,v2`` options, expand their product into points, name and configure each point.
 
-Pure functions: ``ratchet sweep`` (``flows/cli/recipe_commands.py``) runs one campaign per point.
+Pure functions: ``ratchet sweep`` (``flows/cli/running/recipe_commands.py``) runs one campaign per point.
 The usual first sweep of RLVR practice is a log grid of the KL coefficient and the group size:
 
     --grid grpo.beta=0.001,0.003,0.01,0.03 --grid generation.group_size=4,8   -> 8 points

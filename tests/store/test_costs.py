@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
-from ratchet.store.costs import cost_per_point, round_costs
 from ratchet.store.db import connect, transaction
+from ratchet.store.read.costs import cost_per_point, round_costs
 from tests.flows.report.test_report import page_text
 from tests.store.test_queries_report import build_store
 

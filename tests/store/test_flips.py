@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.flows.report.triage import flips_markdown
 from ratchet.store.db import connect, transaction
-from ratchet.store.flips import flip_counts, round_flips
 from ratchet.store.ingest import insert_rows
+from ratchet.store.read.flips import flip_counts, round_flips
 from tests.flows.report.test_report import page_text
 from tests.store.test_queries_report import ES, _traj, _verdict, build_store
 

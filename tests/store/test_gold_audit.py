@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.reports import gold_audit
+from ratchet.store.read.reports import gold_audit
 
 NOW = datetime.now(UTC)
 

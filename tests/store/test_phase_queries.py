@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
 from ratchet.store.queries import campaign_by_name
-from ratchet.store.reports import campaign_phases, phase_rounds
-from ratchet.store.round_metrics import round_phase, training_origins
+from ratchet.store.read.reports import campaign_phases, phase_rounds
+from ratchet.store.read.round_metrics import round_phase, training_origins
 
 NOW = datetime.now(UTC)
 

@@ -7,8 +7,8 @@ import pytest
 
 from ratchet.store.db import connect, init_db, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.reports import pass1_history, report_campaigns
-from ratchet.store.round_metrics import heldout_completion_metrics, rollout_metrics, round_evaluations, round_training
+from ratchet.store.read.reports import pass1_history, report_campaigns
+from ratchet.store.read.round_metrics import heldout_completion_metrics, rollout_metrics, round_evaluations, round_training
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ES = "evalset-e"
@@ -361,7 +361,7 @@ def test_multi_step_round_reports_its_last_step(tmp_path):
 def test_base_pass1_is_each_campaigns_own_eval_set(tmp_path):
     """Two campaigns share a store and a base model but evaluate it on different prompts: each table shows its own
     base pass@1, not the first one the store holds (issue 24, finding 9)."""
-    from ratchet.store.reports import campaign_table, sweep_summary
+    from ratchet.store.read.reports import campaign_table, sweep_summary
 
     db = tmp_path / "s.duckdb"
     init_db(db)

@@ -1,4 +1,4 @@
-"""The per-round report queries over many rounds at once (``ratchet.store.round_metrics``): each round's rows are
+"""The per-round report queries over many rounds at once (``ratchet.store.read.round_metrics``): each round's rows are
 exactly what that round alone gives, and the time bound that lets DuckDB skip older rounds' row groups never drops
 a row of the rounds asked for (clock slack, a checkpoint without a recorded time)."""
 
@@ -9,7 +9,7 @@ import pytest
 from ratchet.flows.report.triage import report_flips, report_flips_of_rounds
 from ratchet.store.db import connect, transaction
 from ratchet.store.ingest import insert_rows
-from ratchet.store.round_metrics import (
+from ratchet.store.read.round_metrics import (
     CLOCK_SLACK,
     gate_set_rows_of_rounds,
     heldout_completion_metrics,

@@ -87,7 +87,7 @@ def test_audit_json_shape(tmp_path: Path) -> None:
     assert report["total"] == 3 and report["false_negatives"] == 1 and audit_exit_code(report) == 0
     assert report["misses"][0]["id"] == "b" and set(report["misses"][0]) == {"id", "kind", "expected", "got", "reason"}
     assert all(shown[k] == report[k] for k in ("total", "passed", "false_positives", "false_negatives", "errors", "misses"))
-    from ratchet.flows.cli.verifier_commands import audit_text
+    from ratchet.flows.cli.inputs.verifier_commands import audit_text
 
     assert "misses" in audit_text(report)
 

@@ -24,8 +24,8 @@ from ratchet.store.queries import (
     gate_history,
     pinned_eval_prompts,
 )
-from ratchet.store.reports import training_metrics
-from ratchet.store.round_metrics import gate_set_rows
+from ratchet.store.read.reports import training_metrics
+from ratchet.store.read.round_metrics import gate_set_rows
 
 
 def gate_overrides(changes: dict[str, object]) -> dict[str, object]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ratchet.loop.config import MonitorsConfig
 from ratchet.loop.gate import monitors as gate_monitors
 from ratchet.loop.gate.monitors import Completion, Monitor
-from ratchet.store.round_monitors import eval_completions, round_monitor_rows
+from ratchet.store.read.round_monitors import eval_completions, round_monitor_rows
 from ratchet.verifiers.cross_check import cross_verdicts
 
 

@@ -16,7 +16,7 @@ from ratchet.loop.gate.eval_sets import SetScores
 from ratchet.loop.gate.sequential import SequentialGate, run_sequential
 from ratchet.store.db import connect
 from ratchet.store.queries import campaign_state
-from ratchet.store.reports import training_metrics
+from ratchet.store.read.reports import training_metrics
 
 
 def evaluate_sequentially(

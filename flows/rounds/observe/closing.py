@@ -12,7 +12,7 @@ from ratchet.loop.campaign.round_context import Ctx
 from ratchet.store.catalog import compact
 from ratchet.store.db import connect, transaction
 from ratchet.store.events import events_of
-from ratchet.store.reports import verifier_stats
+from ratchet.store.read.reports import verifier_stats
 from ratchet.store.retention import apply_plan, retention_plan, stage_files
 
 

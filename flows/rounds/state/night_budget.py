@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ratchet.loop.campaign.round_context import Ctx, now
-from ratchet.store.costs import tokens_since
 from ratchet.store.db import connect
+from ratchet.store.read.costs import tokens_since
 
 
 class BudgetSpent(Exception):

@@ -280,7 +280,7 @@ def test_export_format_follows_the_extension_or_refuses_a_mismatch(fmt, out, wan
     """`export --out x.jsonl` writes JSONL, never Parquet under a .jsonl name (issue 24, finding 10)."""
     from pathlib import Path
 
-    from ratchet.flows.cli.export_command import output_format
+    from ratchet.flows.cli.reading.export_command import output_format
 
     if " " in want:
         with pytest.raises(ValueError, match=want):

@@ -50,7 +50,7 @@ def server(request, tmp_path_factory):
     ``run``, ``demo`` and ``sweep`` run inside); yields (api_url, auth string, PREFECT_HOME)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ratchet.flows.cli.run_commands import campaign_api
+    from ratchet.flows.cli.running.run_commands import campaign_api
     from ratchet.flows.daemon.run_server import drain_prefect_workers
     from ratchet.flows.daemon.server import prefect_server
 

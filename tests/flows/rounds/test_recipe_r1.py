@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ratchet.flows.cli import app
 from ratchet.loop.config import load_config
 from ratchet.store.db import connect, query
-from ratchet.store.reports import phase_rounds
+from ratchet.store.read.reports import phase_rounds
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
 from ratchet.flows.cli.common import PlainConsole
-from ratchet.flows.cli.reporters import PlainReporter
+from ratchet.flows.cli.running.reporters import PlainReporter
 from ratchet.flows.rounds.observe.progress import PROGRESS_FILE, bar, set_reporter
 from ratchet.flows.rounds.stages.frame import stage_frame
 from ratchet.loop.campaign.round_context import Ctx, save_config

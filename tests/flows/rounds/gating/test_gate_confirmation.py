@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ratchet.flows.cli import app
 from ratchet.flows.cli.common import console
-from ratchet.flows.cli.run_commands import print_rounds
+from ratchet.flows.cli.running.run_commands import print_rounds
 from ratchet.flows.rounds.campaign import gate, prepare_campaign, start_round
 from ratchet.flows.rounds.gating.confirmation import _record, confirm, confirmation_eval_set_id, confirmation_set
 from ratchet.loop.campaign.round_context import load_ctx

@@ -12,7 +12,7 @@ from ratchet.flows.rounds.campaign import prepare_campaign
 from ratchet.flows.rounds.gating.gate_replay import replay
 from ratchet.loop.campaign.round_context import load_ctx
 from ratchet.store.db import connect, query
-from ratchet.store.reports import drift_history
+from ratchet.store.read.reports import drift_history
 from tests.flows.rounds.gating.test_gate_replay import _base, config, evaluate_as, run_round, write_tasks
 
 SEQ = {"gate.sequential": True, "gate.sequential_batch_prompts": 100, "gate.max_eval_prompts": 400}

@@ -65,7 +65,7 @@ def export(
     from ratchet.loop.checkpoints import ModelError
     from ratchet.loop.tasks.chat import chats
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.export import campaign_config_json, export_table
+    from ratchet.store.read.export import campaign_config_json, export_table
 
     runs = [db.with_suffix(".runs")]  # the store's default run dir
     try:
@@ -120,7 +120,7 @@ def export(
 
 
 def _export_model(db: Path, campaign: str, checkpoint: str, out: Path, round_index: int | None) -> None:
-    from ratchet.flows.cli.model_export import export_model
+    from ratchet.flows.cli.reading.model_export import export_model
     from ratchet.loop.checkpoints import ModelError
     from ratchet.store.db import StoreError
 

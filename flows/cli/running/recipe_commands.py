@@ -31,7 +31,7 @@ def audit_gold(
     Exit 0 when the audit ran (findings are data, not failure); 2 on bad input or an unreadable store.
     """
     from ratchet.store.db import StoreError, connect, require_store
-    from ratchet.store.reports import gold_audit
+    from ratchet.store.read.reports import gold_audit
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
@@ -97,7 +97,7 @@ def sweep(
         fail(str(e))
     keys = [parse_grid(g)[0] for g in grid]
     console.print(f"sweep of {len(points)} campaigns: " + ", ".join(c.campaign for _, c in points), highlight=False)
-    from ratchet.flows.cli.run_commands import campaign_api
+    from ratchet.flows.cli.running.run_commands import campaign_api
 
     try:
         with campaign_api():  # one locked server for every point
@@ -118,7 +118,7 @@ def _run_point(cfg, i: int, n: int) -> str:
     """Run one grid point's campaign to its end; ``"completed"`` or ``"failed: <why>"`` (the sweep goes on)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ratchet.flows.cli.reporters import cli_reporter
+    from ratchet.flows.cli.running.reporters import cli_reporter
     from ratchet.flows.rounds.campaign import preflight, run_campaign
     from ratchet.flows.rounds.observe.progress import set_reporter
     from ratchet.flows.rounds.state.identity import with_campaign_epoch

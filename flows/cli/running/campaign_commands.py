@@ -163,7 +163,7 @@ def gc(
 
 def register(app: typer.Typer) -> None:
     """Add ``campaign``, ``export`` and ``gc`` to the main CLI."""
-    from ratchet.flows.cli.export_command import export
+    from ratchet.flows.cli.reading.export_command import export
 
     app.add_typer(campaign_app, name="campaign")
     app.command("export")(export)

@@ -2,7 +2,7 @@
 
 The folder holds the checkpoint's weights, config, tokenizer and generation config (no Ratchet manifest), so
 ``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained`` load it anywhere, and ``README.md``:
-the model card with the lineage the store records (``ratchet.store.model_card``).
+the model card with the lineage the store records (``ratchet.store.read.model_card``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ratchet.common.output import check_output, output_path
 from ratchet.flows.compute.resolve import verified_checkpoint_dir
 from ratchet.loop.checkpoints import MANIFEST, check_loadable, hub_model_id
 from ratchet.store.db import connect, require_store
-from ratchet.store.model_card import model_card, model_lineage
+from ratchet.store.read.model_card import model_card, model_lineage
 
 
 def export_model(db: Path, campaign: str, checkpoint: str, out: Path) -> tuple[str, Path]:
@@ -26,7 +26,7 @@ def export_model(db: Path, campaign: str, checkpoint: str, out: Path) -> tuple[s
         OutputRefused: ``out`` exists (a folder is never replaced) or is inside a store, a run dir, a checkpoint or
             ``$RATCHET_HOME`` (``ratchet.common.output``).
         StoreError: ``db`` is not a store.
-        ValueError: no such campaign or checkpoint (``ratchet.store.model_card.resolve_checkpoint``).
+        ValueError: no such campaign or checkpoint (``ratchet.store.read.model_card.resolve_checkpoint``).
         LookupError: the checkpoint's weights were never saved.
         ModelError: its folder changed since its id was recorded, was deleted by retention, or is not loadable.
     """

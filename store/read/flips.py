@@ -6,10 +6,10 @@ from __future__ import annotations
 import duckdb
 
 from ratchet.store.queries import _rows
-from ratchet.store.round_metrics import IN_ROUNDS, since_of
+from ratchet.store.read.round_metrics import IN_ROUNDS, since_of
 
 # The gate_flips view's rows of some rounds (``$round_ids``), computed from their checkpoints' greedy verdicts only,
-# written since ``$since`` (``ratchet.store.round_metrics.since_of``); the view aggregates every greedy verdict of the store
+# written since ``$since`` (``ratchet.store.read.round_metrics.since_of``); the view aggregates every greedy verdict of the store
 # first: ~2.6 s per round at 10M trajectories, benchmarks/store_scale.py.
 _GATES = f"""SELECT round_id, eval_set_id, verifier_version, incumbent_checkpoint_id AS inc, candidate_checkpoint_id AS cand
                FROM gate_decisions

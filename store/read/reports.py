@@ -1,5 +1,5 @@
 """Queries for what people read: the status and report tables, pass@1 history, sweeps, the gold-label audit. A
-round's metrics are in ``ratchet.store.round_metrics``, the round path's own queries in ``ratchet.store.queries``."""
+round's metrics are in ``ratchet.store.read.round_metrics``, the round path's own queries in ``ratchet.store.queries``."""
 
 from __future__ import annotations
 

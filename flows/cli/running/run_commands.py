@@ -16,8 +16,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratchet.flows.cli.common import DB_HELP, cell, console, err, fail, known_errors, plain_table
-from ratchet.flows.cli.model_commands import ensure_pulled
-from ratchet.flows.cli.reporters import cli_reporter
+from ratchet.flows.cli.inputs.model_commands import ensure_pulled
+from ratchet.flows.cli.running.reporters import cli_reporter
 from ratchet.flows.settings import configure_prefect
 
 
@@ -175,7 +175,7 @@ def print_rounds(db: str, campaign: str) -> None:
     set's, when the campaign has one), the lower confidence bound of each round's change the gate decided on, each
     gate decision and, in plain words, why."""
     from ratchet.store.db import connect
-    from ratchet.store.reports import campaign_table
+    from ratchet.store.read.reports import campaign_table
 
     with connect(db, read_only=True) as con:
         base, rows = campaign_table(con, campaign)

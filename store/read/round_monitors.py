@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 
 from ratchet.store.queries import _rows
-from ratchet.store.round_metrics import IN_ROUNDS, by_round
+from ratchet.store.read.round_metrics import IN_ROUNDS, by_round
 
 
 def eval_completions(con: duckdb.DuckDBPyConnection, checkpoint_id: str, eval_set_id: str, verifier_version: str) -> list[dict]:

@@ -19,10 +19,10 @@ def status(
     from ratchet.flows.report.picks import selection_line, selection_rows
     from ratchet.flows.rounds.observe.progress import describe_stage, running_stage
     from ratchet.store.confirmation import confirmed_by_round, confirmed_by_set
-    from ratchet.store.costs import cost_per_point, round_costs
     from ratchet.store.db import StoreError, connect, require_store
     from ratchet.store.queries import campaign_controls
-    from ratchet.store.reports import round_run_dirs, status_rows
+    from ratchet.store.read.costs import cost_per_point, round_costs
+    from ratchet.store.read.reports import round_run_dirs, status_rows
 
     if format not in ("table", "json"):
         fail(f"--format {format!r} is not one of table, json")
