@@ -76,8 +76,18 @@ def test_up_deploys_to_a_work_pool_and_a_worker_runs_the_round(tmp_path, daemon_
         spans = sorted((r.start_time, r.end_time) for r in runs if r.deployment_id == dep.id and r.start_time and r.end_time)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
         assert "skipped the run scheduled" in log.read_text()  # ticks during the round were skipped, not queued
+        # `ratchet schedule pause` reaches a work pool's deployment too; with nothing scheduled or in flight the
+        # worker stops at once (a SIGTERM during a flow run is forwarded to that run and the worker polls on)
+        paused = subprocess.run([str(BIN / "ratchet"), "schedule", "pause", "tiny"], env=env, capture_output=True, text=True)
+        assert paused.returncode == 0 and "paused tiny" in paused.stdout, paused.stdout + paused.stderr
+        idle = lambda: (
+            not [  # noqa: E731
+                r for r in _flow_runs(url, auth)[1] if r.state_type and r.state_type.name in ("SCHEDULED", "PENDING", "RUNNING")
+            ]
+        )
+        _wait("the paused campaign's runs to end", idle, 300, worker, wlog, every_s=2)
         worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=60)
+        worker.wait(timeout=120)
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:
