@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ratchet.store.queries import _rows
-from ratchet.store.read.round_metrics import IN_ROUNDS, since_of
+from ratchet.store.read.round_metrics import IN_ROUNDS, by_round, since_of
 
 # The gate_flips view's rows of some rounds (``$round_ids``), computed from their checkpoints' greedy verdicts only,
 # written since ``$since`` (``ratchet.store.read.round_metrics.since_of``); the view aggregates every greedy verdict of the store
@@ -64,10 +63,7 @@ def round_flips_of_rounds(
     con: duckdb.DuckDBPyConnection, round_ids: list[str], limit: int | None = None
 ) -> dict[str, list[dict]]:
     """``round_flips`` of each of ``round_ids`` in one query (``limit`` per round): ``{round_id: rows}``."""
-    out: dict[str, list[dict]] = {rid: [] for rid in round_ids}
-    for row in _rows(con.execute(_FLIPS_SQL, {**_params(con, round_ids), "limit": limit})):
-        out[row.pop("round_id")].append(row)
-    return out
+    return by_round(con.execute(_FLIPS_SQL, {**_params(con, round_ids), "limit": limit}), round_ids)
 
 
 def round_flips(con: duckdb.DuckDBPyConnection, round_id: str, limit: int | None = None) -> list[dict]:

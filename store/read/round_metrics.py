@@ -87,12 +87,18 @@ def _many(sql: str, con: duckdb.DuckDBPyConnection, round_ids: list[str], **para
     return by_round(con.execute(sql, {"round_ids": list(round_ids), **params}), round_ids)
 
 
+def _rollouts(
+    sql: str, con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None
+) -> dict[str, list[dict]]:
+    """A rollout query (``$round_ids``, ``$verifier_version``, ``$since``) bounded by the rounds' start."""
+    return _many(sql, con, round_ids, verifier_version=verifier_version, since=since_of_rounds(con, round_ids))
+
+
 def rollout_metrics_of_rounds(
     con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None = None
 ) -> dict[str, list[dict]]:
     """``rollout_metrics`` of each of ``round_ids`` in one query: ``{round_id: rows}``."""
-    since = since_of_rounds(con, round_ids)
-    return _many(ROLLOUT_METRICS_SQL, con, round_ids, verifier_version=verifier_version, since=since)
+    return _rollouts(ROLLOUT_METRICS_SQL, con, round_ids, verifier_version)
 
 
 def rollout_metrics(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
@@ -125,8 +131,7 @@ def rollout_metrics_by_source_of_rounds(
     con: duckdb.DuckDBPyConnection, round_ids: list[str], verifier_version: str | None = None
 ) -> dict[str, list[dict]]:
     """``rollout_metrics_by_source`` of each of ``round_ids`` in one query: ``{round_id: rows}``."""
-    since = since_of_rounds(con, round_ids)
-    return _many(ROLLOUT_SOURCE_SQL, con, round_ids, verifier_version=verifier_version, since=since)
+    return _rollouts(ROLLOUT_SOURCE_SQL, con, round_ids, verifier_version)
 
 
 def rollout_metrics_by_source(con: duckdb.DuckDBPyConnection, round_id: str, verifier_version: str | None = None) -> list[dict]:
