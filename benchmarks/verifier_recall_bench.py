@@ -28,7 +28,7 @@ from collections.abc import Callable
 from math_recall_corpus import rows
 
 from ratchet.verifiers.math import POOL_SIZE, shutdown_pool, verify_math_batch
-from ratchet.verifiers.math.symbolic import _WARMUP
+from ratchet.verifiers.math.comparison.symbolic import _WARMUP
 
 Row = tuple[str, str, str, str, bool]
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from ratchet.verifiers.math.extract import find_boxes
+from ratchet.verifiers.math.extraction.extract import find_boxes
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = "format-1.2.0"

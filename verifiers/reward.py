@@ -28,7 +28,7 @@ from ratchet.verifiers import format as format_v
 from ratchet.verifiers import language as language_v
 from ratchet.verifiers import lean as lean_v
 from ratchet.verifiers import math as math_v
-from ratchet.verifiers.math.extract import read_span
+from ratchet.verifiers.math.extraction.extract import read_span
 from ratchet.verifiers.verdict import Verdict
 
 VERSION = f"composite-1.0.0[{math_v.VERSION},{code_v.VERSION},{format_v.VERSION}]"

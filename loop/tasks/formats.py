@@ -31,9 +31,9 @@ from ratchet.loop.config import RecordFields, TaskFormat
 from ratchet.loop.tasks.gold_style import gold_style_problems
 from ratchet.loop.tasks.readers import TaskDataError, read_records
 from ratchet.loop.tasks.record_prompts import record_json, record_prompt, record_reference
-from ratchet.verifiers.math.extract import find_boxed
+from ratchet.verifiers.math.extraction.extract import find_boxed
 from ratchet.verifiers.math.golds import choice_gold
-from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.parsing.parse import ParseError, TooLarge, parse_answer
 
 FORMATS: tuple[str, ...] = ("math", "humaneval", "mbpp", "stdio", "records")
 

@@ -8,13 +8,13 @@ file (golds ``... #### 42``) a record whose answer has no ``####`` gives its who
 
 * **no ``####``** where most (over half) of the file's answers end with ``#### <answer>``;
 * **a text gold** (the math verifier's ``kind == "text"``: not a number, fraction, expression, interval, set, choice
-  letter or relation, per ``ratchet.verifiers.math.parse``, docs/verifier-policy.md) where most of the file's golds are
+  letter or relation, per ``ratchet.verifiers.math.parsing.parse``, docs/verifier-policy.md) where most of the file's golds are
   values it compares. A file of text golds (yes/no, names) is left as it is: there, literal comparison is the intent.
 """
 
 from __future__ import annotations
 
-from ratchet.verifiers.math.parse import ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.parsing.parse import ParseError, TooLarge, parse_answer
 
 GSM8K_MARK = "####"
 

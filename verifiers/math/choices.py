@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ratchet.verifiers.math.compare import NeedsCAS, leaf_equal
-from ratchet.verifiers.math.extract import Extraction
-from ratchet.verifiers.math.parse import Answer, ParseError, parse_answer
-from ratchet.verifiers.math.prose import _HEDGE
+from ratchet.verifiers.math.comparison.compare import NeedsCAS, leaf_equal
+from ratchet.verifiers.math.extraction.extract import Extraction
+from ratchet.verifiers.math.extraction.prose import _HEDGE
+from ratchet.verifiers.math.parsing.parse import Answer, ParseError, parse_answer
 
 LETTERS = "ABCDEFGHIJ"
 MAX_CHOICES = len(LETTERS)  # options past J have no letter a prediction could name

@@ -13,8 +13,8 @@ import json
 import re
 from collections.abc import Sequence
 
-from ratchet.verifiers.math.extract import extract_answer, find_boxes
-from ratchet.verifiers.math.parse import Answer, ParseError, parse_answer
+from ratchet.verifiers.math.extraction.extract import extract_answer, find_boxes
+from ratchet.verifiers.math.parsing.parse import Answer, ParseError, parse_answer
 
 _JOINED = re.compile(r"\band\b|\bor\b|[,;&]|\\q?quad|和|或", re.I)
 

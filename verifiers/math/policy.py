@@ -21,7 +21,7 @@ class Clause:
     Attributes:
         name: a short id (also the golden table's theme name in the tests).
         rule: the rule in one or two sentences, as a person reads it.
-        module: where it is enforced (``ratchet.verifiers.math.<module>``).
+        module: where it is enforced (``verifiers/math/<module>.py``).
         examples: ``(gold, completion, credited)`` rows; ``credited`` is the verdict's ``correct``.
         choices: the options every example's task lists (a multiple-choice task record's ``choices``), or None.
     """
@@ -38,7 +38,7 @@ CLAUSES: tuple[Clause, ...] = (
         "NUMBERS",
         "Numbers compare exactly as rationals: thousands separators, scientific notation, fractions, mixed "
         "numbers and trailing zeros are forms of one value; never gold x 100 or gold / 100.",
-        "compare",
+        "comparison/compare",
         (
             ("1000", r"\boxed{1,000}", True),
             ("1000", r"\boxed{1{,}000}", True),
@@ -60,7 +60,7 @@ CLAUSES: tuple[Clause, ...] = (
         "Numeric tolerance (half a unit of the gold's last place) applies only when the gold is marked "
         "approximate or is a decimal rounding of an exact prediction; an unmarked decimal gold is exact, and "
         "a rounding is never an irrational constant.",
-        "compare",
+        "comparison/compare",
         (
             ("约为3.14", r"所以结果是 $\boxed{3.14}$。", True),
             ("approximately 2.72", r"\boxed{2.718}", True),
@@ -80,7 +80,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "PERCENT_UNITS_DEGREES",
         "A percent equals its fraction and its bare number; a unit is dropped when one side has none; degrees are presentation.",
-        "normalize",
+        "parsing/normalize",
         (
             (r"50\%", r"\boxed{0.5}", True),
             (r"50\%", r"\boxed{50}", True),
@@ -94,7 +94,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "CHOICES",
         "Choice letters compare by letter whatever their wrapping; several letters for one gold letter are a hedge.",
-        "parse",
+        "parsing/parse",
         (
             (r"\text{(B)}", r"\boxed{B}", True),
             ("B", r"\boxed{\textbf{(B)}}", True),
@@ -106,7 +106,7 @@ CLAUSES: tuple[Clause, ...] = (
         "STRUCTURES",
         "Intervals compare their openness; sets are unordered and tuples ordered; a gold listing several "
         "answers needs all of them; a labelled value (x = 3) is its value.",
-        "compare",
+        "comparison/compare",
         (
             ("[1,2)", r"\boxed{(1,2]}", False),
             ("[1,2)", r"\boxed{[1,2)}", True),
@@ -123,7 +123,7 @@ CLAUSES: tuple[Clause, ...] = (
         "SYMBOLIC",
         "Expressions and equations are equal when sympy proves them equal (in a killable worker); "
         "equality is always decided exactly.",
-        "symbolic",
+        "comparison/symbolic",
         (
             (r"\frac{\sqrt{2}}{2}", r"\boxed{\frac{1}{\sqrt{2}}}", True),
             (r"2\pi", r"\boxed{2 \pi}", True),
@@ -136,7 +136,7 @@ CLAUSES: tuple[Clause, ...] = (
         "EXTRACTION",
         "One final answer is graded: an <answer> tag, else the last box, else an answer line; never from "
         "inside <think>; several different answers or a hedged list are ambiguous; no last-number fallback.",
-        "extract",
+        "extraction/extract",
         (
             ("3", r"The answer is $\boxed{2}$ or maybe $\boxed{3}$.", False),
             ("7", "<think>Let me compute... the answer is 7.</think><answer>I am not sure.</answer>", False),
@@ -151,7 +151,7 @@ CLAUSES: tuple[Clause, ...] = (
         "A_LINES",
         "A closing ``A: N`` line (the Q:/A: few-shot format of early GSM8K releases) is an answer line, unless "
         "``B:`` lines list options or it states no math (``A: Let's think step by step.`` opens the turn).",
-        "lines",
+        "extraction/lines",
         (
             ("14", "Two boxes have 2 * 7 = 14 pens.\nA: 14", True),
             ("14", "Two boxes have 2 * 7 = 15 pens.\nA: 15", False),
@@ -163,7 +163,7 @@ CLAUSES: tuple[Clause, ...] = (
         "INVENTED_QUESTIONS",
         "A ``Q:``/``Question:``/``Problem:`` line after an answer marker opens an exercise the model made up: the "
         "completion ends there (what follows is neither the answer nor a rival), unless it retracts the answer.",
-        "extract",
+        "extraction/extract",
         (
             ("9", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", True),
             ("7", "She has 12 - 3 = 9 apples left.\nA: 9\n\nQ: Tom has 4 cars. He buys 3.\nA: 7", False),
@@ -176,7 +176,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "JSON_ANSWER_FIELD",
         'A JSON ``"answer"`` field, fenced or not, is a final-answer marker ranked after the answer tag; two different fields, a disagreeing box outside it, or a retraction after it take the credit away.',
-        "extract",
+        "extraction/extract",
         (
             ("36", '```json\n{"reasoning": "6*6 = 36", "answer": "36"}\n```', True),
             (r"\frac{3}{4}", '{"reasoning": "3 of 4 parts", "answer": "3/4"}', True),
@@ -191,7 +191,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "UNMARKED_CONCLUSIONS",
         "With no marker: a completion that is one math span; and, up to 4,000 characters, a finished closing computation line in a conclusion context, or a finished last sentence whose one number restates a computed value (one explanatory sentence after it is passed over); never a number only the question gave, a setup, a negation or a doubt.",
-        "prose",
+        "extraction/prose",
         (
             ("45", "The tank holds 5 * 9 = 45 liters when full.\nThe tank holds 45 liters.", True),
             ("120", "So the farmer sells 120 eggs in total. This is the number of eggs sold each week.", True),
@@ -209,7 +209,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "SENTENCES_IN_MARKERS",
         "A sentence inside an answer line, ``<answer>`` tag or JSON field is read for its one value, past a leading condition that restates the question (no digit, variable or negation); a condition after the value, a case of a case split or two values is no answer.",
-        "prose",
+        "extraction/prose",
         (
             ("6", "Answer: If they share the stickers equally, each friend gets 6.", True),
             ("490", "<think>7 crates of 70</think> <answer> 7 * 70 = 490 oranges. </answer>", True),
@@ -223,7 +223,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "ORDINALS",
         "An ordinal suffix (``7^{\\text{th}}``, ``21st``) is presentation: the number is the answer.",
-        "normalize",
+        "parsing/normalize",
         (
             ("7", r"She finishes in $\boxed{7^{\text{th}} \text{ place}}$.", True),
             ("21", r"\boxed{21st}", True),
@@ -234,7 +234,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "FUNCTION_LABELS",
         "A function applied to numbers labels its value (``g(g(3)) = g(5) = 4`` states 4); an equation such as ``g(x) + 1 = 5`` states none.",
-        "compare",
+        "comparison/compare",
         (
             ("4", "Then $g(g(3)) = g(5) = 4$.", True),
             ("4", r"\boxed{f^{-1}(3) = 4}", True),
@@ -245,7 +245,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "CHECKS_AFTER_THE_ANSWER",
         "A check after the answer that confirms it (a verification opener, a confirmation word, no word of doubt) is no retraction, and ``This answer is correct.`` is no rival answer; a real retraction or contrast still takes the credit away.",
-        "tail",
+        "extraction/tail",
         (
             (
                 "21",
@@ -262,7 +262,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "SAME_VALUE_BOXED_TWICE",
         "The same value boxed in two forms (``\\boxed{m = 2}`` and ``\\boxed{2}``) is one answer, not two.",
-        "extract",
+        "extraction/extract",
         (
             ("2", r"So $\boxed{m = 2}$, that is, $m$ equals $\boxed{2}$.", True),
             ("2", r"So $\boxed{m = 2}$, that is, $m$ equals $\boxed{3}$.", False),
@@ -272,7 +272,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "TRUTH_VALUES",
         "Yes/No answer a True/False gold (Yes = True, No = False).",
-        "compare",
+        "comparison/compare",
         (
             ("True", "Every such number is even, so the statement holds. The answer is Yes.", True),
             ("True", "The answer is No.", False),
@@ -287,7 +287,7 @@ CLAUSES: tuple[Clause, ...] = (
         "or a labelled noun phrase states its one number (``Tom would still have 8 marbles.``, ``Number of peaches in "
         "the basket = 52``, ``x = 27 bird families were left.``), past a currency sign and a computation before the "
         "value; two values, a negation, a hedge or a word that changes the number (``3 hundred``) is no answer.",
-        "lines",
+        "extraction/lines",
         (
             ("12", "She packs 3 * 4 = 12 jars.\nAnswer:\nThis morning, 12 jars are ready.", True),
             ("8", "12 - 4 = 8\nAnswer:\nTom would still have 8 marbles.", True),
@@ -373,7 +373,7 @@ CLAUSES: tuple[Clause, ...] = (
         "difference the working computed (``22 inches farther than``, ``5 more cups``); never a difference with no "
         "working, another comparison or bound (``3 times``, ``at least``) or a ratio (``1 in 6``). A closing check "
         "that names the value again, with no word of doubt (``Check: 45 - 15 = 30.``), is no rival answer.",
-        "prose",
+        "extraction/prose",
         (
             ("40", "She walks 5 miles each hour, 5 * 8 = 40.\nTherefore, she can walk 40 miles in 8 hours.", True),
             ("40", "She walks 4 miles each hour, 4 * 8 = 32.\nTherefore, she can walk 32 miles in 8 hours.", False),
@@ -397,7 +397,7 @@ CLAUSES: tuple[Clause, ...] = (
         "``Solution:`` above one closing statement (all that follows it: one finished line with no plan or setup "
         "word) marks the answer, and an answer phrase that ends its line (``the correct answer is:``) states the "
         "next line; a ``Solution:`` that opens working is no marker.",
-        "lines",
+        "extraction/lines",
         (
             ("17", "Solution:\n\nMarco has 17 marbles now.", True),
             ("17", "Solution:\nMarco has 18 marbles now.", False),

@@ -1,7 +1,7 @@
 """Math answer verification, the entry points: ``verify_math`` / ``verify_math_batch`` (extract -> parse -> compare).
 
-Two stages like Math-Verify: ``extract_answer``/``parse_answer`` (``ratchet.verifiers.math.parse``) and a
-comparison (``ratchet.verifiers.math.compare``). Integers, rationals, decimals, percents, choices, text,
+Two stages like Math-Verify: ``extract_answer``/``parse_answer`` (``ratchet.verifiers.math.parsing.parse``) and a
+comparison (``ratchet.verifiers.math.comparison.compare``). Integers, rationals, decimals, percents, choices, text,
 and sets/tuples/intervals of those are compared exactly in the caller's process; only pairs that
 involve a real expression (``\\sqrt{2}``, ``2\\pi``, ``x^2+1``) go to sympy, in worker processes
 that are SIGKILLed at ``timeout_s`` (never ``signal.alarm``, never ``eval``/``exec`` of model text).
@@ -203,14 +203,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ratchet.verifiers.math import cas
 from ratchet.verifiers.math.choices import pick
-from ratchet.verifiers.math.compare import NeedsCAS, compare
-from ratchet.verifiers.math.extract import ANSWER_FORMATS, Extraction, extract_answer
+from ratchet.verifiers.math.comparison import cas
+from ratchet.verifiers.math.comparison.compare import NeedsCAS, compare
+from ratchet.verifiers.math.extraction.extract import ANSWER_FORMATS, Extraction, extract_answer
+from ratchet.verifiers.math.extraction.prose import _HEDGE
 from ratchet.verifiers.math.golds import parsed_gold, split_gold
-from ratchet.verifiers.math.parse import Answer, ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.parsing.parse import Answer, ParseError, TooLarge, parse_answer
 from ratchet.verifiers.math.policy import VERSION
-from ratchet.verifiers.math.prose import _HEDGE
 from ratchet.verifiers.verdict import Verdict
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.math import verify_math_batch
-from ratchet.verifiers.math.arith import exact_value
+from ratchet.verifiers.math.parsing.arith import exact_value
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ratchet.verifiers.math import cas
 from ratchet.verifiers.math import verify as vm
+from ratchet.verifiers.math.comparison import cas
 
 PAIRS = [
     (r"\frac{\sqrt{3}}{2}", r"The answer is \boxed{\frac{\sqrt{3}}{2}}"),

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.format import TEMPLATES, check_format
-from ratchet.verifiers.math.extract import MAX_BOXES, extract_answer, find_boxes
+from ratchet.verifiers.math.extraction.extract import MAX_BOXES, extract_answer, find_boxes
 
 BOUND_S = 5.0  # CPU seconds: a guard against super-linear parsing (a quadratic takes minutes on 1 MB), not a speed target
 # (~0.3 s idle, 1.5 s seen at load 4; speed is measured by benchmarks/)

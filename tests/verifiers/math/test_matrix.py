@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from ratchet.verifiers.math.matrix import MAX_CELLS, evaluate
+from ratchet.verifiers.math.parsing.matrix import MAX_CELLS, evaluate
 
 
 def _num(cell: str) -> Fraction | None:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratchet.verifiers.math import verify_math_batch
-from ratchet.verifiers.math.extract import extract_answer
-from ratchet.verifiers.math.parse import parse_answer
+from ratchet.verifiers.math.extraction.extract import extract_answer
+from ratchet.verifiers.math.parsing.parse import parse_answer
 
 CHAINS = [
     ("x = 11", r"\boxed{x = 5+5+1 = 7 =11}", True),  # the last link is the value

@@ -22,7 +22,7 @@ def _get_pool():  # type: ignore[no-untyped-def]
     if _pool is None:
         from ratchet.verifiers._pool import WorkerPool
 
-        _pool = WorkerPool("ratchet.verifiers.math.symbolic", POOL_SIZE)
+        _pool = WorkerPool("ratchet.verifiers.math.comparison.symbolic", POOL_SIZE)
         atexit.register(_pool.close)
     return _pool
 

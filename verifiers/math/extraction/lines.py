@@ -14,10 +14,10 @@ from __future__ import annotations
 import itertools
 import re
 
-from ratchet.verifiers.math.normalize import ParseError, prose_key
-from ratchet.verifiers.math.parse import MAX_ANSWER_CHARS, parse_answer
-from ratchet.verifiers.math.prose import _BREAK_CHARS, _LINE_BREAK, _PROSE_STOP, _sole_math_span, answer_sentence_value
-from ratchet.verifiers.math.tail import HYPOTHETICAL
+from ratchet.verifiers.math.extraction.prose import _BREAK_CHARS, _LINE_BREAK, _PROSE_STOP, _sole_math_span, answer_sentence_value
+from ratchet.verifiers.math.extraction.tail import HYPOTHETICAL
+from ratchet.verifiers.math.parsing.normalize import ParseError, prose_key
+from ratchet.verifiers.math.parsing.parse import MAX_ANSWER_CHARS, parse_answer
 
 MAX_CANDIDATE_CHARS = 2 * MAX_ANSWER_CHARS  # a longer "answer" is an essay: parse_answer refuses it
 MAX_BOXES = 256  # more boxes (or answer lines) than this is spam or a list of guesses: ambiguous without reading them

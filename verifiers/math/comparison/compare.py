@@ -2,7 +2,7 @@
 
 ``compare`` runs without any computer algebra. When a leaf pair needs one (an ``expression`` on
 either side) and no CAS callback is given it raises ``NeedsCAS``; the caller then re-runs the same
-comparison inside a killable worker process that passes ``ratchet.verifiers.math.symbolic.cas_equal``.
+comparison inside a killable worker process that passes ``ratchet.verifiers.math.comparison.symbolic.cas_equal``.
 Keeping one comparison function for both paths means the fast path and the slow path can never
 disagree about policy.
 """
@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from ratchet.verifiers.math.parse import _GREEK, _SYMBOL, Answer
+from ratchet.verifiers.math.parsing.parse import _GREEK, _SYMBOL, Answer
 
 Cas = Callable[[Answer, Answer, "Fraction | None"], bool]
 

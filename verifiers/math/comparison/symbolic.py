@@ -1,7 +1,7 @@
 """The slow path of math verification: sympy equivalence, run only inside a worker process.
 
 Never imported by the caller's process except for ``main`` bookkeeping: ``verifiers.math`` starts
-``python -c "from ratchet.verifiers.math.symbolic import main; main()"`` workers through
+``python -c "from ratchet.verifiers.math.comparison.symbolic import main; main()"`` workers through
 ``ratchet.verifiers._pool.WorkerPool`` and kills them on a hard timeout. LaTeX is read with
 ``latex2sympy2_extended`` (an ANTLR grammar); a parse that does not consume the whole answer
 raises, and that is a parse failure, never a fallback to a fragment. Nothing here evaluates model
@@ -16,8 +16,8 @@ import resource
 from fractions import Fraction
 from typing import Any
 
-from ratchet.verifiers.math.compare import NeedsCAS, _terminates, compare
-from ratchet.verifiers.math.parse import Answer, ParseError, TooLarge, parse_answer
+from ratchet.verifiers.math.comparison.compare import NeedsCAS, _terminates, compare
+from ratchet.verifiers.math.parsing.parse import Answer, ParseError, TooLarge, parse_answer
 
 WORKER_MEMORY_BYTES = 2 * 1024**3  # a runaway simplify dies with MemoryError instead of swapping the host
 MAX_POW_EXPONENT = 10_000  # 2^{10000} is fine; 9^{387420489} is not

@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ratchet.verifiers.math.lines import (
+from ratchet.verifiers.math.extraction.lines import (
     MAX_BOXES,
     MAX_CANDIDATE_CHARS,
     MAX_DISTINCT,
@@ -56,10 +56,10 @@ from ratchet.verifiers.math.lines import (
     _sentence,
     solution_statement,
 )
-from ratchet.verifiers.math.normalize import ParseError
-from ratchet.verifiers.math.parse import _SYMBOL, Answer, parse_answer
-from ratchet.verifiers.math.prose import _HEDGE, _final_sentence, answer_sentence_value
-from ratchet.verifiers.math.tail import has_retraction, tail_problem
+from ratchet.verifiers.math.extraction.prose import _HEDGE, _final_sentence, answer_sentence_value
+from ratchet.verifiers.math.extraction.tail import has_retraction, tail_problem
+from ratchet.verifiers.math.parsing.normalize import ParseError
+from ratchet.verifiers.math.parsing.parse import _SYMBOL, Answer, parse_answer
 
 __all__ = [
     "ANSWER_FORMATS",

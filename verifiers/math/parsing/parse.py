@@ -2,7 +2,7 @@
 
 Pure string work (regular expressions and exact ``fractions.Fraction`` arithmetic): nothing here
 imports sympy. Anything that needs a computer-algebra system stays a ``kind="expression"`` leaf holding
-normalized LaTeX; ``ratchet.verifiers.math.symbolic`` handles those in a killable worker process.
+normalized LaTeX; ``ratchet.verifiers.math.comparison.symbolic`` handles those in a killable worker process.
 Normalization of the answer text (units, wrappers, approximation words) is ``math_normalize``;
 finding the answer in a completion is ``math_extract``.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal
 
-from ratchet.verifiers.math import matrix as math_matrix
-from ratchet.verifiers.math.arith import exact_value, is_range
-from ratchet.verifiers.math.normalize import (
+from ratchet.verifiers.math.parsing import matrix as math_matrix
+from ratchet.verifiers.math.parsing.arith import exact_value, is_range
+from ratchet.verifiers.math.parsing.normalize import (
     KNOWN_FUNCS,
     ParseError,
     TooLarge,
