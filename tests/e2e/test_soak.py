@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +93,24 @@ def _kill_tree(proc):
     proc.wait(30)
 
 
+class _DiskSampler(threading.Thread):
+    """Samples the checkpoint folder every 0.1 s in the background: a rejected candidate lives only from its write to
+    its round's gate (about a second with the tiny model), shorter than one pass of the soak's loop (a ``ratchet
+    status`` subprocess each time). ``peak``: the folder's largest total; ``one``: the largest single checkpoint."""
+
+    def __init__(self, ckpts: Path):
+        super().__init__(daemon=True)
+        self.ckpts, self.peak, self.one, self.done = ckpts, 0, 0, threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.1):
+            try:
+                sizes = [folder_bytes(p) for p in self.ckpts.iterdir()] if self.ckpts.is_dir() else []
+            except OSError:  # a checkpoint deleted while it was being measured
+                continue
+            self.peak, self.one = max(self.peak, sum(sizes)), max([self.one, *sizes])
+
+
 def test_soak_nightly(tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks.jsonl"
     # The tiny model answers 7 to everything: a third of the golds are 7, so every round has verified-correct
@@ -136,15 +155,14 @@ rounds_per_run = 1
     )
     ckpts = tmp_path / "store" / "r.runs" / "checkpoints"
     prefect_db = tmp_path / "home" / "prefect" / "prefect.db"
-    peak, ckpt_size, killed, halted, resumed = 0, 0, False, False, False
+    killed, halted, resumed = False, False, False
+    disk = _DiskSampler(ckpts)
+    disk.start()
     t0 = time.monotonic()
     proc = _up(cfg, env, log, _free_port())
     try:
         while True:
-            time.sleep(1)  # a rejected candidate lives only until its round's gate: sample often enough to see it
-            peak = max(peak, folder_bytes(ckpts))
-            # one checkpoint's size, seen while it exists (retention may delete every one: a gate that never promotes)
-            ckpt_size = max([ckpt_size, *(folder_bytes(p) for p in (ckpts.iterdir() if ckpts.is_dir() else ()))])
+            time.sleep(1)
             done = (_q(db, "SELECT count(*) FROM rounds WHERE status = 'completed'") or [[0]])[0][0]
             if done >= RUNS and _completed_runs(prefect_db) >= RUNS:
                 break
@@ -165,12 +183,15 @@ rounds_per_run = 1
                 assert run("campaign", "halt", "soak", "--reason", "soak: inspect", "--db", str(db)).returncode == 0
     finally:
         stop.touch()
+        disk.done.set()
         _kill_tree(proc) if proc.poll() is None else None
         reader.wait(60)
     got = json.loads(out.read_text())
     rounds = _q(db, "SELECT round_index, status FROM rounds ORDER BY 1")
     per_round = _q(db, "SELECT round_id, count(*) FROM trajectories WHERE purpose = 'rollout' GROUP BY 1")
     flow_runs = _completed_runs(prefect_db)
+    disk.join(10)
+    peak, ckpt_size = disk.peak, disk.one  # one checkpoint's size, seen while it existed (retention may delete every one)
     figures = dict(
         runs=flow_runs, rounds=len(rounds), completed=sum(s == "completed" for _, s in rounds), peak_checkpoint_bytes=peak,
         checkpoint_bytes=ckpt_size, reader_queries=got["queries"], reader_errors=len(got["errors"]), minutes=round((time.monotonic() - t0) / 60, 1),
