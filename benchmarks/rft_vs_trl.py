@@ -22,7 +22,7 @@ target <= 0.7), ``ratio_padded`` (Ratchet padded ÷ TRL), the medians ``ours_s_p
 / ``trl_s_per_step``, ``examples``, ``steps_per_pass``, ``tokens`` (prompt + completion tokens of the set, as Ratchet
 tokenizes it) and each side's mean training loss over its passes (``*_loss_mean``; nats per completion token).
 
-Run: ``.venv/bin/python benchmarks/rft_vs_trl.py`` (about 15 minutes on 2 cores; ``--repeats 1 --prompts 8`` for a
+Run: ``.venv/bin/python benchmarks/rft_vs_trl.py`` (about 7 minutes on 2 cores; ``--repeats 1 --prompts 8`` for a
 quick look).
 """
 
